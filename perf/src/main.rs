@@ -1,0 +1,2 @@
+//! fairway-perf: side-by-side comparison.
+fn main() {}

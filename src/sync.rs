@@ -1,0 +1,102 @@
+//! The one synchronisation shim.
+//!
+//! Every atomic, `UnsafeCell`, `Arc` and waker cell used by the crate comes from here. Under
+//! `cfg(loom)` they are loom's, so the models in `src/**/loom_*.rs` see every access; otherwise
+//! they are the standard library's (and `atomic-waker`'s). Nothing else in the crate imports
+//! `std::sync::atomic` directly.
+
+#[cfg(not(loom))]
+mod imp {
+    pub(crate) use std::sync::atomic::{
+        fence, AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering,
+    };
+    pub(crate) use std::sync::Arc;
+    pub(crate) use std::thread::yield_now;
+
+    pub(crate) use atomic_waker::AtomicWaker;
+
+    /// `UnsafeCell` with loom's closure API, so the same code compiles under both.
+    #[derive(Debug)]
+    pub(crate) struct UnsafeCell<T>(std::cell::UnsafeCell<T>);
+
+    impl<T> UnsafeCell<T> {
+        pub(crate) const fn new(value: T) -> Self {
+            Self(std::cell::UnsafeCell::new(value))
+        }
+
+        /// Runs `f` with a shared raw pointer to the contents.
+        #[inline(always)]
+        pub(crate) fn with<R>(&self, f: impl FnOnce(*const T) -> R) -> R {
+            f(self.0.get())
+        }
+
+        /// Runs `f` with a mutable raw pointer to the contents.
+        #[inline(always)]
+        pub(crate) fn with_mut<R>(&self, f: impl FnOnce(*mut T) -> R) -> R {
+            f(self.0.get())
+        }
+    }
+}
+
+#[cfg(loom)]
+mod imp {
+    pub(crate) use loom::cell::UnsafeCell;
+    pub(crate) use loom::future::AtomicWaker;
+    pub(crate) use loom::sync::atomic::{
+        fence, AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering,
+    };
+    pub(crate) use loom::sync::Arc;
+    pub(crate) use loom::thread::yield_now;
+}
+
+#[allow(unused_imports)]
+pub(crate) use imp::*;
+
+/// Outcome bookkeeping for loom models: a model records which outcome each execution reached,
+/// and asserts at the end that every expected outcome was reached at least once, so a model that
+/// silently explored one interleaving fails instead of passing.
+#[cfg(all(test, loom))]
+pub(crate) mod model {
+    use std::collections::BTreeMap;
+    use std::sync::Mutex;
+
+    /// Counts how often each named outcome was reached across a loom run.
+    #[derive(Debug, Default)]
+    pub(crate) struct Outcomes {
+        seen: Mutex<BTreeMap<&'static str, usize>>,
+    }
+
+    impl Outcomes {
+        /// An empty tally.
+        pub(crate) fn new() -> Self {
+            Self::default()
+        }
+
+        /// Records one execution that ended in `outcome`.
+        pub(crate) fn hit(&self, outcome: &'static str) {
+            *self.seen.lock().unwrap().entry(outcome).or_default() += 1;
+        }
+
+        /// Panics unless every name in `expected` was reached, and nothing else was.
+        pub(crate) fn assert_exactly(&self, expected: &[&'static str]) {
+            let seen = self.seen.lock().unwrap();
+            for e in expected {
+                assert!(
+                    seen.contains_key(e),
+                    "outcome {e:?} never reached; seen {seen:?}"
+                );
+            }
+            for k in seen.keys() {
+                assert!(
+                    expected.contains(k),
+                    "unexpected outcome {k:?}; seen {seen:?}"
+                );
+            }
+        }
+    }
+
+    /// Runs `f` under loom's exhaustive scheduler (bounded by `LOOM_MAX_PREEMPTIONS`).
+    pub(crate) fn model(f: impl Fn() + Sync + Send + 'static) {
+        loom::model::Builder::new().check(f);
+    }
+}
