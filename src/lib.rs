@@ -1,22 +1,27 @@
 #![doc = include_str!("../README.md")]
-#![deny(
-    unsafe_op_in_unsafe_fn,
-    clippy::undocumented_unsafe_blocks,
-    clippy::missing_safety_doc
-)]
+#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 
 pub(crate) mod sync;
 
 pub mod admission;
+mod cancel;
 mod clock;
+mod engine;
 mod error;
 mod ids;
-#[allow(dead_code)]
 pub(crate) mod policy;
 pub mod pool;
-#[allow(dead_code)]
 pub(crate) mod raw;
+mod scheduler;
 
+pub use cancel::{CancellationToken, Cancelled};
 pub use clock::{Clock, ManualClock, MonotonicClock};
+pub use engine::baseline::{BaselineLock, ParkingLotMutex, StdMutex};
 pub use error::{Code, Error, Result};
 pub use ids::{CellId, ClassId, Priority, RequestId, TenantId};
+pub use scheduler::{
+    AdmittedRequest, Assignment, Baseline, Builder, ClassConfig, ClassSnapshot, Enqueue, Job, LockFree, Mechanism,
+    Next, RequestHandle, Scheduler, SubmitError, TryEnqueueError,
+};
+
+pub(crate) use scheduler::block_on;

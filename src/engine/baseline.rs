@@ -1,0 +1,698 @@
+//! The mutex baseline: the same policy under one lock per class (SPEC Q02).
+//!
+//! This is a competent implementation, not a strawman: every operation is one short critical
+//! section, cancelled entries are removed eagerly, wakers are woken and cancelled payloads dropped
+//! only after the lock is released (SPEC F35), and nothing allocates after build. It is the
+//! comparison in every bench and the oracle of the differential tests.
+//!
+//! # Locks
+//!
+//! One mutex per class ([`std::sync::Mutex`] or [`parking_lot::Mutex`], chosen by the
+//! [`BaselineLock`] type), held for every operation.
+
+use super::lockfree::PASS_BUDGET;
+use super::{ClassEngine, ClassSetup, Ended, Enqueued, Polled, Pulled, Ticket};
+use crate::admission::Permit;
+use crate::clock::Clock;
+use crate::policy::{EntryMeta, Judge, Policy, PolicyConfig, Verdict};
+use crate::pool::{CellPool, Lease};
+use crate::raw::arena::Key;
+use crate::scheduler::stats::ClassStats;
+use crate::scheduler::ClassSnapshot;
+use std::sync::Arc;
+use crate::{ClassId, Code, Error};
+use arrayvec::ArrayVec;
+use core::task::{Context, Poll, Waker};
+use std::collections::VecDeque;
+
+/// The mutex a baseline engine uses. Implemented by [`StdMutex`] and [`ParkingLotMutex`].
+pub trait BaselineLock: Send + Sync + 'static {
+    /// The mutex type holding a `T`.
+    type Mutex<T: Send>: Send + Sync;
+    /// Wraps `value`.
+    fn new<T: Send>(value: T) -> Self::Mutex<T>;
+    /// Runs `f` with the lock held.
+    fn with<T: Send, R>(m: &Self::Mutex<T>, f: impl FnOnce(&mut T) -> R) -> R;
+}
+
+/// Baseline with [`std::sync::Mutex`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct StdMutex;
+
+impl BaselineLock for StdMutex {
+    type Mutex<T: Send> = std::sync::Mutex<T>;
+    fn new<T: Send>(value: T) -> Self::Mutex<T> {
+        std::sync::Mutex::new(value)
+    }
+    fn with<T: Send, R>(m: &Self::Mutex<T>, f: impl FnOnce(&mut T) -> R) -> R {
+        // A panic while holding the lock leaves the class state as consistent as the panicking
+        // operation left it; keep serving rather than poisoning every later caller.
+        let mut g = m.lock().unwrap_or_else(|e| e.into_inner());
+        f(&mut g)
+    }
+}
+
+/// Baseline with [`parking_lot::Mutex`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ParkingLotMutex;
+
+impl BaselineLock for ParkingLotMutex {
+    type Mutex<T: Send> = parking_lot::Mutex<T>;
+    fn new<T: Send>(value: T) -> Self::Mutex<T> {
+        parking_lot::Mutex::new(value)
+    }
+    fn with<T: Send, R>(m: &Self::Mutex<T>, f: impl FnOnce(&mut T) -> R) -> R {
+        f(&mut m.lock())
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    Free,
+    Queued,
+    Granted,
+    Ended(Ended),
+}
+
+struct Slot<T> {
+    generation: u32,
+    stage: Stage,
+    /// The policy holds the index.
+    queued_ref: bool,
+    /// The owner (future, or the pull content) holds the index.
+    owner_ref: bool,
+    pull: bool,
+    ticket: Ticket,
+    enqueued_at: u64,
+    lease: Option<Lease>,
+    waited: u64,
+    content: Option<(Permit, T)>,
+    waker: Option<Waker>,
+}
+
+struct ExecWaiters {
+    claimed: u64,
+    wakers: [Option<Waker>; 64],
+}
+
+/// What the lock protects: the policy, and everything else (split so judges can borrow both).
+struct Locked<T> {
+    policy: Policy,
+    inner: Inner<T>,
+}
+
+struct Inner<T> {
+    slots: Vec<Slot<T>>,
+    free_slots: Vec<u32>,
+    free_cells: u32,
+    queued: u32,
+    usable: u32,
+    shut: bool,
+    dead: bool,
+    ready: VecDeque<u64>,
+    exec: ExecWaiters,
+    recent_now: u64,
+    lease_since: Vec<u64>,
+}
+
+/// Wakes and drops collected under the lock, finished after it is released.
+struct After<T> {
+    wakes: ArrayVec<Waker, { PASS_BUDGET as usize + 1 }>,
+    contents: ArrayVec<(Permit, T), { PASS_BUDGET as usize + 1 }>,
+    exec: ArrayVec<Waker, 64>,
+    more: bool,
+}
+
+impl<T> After<T> {
+    fn new() -> Self {
+        Self { wakes: ArrayVec::new(), contents: ArrayVec::new(), exec: ArrayVec::new(), more: false }
+    }
+
+    fn finish(self) -> bool {
+        for w in self.wakes {
+            w.wake();
+        }
+        for w in self.exec {
+            w.wake();
+        }
+        drop(self.contents);
+        self.more
+    }
+}
+
+/// The mutex baseline engine for one class.
+pub struct BaselineClass<T: Send, L: BaselineLock> {
+    inner: L::Mutex<Locked<T>>,
+    class: ClassId,
+    queue_capacity: u32,
+    pool: Arc<dyn CellPool>,
+    clock: Arc<dyn Clock>,
+    stats: ClassStats,
+}
+
+impl<T: Send> Inner<T> {
+    fn slot(&mut self, raw: u64) -> Option<(u32, &mut Slot<T>)> {
+        let key = Key::from_u64(raw);
+        let s = self.slots.get_mut(key.index as usize)?;
+        (s.generation == key.generation && s.stage != Stage::Free).then_some((key.index, s))
+    }
+
+    fn maybe_free(&mut self, index: u32) {
+        let s = &mut self.slots[index as usize];
+        if !s.queued_ref && !s.owner_ref {
+            s.stage = Stage::Free;
+            match s.generation.checked_add(1) {
+                Some(g) => {
+                    s.generation = g;
+                    self.free_slots.push(index);
+                }
+                // Generation exhausted: the slot is retired, never reused (SPEC F21).
+                None => {}
+            }
+        }
+    }
+
+    fn exec_wakers(&mut self, out: &mut ArrayVec<Waker, 64>) {
+        let mut bits = self.exec.claimed;
+        while bits != 0 {
+            let i = bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            if let Some(w) = self.exec.wakers[i].take() {
+                out.push(w);
+            }
+        }
+    }
+}
+
+impl<T: Send + 'static, L: BaselineLock> BaselineClass<T, L> {
+    fn with<R>(&self, f: impl FnOnce(&mut Policy, &mut Inner<T>) -> R) -> R {
+        L::with(&self.inner, |l| f(&mut l.policy, &mut l.inner))
+    }
+
+    fn acquire(&self, inner: &mut Inner<T>, ticket: &Ticket, now: u64) -> Result<Lease, Error> {
+        let req = ticket.lease_request(self.class);
+        match self.pool.try_acquire_now(&req)? {
+            Some(lease) if lease.matches(&req) => {
+                if let Some(s) = inner.lease_since.get_mut(lease.cell().0 as usize) {
+                    *s = now;
+                }
+                Ok(lease)
+            }
+            Some(lease) => {
+                self.quarantine_locked(inner, lease, "pool-lease-mismatch");
+                Err(Error::new(Code::Internal, "pool-lease-mismatch"))
+            }
+            None => Err(Error::new(Code::Internal, "pool-capacity-mismatch")),
+        }
+    }
+
+    fn quarantine_locked(&self, inner: &mut Inner<T>, lease: Lease, reason: &'static str) {
+        if let Some(s) = inner.lease_since.get_mut(lease.cell().0 as usize) {
+            *s = u64::MAX;
+        }
+        self.pool.quarantine(lease, reason);
+        inner.usable = inner.usable.saturating_sub(1);
+        if inner.usable == 0 {
+            inner.dead = true;
+        }
+    }
+
+    fn wants_pass(inner: &Inner<T>) -> bool {
+        inner.queued > 0 && (inner.free_cells > 0 || inner.shut || inner.dead)
+    }
+
+    /// Runs bounded passes, releasing the lock between them to wake the granted waiters.
+    fn dispatch(&self) {
+        loop {
+            let mut after = After::new();
+            self.with(|policy, inner| {
+                if Self::wants_pass(inner) {
+                    self.pass(policy, inner, &mut after);
+                }
+            });
+            if !after.finish() {
+                return;
+            }
+        }
+    }
+
+    fn pass(&self, policy: &mut Policy, inner: &mut Inner<T>, after: &mut After<T>) {
+        let mut budget = PASS_BUDGET;
+        let mut pulled = false;
+        if inner.shut || inner.dead {
+            let why = if inner.shut { Ended::Shutdown } else { Ended::Quarantined };
+            let mut judge = EndJudge { class: self, inner, why, after };
+            while policy.select(0, &mut judge, &mut budget).is_some() {}
+        } else if !policy.is_empty() {
+            let now = self.clock.now();
+            inner.recent_now = now;
+            policy.expire(now, &mut EndJudge { class: self, inner, why: Ended::Expired, after }, &mut budget);
+            while budget > 0 && inner.free_cells > 0 && inner.queued > 0 {
+                inner.free_cells -= 1;
+                let mut judge =
+                    GrantJudge { class: self, inner, now, after, stop: false, keep_credit: false, pulled: &mut pulled };
+                let granted = policy.select(now, &mut judge, &mut budget);
+                if granted.is_none() {
+                    if !judge.keep_credit {
+                        judge.inner.free_cells += 1;
+                    }
+                    break;
+                }
+            }
+        }
+        if pulled {
+            inner.exec_wakers(&mut after.exec);
+        }
+        after.more = budget == 0;
+    }
+}
+
+struct GrantJudge<'a, 'b, T: Send, L: BaselineLock> {
+    class: &'a BaselineClass<T, L>,
+    inner: &'b mut Inner<T>,
+    now: u64,
+    after: &'b mut After<T>,
+    stop: bool,
+    keep_credit: bool,
+    pulled: &'b mut bool,
+}
+
+impl<T: Send + 'static, L: BaselineLock> Judge for GrantJudge<'_, '_, T, L> {
+    fn judge(&mut self, index: u32) -> Verdict {
+        if self.stop {
+            return Verdict::Keep;
+        }
+        let ticket = {
+            let s = &self.inner.slots[index as usize];
+            debug_assert_eq!(s.stage, Stage::Queued, "the baseline removes ended entries eagerly");
+            s.ticket
+        };
+        let lease = match self.class.acquire(self.inner, &ticket, self.now) {
+            Ok(l) => l,
+            Err(err) => {
+                self.stop = true;
+                self.keep_credit = err.reason() == "pool-lease-mismatch";
+                return Verdict::Keep;
+            }
+        };
+        let s = &mut self.inner.slots[index as usize];
+        let waited = self.now.saturating_sub(s.enqueued_at);
+        s.stage = Stage::Granted;
+        s.queued_ref = false;
+        s.lease = Some(lease);
+        s.waited = waited;
+        let key = Key { index, generation: s.generation }.to_u64();
+        let pull = s.pull;
+        let waker = s.waker.take();
+        self.inner.queued -= 1;
+        self.class.stats.record_grant(waited);
+        if pull {
+            self.inner.ready.push_back(key);
+            *self.pulled = true;
+        } else if let Some(w) = waker {
+            if let Err(e) = self.after.wakes.try_push(w) {
+                e.element().wake();
+            }
+        }
+        Verdict::Take
+    }
+}
+
+struct EndJudge<'a, 'b, T: Send, L: BaselineLock> {
+    class: &'a BaselineClass<T, L>,
+    inner: &'b mut Inner<T>,
+    why: Ended,
+    after: &'b mut After<T>,
+}
+
+impl<T: Send + 'static, L: BaselineLock> Judge for EndJudge<'_, '_, T, L> {
+    fn judge(&mut self, index: u32) -> Verdict {
+        if self.after.wakes.is_full() || self.after.contents.is_full() {
+            return Verdict::Keep;
+        }
+        end_queued(self.class, self.inner, index, self.why, self.after);
+        Verdict::Drop
+    }
+}
+
+/// Ends a queued entry that has left the policy.
+fn end_queued<T: Send + 'static, L: BaselineLock>(
+    class: &BaselineClass<T, L>,
+    inner: &mut Inner<T>,
+    index: u32,
+    why: Ended,
+    after: &mut After<T>,
+) {
+    let s = &mut inner.slots[index as usize];
+    debug_assert_eq!(s.stage, Stage::Queued);
+    s.stage = Stage::Ended(why);
+    s.queued_ref = false;
+    inner.queued -= 1;
+    let counter = match why {
+        Ended::Expired => &class.stats.expirations,
+        Ended::Cancelled => &class.stats.cancellations,
+        _ => &class.stats.rejections,
+    };
+    crate::scheduler::stats::saturating_add(counter, 1);
+    if s.pull {
+        if let Some(c) = s.content.take() {
+            if let Err(c) = after.contents.try_push(c) {
+                drop(c);
+            }
+        }
+        s.owner_ref = false;
+    } else if let Some(w) = s.waker.take() {
+        if let Err(e) = after.wakes.try_push(w) {
+            e.element().wake();
+        }
+    }
+    inner.maybe_free(index);
+}
+
+impl<T: Send + 'static, L: BaselineLock> ClassEngine<T> for BaselineClass<T, L> {
+    fn new(s: ClassSetup) -> Result<Self, Error> {
+        if u64::from(s.cells) > super::lockfree::MAX_FIELD {
+            return Err(Error::configuration("cells"));
+        }
+        if u64::from(s.queue_capacity) > super::lockfree::MAX_FIELD {
+            return Err(Error::configuration("queue_capacity"));
+        }
+        let slots = (s.queue_capacity as usize + s.cells as usize).max(1);
+        let policy = Policy::new(PolicyConfig {
+            capacity: slots as u32,
+            max_tenants: s.max_tenants,
+            starvation_after: s.starvation_after,
+        })?;
+        let blank = Ticket {
+            id: crate::RequestId(0),
+            tenant: 0,
+            priority: 0,
+            deadline: u64::MAX,
+            weight: 1,
+            cpu_units: 0,
+            memory_units: 0,
+        };
+        let inner = Inner {
+            policy,
+            slots: (0..slots)
+                .map(|_| Slot {
+                    generation: 0,
+                    stage: Stage::Free,
+                    queued_ref: false,
+                    owner_ref: false,
+                    pull: false,
+                    ticket: blank,
+                    enqueued_at: 0,
+                    lease: None,
+                    waited: 0,
+                    content: None,
+                    waker: None,
+                })
+                .collect(),
+            free_slots: (0..slots as u32).rev().collect(),
+            free_cells: s.cells,
+            queued: 0,
+            usable: s.cells,
+            shut: false,
+            dead: false,
+            ready: VecDeque::with_capacity(s.cells as usize),
+            exec: ExecWaiters { claimed: 0, wakers: [const { None }; 64] },
+            recent_now: s.clock.now(),
+            lease_since: vec![u64::MAX; s.cells as usize],
+        };
+        Ok(Self {
+            inner: L::new(inner),
+            class: s.class,
+            queue_capacity: s.queue_capacity,
+            pool: s.pool,
+            clock: s.clock,
+            stats: ClassStats::new(),
+        })
+    }
+
+    fn enqueue(&self, ticket: Ticket, pull: Option<(Permit, T)>) -> Result<Enqueued, (Error, Option<(Permit, T)>)> {
+        if self.queue_capacity == 0 {
+            return Err((Error::new(Code::ResourceExhausted, "queue-full"), pull));
+        }
+        let now = if pull.is_some() { self.clock.now() } else { u64::MAX };
+        let res = self.with(|policy, inner| {
+            if inner.shut {
+                return Err((Error::new(Code::Unavailable, "shutdown"), pull));
+            }
+            if inner.dead {
+                return Err((Error::new(Code::Unavailable, "all-cells-quarantined"), pull));
+            }
+            if pull.is_none() && inner.queued == 0 && inner.free_cells > 0 {
+                inner.free_cells -= 1;
+                let at = inner.recent_now;
+                return match self.acquire(inner, &ticket, at) {
+                    Ok(lease) => {
+                        self.stats.record_grant(0);
+                        Ok((Enqueued::Granted(lease), None))
+                    }
+                    Err(e) => {
+                        if e.reason() != "pool-lease-mismatch" {
+                            inner.free_cells += 1;
+                        }
+                        Err((e, pull))
+                    }
+                };
+            }
+            if inner.queued >= self.queue_capacity {
+                return Err((Error::new(Code::ResourceExhausted, "queue-full"), pull));
+            }
+            let Some(index) = inner.free_slots.pop() else {
+                return Err((Error::new(Code::ResourceExhausted, "queue-full"), pull));
+            };
+            let at = if now == u64::MAX { self.clock.now() } else { now };
+            let meta = EntryMeta {
+                tenant: ticket.tenant,
+                priority: ticket.priority,
+                deadline: ticket.deadline,
+                enqueued_at: at,
+                weight: ticket.weight,
+            };
+            let s = &mut inner.slots[index as usize];
+            s.stage = Stage::Queued;
+            s.queued_ref = true;
+            s.owner_ref = true;
+            s.pull = pull.is_some();
+            s.ticket = ticket;
+            s.enqueued_at = at;
+            s.content = pull;
+            let key = Key { index, generation: s.generation }.to_u64();
+            inner.queued += 1;
+            if let Err(err) = policy.insert(index, meta) {
+                let mut after = After::new();
+                end_queued(self, inner, index, Ended::Failed(err), &mut after);
+                return Ok((Enqueued::Queued(key), Some(after)));
+            }
+            Ok((Enqueued::Queued(key), None))
+        });
+        let (enqueued, after) = res?;
+        if let Some(a) = after {
+            a.finish();
+        }
+        if matches!(enqueued, Enqueued::Queued(_)) {
+            self.dispatch();
+        }
+        Ok(enqueued)
+    }
+
+    fn try_grant_now(&self, ticket: &Ticket) -> Result<Option<Lease>, Error> {
+        if self.queue_capacity == 0 {
+            return Err(Error::new(Code::ResourceExhausted, "queue-full"));
+        }
+        self.with(|policy, inner| {
+            if inner.shut {
+                return Err(Error::new(Code::Unavailable, "shutdown"));
+            }
+            if inner.dead {
+                return Err(Error::new(Code::Unavailable, "all-cells-quarantined"));
+            }
+            if inner.queued != 0 || inner.free_cells == 0 {
+                return Ok(None);
+            }
+            inner.free_cells -= 1;
+            let at = inner.recent_now;
+            match self.acquire(inner, ticket, at) {
+                Ok(lease) => {
+                    self.stats.record_grant(0);
+                    Ok(Some(lease))
+                }
+                Err(e) => {
+                    if e.reason() != "pool-lease-mismatch" {
+                        inner.free_cells += 1;
+                    }
+                    Err(e)
+                }
+            }
+        })
+    }
+
+    fn poll(&self, raw: u64, cx: &mut Context<'_>) -> Polled {
+        self.with(|policy, inner| {
+            let Some((index, s)) = inner.slot(raw) else {
+                return Polled::Ended(Ended::Failed(Error::new(Code::Internal, "stale-handle")));
+            };
+            let out = match s.stage {
+                Stage::Queued => {
+                    match &mut s.waker {
+                        Some(w) if w.will_wake(cx.waker()) => {}
+                        w => *w = Some(cx.waker().clone()),
+                    }
+                    return Polled::Pending;
+                }
+                Stage::Granted => match s.lease.take() {
+                    Some(l) => Polled::Granted(l, s.waited),
+                    None => Polled::Ended(Ended::Failed(Error::new(Code::Internal, "lease-missing"))),
+                },
+                Stage::Ended(why) => Polled::Ended(why),
+                Stage::Free => unreachable!("`slot` filters free slots"),
+            };
+            s.owner_ref = false;
+            inner.maybe_free(index);
+            out
+        })
+    }
+
+    fn withdraw(&self, raw: u64, why: Ended) -> Option<Lease> {
+        let mut after = After::new();
+        let lease = self.with(|policy, inner| {
+            let (index, s) = inner.slot(raw)?;
+            let lease = match s.stage {
+                Stage::Queued => {
+                    policy.remove(index);
+                    end_queued(self, inner, index, why, &mut after);
+                    None
+                }
+                Stage::Granted => s.lease.take(),
+                _ => None,
+            };
+            let s = &mut inner.slots[index as usize];
+            s.owner_ref = false;
+            s.waker = None;
+            inner.maybe_free(index);
+            lease
+        });
+        // Our own waker is not among them (it was cleared above only after `end_queued` took it);
+        // waking the withdrawing owner is harmless.
+        after.finish();
+        lease
+    }
+
+    fn cancel(&self, raw: u64) -> Result<(), Error> {
+        let mut after = After::new();
+        let found = self.with(|policy, inner| match inner.slot(raw) {
+            Some((index, s)) if s.stage == Stage::Queued => {
+                policy.remove(index);
+                end_queued(self, inner, index, Ended::Cancelled, &mut after);
+                true
+            }
+            _ => false,
+        });
+        after.finish();
+        if found {
+            Ok(())
+        } else {
+            Err(Error::new(Code::NotFound, "unknown-request"))
+        }
+    }
+
+    fn release(&self, lease: Lease) {
+        let work = self.with(|policy, inner| {
+            if let Some(s) = inner.lease_since.get_mut(lease.cell().0 as usize) {
+                *s = u64::MAX;
+            }
+            self.pool.release(lease);
+            inner.free_cells += 1;
+            Self::wants_pass(inner)
+        });
+        if work {
+            self.dispatch();
+        }
+    }
+
+    fn quarantine(&self, lease: Lease, reason: &'static str) {
+        let mut exec = ArrayVec::<Waker, 64>::new();
+        let dead = self.with(|policy, inner| {
+            self.quarantine_locked(inner, lease, reason);
+            if inner.dead {
+                inner.exec_wakers(&mut exec);
+            }
+            inner.dead
+        });
+        exec.into_iter().for_each(Waker::wake);
+        if dead {
+            self.dispatch();
+        }
+    }
+
+    fn try_next(&self) -> Option<Pulled<T>> {
+        self.with(|policy, inner| {
+            let raw = inner.ready.pop_front()?;
+            let (index, s) = inner.slot(raw).expect("ready entries are live");
+            let ((permit, payload), lease) =
+                s.content.take().zip(s.lease.take()).expect("granted pull entry holds content and lease");
+            let waited = s.waited;
+            s.owner_ref = false;
+            inner.maybe_free(index);
+            Some(Pulled { payload, permit, lease, waited })
+        })
+    }
+
+    fn poll_next(&self, cx: &mut Context<'_>, slot: &mut Option<usize>) -> Poll<Option<Pulled<T>>> {
+        if let Some(p) = self.try_next() {
+            return Poll::Ready(Some(p));
+        }
+        self.with(|policy, inner| {
+            if (inner.shut || inner.dead) && inner.queued == 0 && inner.ready.is_empty() {
+                return Poll::Ready(None);
+            }
+            if slot.is_none() {
+                let free = !inner.exec.claimed;
+                if free != 0 {
+                    let i = free.trailing_zeros() as usize;
+                    inner.exec.claimed |= 1 << i;
+                    *slot = Some(i);
+                }
+            }
+            match *slot {
+                Some(i) => inner.exec.wakers[i] = Some(cx.waker().clone()),
+                None => cx.waker().wake_by_ref(),
+            }
+            Poll::Pending
+        })
+    }
+
+    fn forget_waiter(&self, slot: usize) {
+        self.with(|policy, inner| {
+            inner.exec.claimed &= !(1 << slot);
+            inner.exec.wakers[slot] = None;
+        });
+    }
+
+    fn shutdown(&self) {
+        let mut exec = ArrayVec::<Waker, 64>::new();
+        self.with(|policy, inner| {
+            inner.shut = true;
+            inner.exec_wakers(&mut exec);
+        });
+        exec.into_iter().for_each(Waker::wake);
+        self.dispatch();
+    }
+
+    fn snapshot(&self) -> ClassSnapshot {
+        let (queued, tenants, oldest) = self.with(|policy, inner| {
+            let oldest = inner.lease_since.iter().copied().filter(|&s| s != u64::MAX).min();
+            (inner.queued, policy.queued_tenants() as u32, oldest)
+        });
+        let pool = self.pool.counters();
+        let now = self.clock.now();
+        self.stats.snapshot(pool, queued, tenants, oldest.map(|s| now.saturating_sub(s)))
+    }
+
+    fn clock(&self) -> &Arc<dyn Clock> {
+        &self.clock
+    }
+}

@@ -1,0 +1,176 @@
+//! The two mechanisms behind the [`Scheduler`](crate::Scheduler) facade.
+//!
+//! Both engines drive the same sequential [`Policy`](crate::policy::Policy); they differ only in
+//! how they serialise access to it:
+//!
+//! - [`lockfree`]: one packed control word per class, generation-tagged entry slots, an
+//!   intrusive inbox, and a dispatch token that is *taken, never waited for*: a thread that finds
+//!   the token held leaves a note (`DIRTY`) and returns, and the holder does the work.
+//! - [`baseline`]: the same policy under one mutex per class — the honest comparison in benches
+//!   and the oracle of the differential tests (SPEC Q02).
+//!
+//! A single-threaded sequence of operations produces the same outcomes and grant order on both.
+
+pub mod baseline;
+pub mod lockfree;
+
+use crate::admission::Permit;
+use crate::clock::Clock;
+use crate::pool::{CellPool, Lease, LeaseRequest};
+use crate::scheduler::ClassSnapshot;
+use std::sync::Arc;
+use crate::{ClassId, Error, RequestId};
+use core::task::{Context, Poll};
+
+/// Everything an engine needs to build one class.
+pub struct ClassSetup {
+    pub class: ClassId,
+    pub cells: u32,
+    pub queue_capacity: u32,
+    pub max_tenants: u32,
+    pub starvation_after: u64,
+    pub pool: Arc<dyn CellPool>,
+    pub clock: Arc<dyn Clock>,
+}
+
+/// What the policy needs to know about a request, plus what the grant needs.
+#[derive(Debug, Clone, Copy)]
+pub struct Ticket {
+    pub id: RequestId,
+    pub tenant: u32,
+    pub priority: u8,
+    /// Absolute deadline in clock nanoseconds; `u64::MAX` = none.
+    pub deadline: u64,
+    pub weight: u32,
+    pub cpu_units: u64,
+    pub memory_units: u64,
+}
+
+impl Ticket {
+    pub fn from_permit(p: &Permit) -> Self {
+        Ticket {
+            id: p.id(),
+            tenant: p.tenant().0,
+            priority: p.priority(),
+            deadline: p.deadline().unwrap_or(u64::MAX),
+            weight: p.weight(),
+            cpu_units: p.cpu_units(),
+            memory_units: p.memory_units(),
+        }
+    }
+
+    pub fn lease_request(&self, class: ClassId) -> LeaseRequest {
+        LeaseRequest {
+            request: self.id,
+            class,
+            cpu_units: self.cpu_units,
+            memory_units: self.memory_units,
+        }
+    }
+}
+
+/// Result of registering a request.
+#[derive(Debug)]
+pub enum Enqueued {
+    /// Nothing was queued and a cell was free: granted at once.
+    Granted(Lease),
+    /// Queued under this handle (an arena key).
+    Queued(u64),
+}
+
+/// Why a queued request ended without a grant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ended {
+    Cancelled,
+    Expired,
+    Shutdown,
+    Quarantined,
+    /// A host pool broke its contract.
+    Failed(Error),
+}
+
+/// What a future-mode poll observed.
+#[derive(Debug)]
+pub enum Polled {
+    Pending,
+    /// The lease and how long the request waited (ns).
+    Granted(Lease, u64),
+    Ended(Ended),
+}
+
+/// A pull-mode request handed to an executor.
+pub struct Pulled<T> {
+    pub payload: T,
+    pub permit: Permit,
+    pub lease: Lease,
+    pub waited: u64,
+}
+
+/// One class's mechanism. All methods are callable from any thread.
+pub trait ClassEngine<T: Send + 'static>: Send + Sync + Sized + 'static {
+    fn new(setup: ClassSetup) -> Result<Self, Error>;
+
+    /// Registers a request. Future mode passes `pull = None` and keeps the permit itself; pull
+    /// mode passes the permit and payload, which the engine owns until an executor takes them
+    /// (or gives them back on refusal).
+    #[allow(clippy::type_complexity)]
+    fn enqueue(
+        &self,
+        ticket: Ticket,
+        pull: Option<(Permit, T)>,
+    ) -> Result<Enqueued, (Error, Option<(Permit, T)>)>;
+
+    /// Grants now if nothing is queued and a cell is free, else `Ok(None)`; never queues.
+    fn try_grant_now(&self, ticket: &Ticket) -> Result<Option<Lease>, Error>;
+
+    /// Polls a future-mode handle. `Granted`/`Ended` consume the handle.
+    fn poll(&self, key: u64, cx: &mut Context<'_>) -> Polled;
+
+    /// The owner of a future-mode handle gives it up (dropped future, observed cancellation or
+    /// deadline). Returns the lease if it had been granted but not taken; the caller must
+    /// release it. Consumes the handle.
+    fn withdraw(&self, key: u64, why: Ended) -> Option<Lease>;
+
+    /// Cancels a queued request by handle (SPEC F33): `not-found` unless it is still queued.
+    fn cancel(&self, key: u64) -> Result<(), Error>;
+
+    /// Raises the priority of a queued request (used by the graph layer; SPEC D30).
+    fn raise_priority(&self, key: u64, priority: u8) -> Result<(), Error>;
+
+    /// Returns a cell: the pool first, then the class's free count (SPEC F44).
+    fn release(&self, lease: Lease);
+
+    /// Quarantines a cell; it never returns (SPEC F03, F22).
+    fn quarantine(&self, lease: Lease, reason: &'static str);
+
+    /// Pull mode: the next granted request, if any, without waiting.
+    fn try_next(&self) -> Option<Pulled<T>>;
+
+    /// Pull mode: like `try_next`, registering `cx` to be woken when one may be ready.
+    /// `Ready(None)` once the class is shut down (or dead) and nothing is left.
+    fn poll_next(&self, cx: &mut Context<'_>, slot: &mut Option<usize>) -> Poll<Option<Pulled<T>>>;
+
+    /// Gives up an executor waiter slot taken by `poll_next`.
+    fn forget_waiter(&self, slot: usize);
+
+    /// Stops admissions and fails every queued request (SPEC F47).
+    fn shutdown(&self);
+
+    /// Counters and pool view (SPEC F60).
+    fn snapshot(&self) -> ClassSnapshot;
+
+    /// The class's clock.
+    fn clock(&self) -> &Arc<dyn Clock>;
+}
+
+/// Maps how a queued request ended to the error its owner sees.
+pub fn ended_error(why: Ended, cancel_reason: Option<&'static str>) -> Error {
+    use crate::Code;
+    match why {
+        Ended::Cancelled => Error::new(Code::Cancelled, cancel_reason.unwrap_or("cancelled")),
+        Ended::Expired => Error::new(Code::DeadlineExceeded, "deadline-exceeded"),
+        Ended::Shutdown => Error::new(Code::Unavailable, "shutdown"),
+        Ended::Quarantined => Error::new(Code::Unavailable, "all-cells-quarantined"),
+        Ended::Failed(e) => e,
+    }
+}

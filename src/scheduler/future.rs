@@ -1,0 +1,203 @@
+//! The enqueue and pull futures.
+
+use super::{give_up, AdmittedRequest, Assignment, Job, Mechanism, RequestHandle, Scheduler, Shared};
+use crate::admission::Permit;
+use crate::cancel::CancellationToken;
+use crate::engine::{ended_error, ClassEngine, Ended, Enqueued, Polled, Ticket};
+use crate::pool::Lease;
+use crate::{ClassId, Code, Error};
+use core::fmt;
+use core::future::Future;
+use core::pin::Pin;
+use core::task::{Context, Poll};
+use std::sync::Arc;
+
+enum Stage {
+    /// Queued under this engine handle.
+    Queued(u64),
+    /// Granted on the fast path; not yet accepted.
+    Granted(Lease),
+    /// Refused before queueing (the permit is already refunded).
+    Failed(Error),
+    Done,
+}
+
+/// Future returned by [`Scheduler::enqueue`]; resolves to an [`Assignment`].
+///
+/// # Cancel safety
+///
+/// Dropping it withdraws the request and refunds everything it held (SPEC F41, F42).
+#[must_use = "futures do nothing unless polled; dropping this one withdraws the request"]
+pub struct Enqueue<'a, T: Send + 'static, M: Mechanism> {
+    shared: &'a Arc<Shared<T, M>>,
+    class: ClassId,
+    stage: Stage,
+    permit: Option<Permit>,
+    token: Option<CancellationToken>,
+}
+
+impl<T: Send + 'static, M: Mechanism> fmt::Debug for Enqueue<'_, T, M> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Enqueue").field("class", &self.class).finish_non_exhaustive()
+    }
+}
+
+impl<'a, T: Send + 'static, M: Mechanism> Enqueue<'a, T, M> {
+    pub(super) fn start(shared: &'a Arc<Shared<T, M>>, request: AdmittedRequest) -> Self {
+        let class = request.permit.class();
+        let failed = |error| Self { shared, class, stage: Stage::Failed(error), permit: None, token: None };
+        if let Err(e) = shared.check(&request) {
+            return failed(e);
+        }
+        let engine = match shared.class(class) {
+            Ok(e) => e,
+            Err(e) => return failed(e),
+        };
+        let (permit, token) = request.into_parts();
+        let stage = match engine.enqueue(Ticket::from_permit(&permit), None) {
+            Ok(Enqueued::Queued(key)) => Stage::Queued(key),
+            Ok(Enqueued::Granted(lease)) => Stage::Granted(lease),
+            Err((e, _)) => return failed(e),
+        };
+        Self { shared, class, stage, permit: Some(permit), token: Some(token) }
+    }
+
+    /// A handle for [`Scheduler::cancel`] while the request is queued.
+    pub fn handle(&self) -> Option<RequestHandle> {
+        match self.stage {
+            Stage::Queued(key) => Some(RequestHandle { class: self.class, key }),
+            _ => None,
+        }
+    }
+
+    fn engine(&self) -> &'a M::Class<T> {
+        &self.shared.classes[usize::from(self.class.0)]
+    }
+
+    /// Why the owner must stop waiting now, if it must (cancellation, deadline, shutdown).
+    fn stop_reason(&self) -> Option<(Ended, Error)> {
+        let token = self.token.as_ref()?;
+        if let Some(reason) = token.reason() {
+            return Some((Ended::Cancelled, Error::new(Code::Cancelled, reason)));
+        }
+        let permit = self.permit.as_ref()?;
+        if permit.deadline().is_some_and(|d| self.shared.clock.now() >= d) {
+            return Some((Ended::Expired, Error::new(Code::DeadlineExceeded, "deadline-exceeded")));
+        }
+        None
+    }
+
+    /// Turns a granted lease into an assignment after the acceptance checks (SPEC F46, F47).
+    fn accept(&mut self, lease: Lease, waited: u64) -> Result<Assignment, Error> {
+        let refused = if self.shared.is_shut() {
+            Some(Error::new(Code::Unavailable, "shutdown"))
+        } else {
+            self.stop_reason().map(|(_, e)| e)
+        };
+        if let Some(e) = refused {
+            // The untouched lease goes back first, then the quota (SPEC F42).
+            self.engine().release(lease);
+            self.permit = None;
+            return Err(e);
+        }
+        let permit = self.permit.take().expect("permit held until the request ends");
+        Ok(Assignment::new(self.shared.clone(), lease, permit.into_execution(), waited))
+    }
+}
+
+impl<T: Send + 'static, M: Mechanism> Future for Enqueue<'_, T, M> {
+    type Output = Result<Assignment, Error>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        match core::mem::replace(&mut this.stage, Stage::Done) {
+            Stage::Done => panic!("`Enqueue` polled after completion"),
+            Stage::Failed(e) => Poll::Ready(Err(e)),
+            Stage::Granted(lease) => Poll::Ready(this.accept(lease, 0)),
+            Stage::Queued(key) => {
+                let engine = this.engine();
+                if let Some(token) = &this.token {
+                    token.register_scheduler(cx.waker());
+                }
+                if let Some((why, e)) = this.stop_reason() {
+                    give_up(engine, key, why);
+                    this.permit = None;
+                    return Poll::Ready(Err(e));
+                }
+                match engine.poll(key, cx) {
+                    Polled::Pending => {
+                        this.stage = Stage::Queued(key);
+                        Poll::Pending
+                    }
+                    Polled::Granted(lease, waited) => Poll::Ready(this.accept(lease, waited)),
+                    Polled::Ended(why) => {
+                        this.permit = None;
+                        let reason = this.token.as_ref().and_then(CancellationToken::reason);
+                        Poll::Ready(Err(ended_error(why, reason)))
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl<T: Send + 'static, M: Mechanism> Drop for Enqueue<'_, T, M> {
+    fn drop(&mut self) {
+        // The cell goes back before the permit (a field, dropped after this body) is refunded.
+        match core::mem::replace(&mut self.stage, Stage::Done) {
+            Stage::Queued(key) => give_up(self.engine(), key, Ended::Cancelled),
+            Stage::Granted(lease) => self.engine().release(lease),
+            Stage::Failed(_) | Stage::Done => {}
+        }
+    }
+}
+
+/// Future returned by [`Scheduler::next`]: the next pull-mode job of a class.
+#[must_use = "futures do nothing unless polled"]
+pub struct Next<'a, T: Send + 'static, M: Mechanism> {
+    scheduler: &'a Scheduler<T, M>,
+    class: ClassId,
+    slot: Option<usize>,
+}
+
+impl<T: Send + 'static, M: Mechanism> fmt::Debug for Next<'_, T, M> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Next").field("class", &self.class).finish_non_exhaustive()
+    }
+}
+
+impl<'a, T: Send + 'static, M: Mechanism> Next<'a, T, M> {
+    pub(super) fn new(scheduler: &'a Scheduler<T, M>, class: ClassId) -> Self {
+        Self { scheduler, class, slot: None }
+    }
+}
+
+impl<T: Send + 'static, M: Mechanism> Future for Next<'_, T, M> {
+    type Output = Option<Job<T>>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        let Ok(engine) = this.scheduler.shared.class(this.class) else {
+            return Poll::Ready(None);
+        };
+        loop {
+            match engine.poll_next(cx, &mut this.slot) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(None) => return Poll::Ready(None),
+                Poll::Ready(Some(p)) => {
+                    if let Some(job) = this.scheduler.accept_pulled(p) {
+                        return Poll::Ready(Some(job));
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl<T: Send + 'static, M: Mechanism> Drop for Next<'_, T, M> {
+    fn drop(&mut self) {
+        if let (Some(slot), Ok(engine)) = (self.slot, self.scheduler.shared.class(self.class)) {
+            engine.forget_waiter(slot);
+        }
+    }
+}

@@ -1,0 +1,150 @@
+//! Per-class counters and the wait-time histogram (SPEC F60, F61).
+//!
+//! Everything here is a relaxed atomic: the counters are observations, not accounting, and a
+//! snapshot samples them separately (F62). Recording never allocates and never takes a lock; the
+//! [`hdrhistogram::Histogram`] handed out by snapshots is built from fixed log-linear buckets at
+//! snapshot time.
+
+use crate::sync::{AtomicU64, Ordering};
+use super::ClassSnapshot;
+use crate::pool::PoolCounters;
+use core::time::Duration;
+use hdrhistogram::Histogram;
+
+/// Sub-buckets per power of two: relative bucket width 1/8 (12.5 %).
+const SUB_BITS: u32 = 3;
+const SUB: u64 = 1 << SUB_BITS;
+/// Values below `SUB` get a bucket each; above, `SUB` buckets per power of two up to 2^63.
+const BUCKETS: usize = (SUB as usize) + (64 - SUB_BITS as usize) * SUB as usize;
+
+#[inline]
+fn bucket_of(v: u64) -> usize {
+    if v < SUB {
+        return v as usize;
+    }
+    let e = 63 - v.leading_zeros(); // e >= SUB_BITS
+    let shift = e - SUB_BITS;
+    (SUB + u64::from(shift) * SUB + ((v >> shift) & (SUB - 1))) as usize
+}
+
+/// The smallest value that falls into bucket `b`.
+fn bucket_floor(b: usize) -> u64 {
+    let b = b as u64;
+    if b < SUB {
+        return b;
+    }
+    let shift = (b - SUB) / SUB;
+    let sub = (b - SUB) % SUB;
+    (SUB | sub) << shift
+}
+
+/// Adds `n` to `a`, saturating at `u64::MAX` (SPEC F61).
+#[inline]
+pub(crate) fn saturating_add(a: &AtomicU64, n: u64) {
+    // Relaxed: a statistics counter; no other memory is published through it.
+    let _ = a.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| v.checked_add(n).or(Some(u64::MAX)));
+}
+
+/// Counters of one class.
+#[derive(Debug)]
+pub(crate) struct ClassStats {
+    pub(crate) grants: AtomicU64,
+    pub(crate) rejections: AtomicU64,
+    pub(crate) cancellations: AtomicU64,
+    pub(crate) expirations: AtomicU64,
+    pub(crate) wait_total: AtomicU64,
+    pub(crate) wait_max: AtomicU64,
+    buckets: Box<[AtomicU64]>,
+}
+
+impl ClassStats {
+    pub(crate) fn new() -> Self {
+        Self {
+            grants: AtomicU64::new(0),
+            rejections: AtomicU64::new(0),
+            cancellations: AtomicU64::new(0),
+            expirations: AtomicU64::new(0),
+            wait_total: AtomicU64::new(0),
+            wait_max: AtomicU64::new(0),
+            buckets: (0..BUCKETS).map(|_| AtomicU64::new(0)).collect(),
+        }
+    }
+
+    /// Records one grant after waiting `wait` nanoseconds.
+    #[inline]
+    pub(crate) fn record_grant(&self, wait: u64) {
+        saturating_add(&self.grants, 1);
+        saturating_add(&self.wait_total, wait);
+        // Relaxed: statistics only.
+        self.wait_max.fetch_max(wait, Ordering::Relaxed);
+        saturating_add(&self.buckets[bucket_of(wait)], 1);
+    }
+
+    /// Assembles a snapshot from these counters and the given samples.
+    pub(crate) fn snapshot(
+        &self,
+        pool: PoolCounters,
+        queue_depth: u32,
+        queued_tenants: u32,
+        oldest_lease_age: Option<u64>,
+    ) -> ClassSnapshot {
+        // Relaxed: statistics only (SPEC F62: sampled separately).
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        ClassSnapshot {
+            cells_total: pool.total,
+            cells_available: pool.available,
+            cells_leased: pool.leased,
+            cells_quarantined: pool.quarantined,
+            queue_depth,
+            queued_tenants,
+            grants: get(&self.grants),
+            rejections: get(&self.rejections),
+            cancellations: get(&self.cancellations),
+            expirations: get(&self.expirations),
+            wait_total: Duration::from_nanos(get(&self.wait_total)),
+            wait_max: Duration::from_nanos(get(&self.wait_max)),
+            oldest_lease_age: oldest_lease_age.map(Duration::from_nanos),
+            wait_histogram: self.histogram(),
+        }
+    }
+
+    /// The wait histogram as an hdrhistogram (values are bucket floors, within 12.5 %).
+    pub(crate) fn histogram(&self) -> Histogram<u64> {
+        let mut h = Histogram::new(3).expect("3 significant digits is valid");
+        h.auto(true);
+        for (b, c) in self.buckets.iter().enumerate() {
+            // Relaxed: statistics only.
+            let c = c.load(Ordering::Relaxed);
+            if c > 0 {
+                // Cannot fail: the histogram auto-resizes.
+                let _ = h.record_n(bucket_floor(b), c);
+            }
+        }
+        h
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn f60_buckets_are_monotonic_and_tight() {
+        let mut last = 0;
+        for v in (0..10_000u64).chain([u64::MAX / 3, u64::MAX]) {
+            let b = bucket_of(v);
+            assert!(b >= last && b < BUCKETS);
+            last = b;
+            let floor = bucket_floor(b);
+            assert!(floor <= v, "{v} {floor}");
+            assert!(v - floor <= v / SUB, "bucket too wide at {v}");
+        }
+    }
+
+    #[test]
+    fn f61_counters_saturate() {
+        let a = AtomicU64::new(u64::MAX - 1);
+        saturating_add(&a, 5);
+        assert_eq!(a.load(Ordering::Relaxed), u64::MAX);
+    }
+}
