@@ -558,3 +558,47 @@ fn f46_expire_sweeps_only_expired_entries_in_deadline_order() {
     assert_eq!(p.queued_tenants(), 3);
     assert_eq!(drain(&mut p, 0), [0, 5, 2]);
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(if cfg!(miri) { 4 } else { 128 }))]
+
+    /// Deep single-tenant heaps: random removals and priority changes at any depth keep the
+    /// drained order equal to a sort of what is left.
+    #[test]
+    fn heap_order_survives_random_removals_and_reprioritisation(
+        keys in proptest::collection::vec((0u8..6, proptest::option::of(0u64..50)), 1..300),
+        edits in proptest::collection::vec((0usize..300, 0u8..3, 0u8..6), 0..300),
+    ) {
+        let n = keys.len() as u32;
+        let mut p = policy(n, 1);
+        let mut live: Vec<Option<(u8, u64, u32)>> = Vec::new();
+        for (i, &(priority, deadline)) in keys.iter().enumerate() {
+            let deadline = deadline.unwrap_or(NO_DEADLINE);
+            p.insert(i as u32, EntryMeta { priority, deadline, ..meta(0) }).unwrap();
+            live.push(Some((priority, deadline, i as u32)));
+        }
+        for (slot, kind, priority) in edits {
+            let slot = slot % keys.len();
+            let Some(entry) = live[slot].as_mut() else { continue };
+            match kind {
+                0 => {
+                    proptest::prop_assert!(p.remove(slot as u32));
+                    live[slot] = None;
+                }
+                1 => {
+                    let raised = p.raise_priority(slot as u32, priority);
+                    proptest::prop_assert_eq!(raised, priority > entry.0);
+                    entry.0 = entry.0.max(priority);
+                }
+                _ => {
+                    proptest::prop_assert_eq!(p.set_priority(slot as u32, priority), priority != entry.0);
+                    entry.0 = priority;
+                }
+            }
+        }
+        let mut want: Vec<_> = live.into_iter().flatten().collect();
+        want.sort_by_key(|&(pr, d, i)| (core::cmp::Reverse(pr), d, i));
+        let want: Vec<u32> = want.into_iter().map(|(_, _, i)| i).collect();
+        proptest::prop_assert_eq!(drain(&mut p, 0), want);
+    }
+}
