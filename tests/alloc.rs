@@ -1,0 +1,171 @@
+//! Allocation counts of steady-state operations (SPEC F02, Q03; PERF P10).
+//!
+//! A thread-local counting global allocator: each test counts only its own thread's allocations,
+//! so the test harness's threads cannot disturb the numbers.
+
+use fairway::admission::{AdmissionRequest, ClassSpec, Ledger, LedgerConfig, Limits};
+use fairway::{AdmittedRequest, CancellationToken, ClassId, LockFree, Mechanism, RequestId, Scheduler, TenantId};
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::future::Future;
+use std::pin::pin;
+use std::task::{Context, Poll, Waker};
+
+struct Counting;
+
+thread_local! {
+    static ALLOCS: Cell<u64> = const { Cell::new(0) };
+}
+
+fn bump() {
+    // `try_with`: the thread-local may already be gone while a thread is torn down.
+    let _ = ALLOCS.try_with(|c| c.set(c.get() + 1));
+}
+
+// SAFETY: forwards to the system allocator unchanged; only counts calls.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        bump();
+        // SAFETY: same contract as ours.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        bump();
+        // SAFETY: same contract as ours.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        bump();
+        // SAFETY: same contract as ours.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: same contract as ours.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+fn allocations() -> u64 {
+    ALLOCS.with(Cell::get)
+}
+
+/// Counts allocations of `f` on this thread.
+fn count(f: impl FnOnce()) -> u64 {
+    let before = allocations();
+    f();
+    allocations() - before
+}
+
+const OPS: u64 = if cfg!(miri) { 100 } else { 1_000_000 };
+const TENANTS: u32 = 16;
+
+struct Fixture<M: Mechanism> {
+    ledger: Ledger,
+    sched: Scheduler<u64, M>,
+    /// One token per tenant, reused: request ids are reused once their request has ended.
+    tokens: Vec<CancellationToken>,
+}
+
+impl<M: Mechanism> Fixture<M> {
+    fn new(cells: u32) -> Self {
+        let ledger = Ledger::new(LedgerConfig {
+            classes: vec![ClassSpec::new("cpu")],
+            max_tenants: TENANTS,
+            tenant_limits: Limits::UNLIMITED,
+        })
+        .unwrap();
+        let sched = Scheduler::<u64>::builder(ledger.clone()).class(cells, 4096).build_with::<M>().unwrap();
+        let tokens = (0..TENANTS).map(|t| CancellationToken::new(RequestId(u64::from(t)))).collect();
+        Self { ledger, sched, tokens }
+    }
+
+    fn request(&self, i: u64) -> AdmittedRequest {
+        let t = (i % u64::from(TENANTS)) as u32;
+        let id = RequestId(u64::from(t));
+        let permit = self
+            .ledger
+            .admit(AdmissionRequest::new(id, TenantId(t)).class(ClassId(0)).priority((i % 4) as u8))
+            .unwrap();
+        AdmittedRequest::new(permit, self.tokens[t as usize].clone())
+    }
+}
+
+#[test]
+fn q03_fast_path_cycle_does_not_allocate() {
+    let f = Fixture::<LockFree>::new(1);
+    // Warm-up: lazily initialised statics (the clock, thread-locals) may allocate once.
+    f.sched.try_enqueue(f.request(0)).unwrap().release();
+    let n = count(|| {
+        for i in 0..OPS {
+            f.sched.try_enqueue(f.request(i)).unwrap().release();
+        }
+    });
+    assert_eq!(n, 0, "{n} allocations in {OPS} enqueue/grant/release cycles");
+}
+
+#[test]
+fn q03_queued_grant_and_cancel_cycles_do_not_allocate() {
+    let f = Fixture::<LockFree>::new(1);
+    let waker = Waker::noop();
+    let mut cx = Context::from_waker(waker);
+    let mut held = f.sched.try_enqueue(f.request(0)).unwrap();
+    let mut cycle = |i: u64, held: &mut Option<fairway::Assignment>| {
+        // Queue two requests behind the held cell; cancel one by handle, drop... then release
+        // the cell and accept the other.
+        let mut granted = pin!(f.sched.enqueue(f.request(i)));
+        assert!(granted.as_mut().poll(&mut cx).is_pending());
+        let mut cancelled = pin!(f.sched.enqueue(f.request(i + 1)));
+        assert!(cancelled.as_mut().poll(&mut cx).is_pending());
+        f.sched.cancel(cancelled.handle().unwrap()).unwrap();
+        assert!(matches!(cancelled.as_mut().poll(&mut cx), Poll::Ready(Err(_))));
+        held.take().unwrap().release();
+        match granted.as_mut().poll(&mut cx) {
+            Poll::Ready(Ok(a)) => *held = Some(a),
+            other => panic!("{other:?}"),
+        }
+    };
+    let mut slot = Some(held);
+    cycle(0, &mut slot);
+    let n = count(|| {
+        for i in 0..OPS / 2 {
+            cycle(i * 2, &mut slot);
+        }
+    });
+    held = slot.take().unwrap();
+    held.release();
+    assert_eq!(n, 0, "{n} allocations in {OPS} queued enqueue/cancel/grant/release operations");
+    assert!(f.ledger.usage().is_zero());
+}
+
+#[test]
+fn q03_pull_mode_cycle_does_not_allocate() {
+    let f = Fixture::<LockFree>::new(2);
+    let cycle = |i: u64| {
+        f.sched.submit(f.request(i), i).unwrap();
+        let job = f.sched.try_next(ClassId(0)).unwrap();
+        assert_eq!(job.payload, i);
+        job.assignment.release();
+    };
+    cycle(0);
+    let n = count(|| (0..OPS).for_each(cycle));
+    assert_eq!(n, 0, "{n} allocations in {OPS} submit/next/release cycles");
+}
+
+#[test]
+fn q03_ring_and_arena_do_not_allocate() {
+    use fairway::internals::{Arena, Ring};
+    let ring = Ring::new(64);
+    let arena = Arena::new(64).unwrap();
+    let n = count(|| {
+        for i in 0..OPS {
+            ring.push(i).unwrap();
+            assert_eq!(ring.pop(), Some(i));
+            let k = arena.alloc().unwrap();
+            arena.free(k);
+        }
+    });
+    assert_eq!(n, 0, "{n} allocations in {OPS} ring and arena cycles");
+}

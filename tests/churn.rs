@@ -1,0 +1,335 @@
+//! Random concurrent churn with conservation at quiescence (SPEC Q04, F51).
+//!
+//! Threads (plain and on a multi-thread tokio runtime) enqueue, cancel by token and by handle,
+//! drop futures, let deadlines expire, release and quarantine, and use pull mode; then the
+//! scheduler shuts down. At quiescence every permit is refunded (ledger usage zero), every cell
+//! is accounted for (available + leased + quarantined = total, nothing leased), and every request
+//! ended with exactly one outcome.
+//!
+//! The short versions run in CI; `cargo test --release --test churn -- --ignored` runs the long
+//! ones (at least 10^6 operations).
+
+use fairway::admission::{AdmissionRequest, ClassSpec, Ledger, LedgerConfig, Limits};
+use fairway::{
+    AdmittedRequest, Baseline, CancellationToken, ClassId, Code, LockFree, Mechanism, RequestId, Scheduler, TenantId,
+};
+use std::future::Future;
+use std::pin::pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+const CELLS: u32 = 4;
+const TENANTS: u32 = 8;
+
+/// Outcome counters: each request adds exactly one.
+#[derive(Default)]
+struct Outcomes {
+    started: AtomicU64,
+    granted: AtomicU64,
+    cancelled: AtomicU64,
+    expired: AtomicU64,
+    refused: AtomicU64,
+    /// Pull-mode submissions accepted, and jobs executors received.
+    submitted: AtomicU64,
+    pulled: AtomicU64,
+}
+
+impl Outcomes {
+    fn end(&self, r: &Result<(), fairway::Error>) {
+        let c = match r {
+            Ok(()) => &self.granted,
+            Err(e) => match e.code() {
+                Code::Cancelled => &self.cancelled,
+                Code::DeadlineExceeded => &self.expired,
+                _ => &self.refused,
+            },
+        };
+        c.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn ended(&self) -> u64 {
+        [&self.granted, &self.cancelled, &self.expired, &self.refused].iter().map(|c| c.load(Ordering::Relaxed)).sum()
+    }
+}
+
+struct World<M: Mechanism> {
+    ledger: Ledger,
+    sched: Scheduler<u64, M>,
+    ids: AtomicU64,
+    out: Outcomes,
+    /// Quarantines allowed per class: at most `CELLS - 1`, so no class ever dies and every
+    /// request can finish.
+    quarantine_budget: [AtomicU64; 2],
+}
+
+impl<M: Mechanism> World<M> {
+    fn new() -> Arc<Self> {
+        let ledger = Ledger::new(LedgerConfig {
+            classes: vec![ClassSpec::new("a"), ClassSpec::new("b")],
+            max_tenants: TENANTS,
+            tenant_limits: Limits { concurrency: 64, ..Limits::UNLIMITED },
+        })
+        .unwrap();
+        let sched = Scheduler::<u64>::builder(ledger.clone())
+            .class(CELLS, 64)
+            .class(CELLS, 64)
+            .starvation_after(Duration::from_micros(200))
+            .build_with::<M>()
+            .unwrap();
+        Arc::new(Self {
+            ledger,
+            sched,
+            ids: AtomicU64::new(1),
+            out: Outcomes::default(),
+            quarantine_budget: [AtomicU64::new(0), AtomicU64::new(0)],
+        })
+    }
+
+    fn request(&self, rng: &mut u64) -> Option<AdmittedRequest> {
+        self.request_with(rng, true)
+    }
+
+    fn request_with(&self, rng: &mut u64, deadlines: bool) -> Option<AdmittedRequest> {
+        let r = next(rng);
+        let id = RequestId(self.ids.fetch_add(1, Ordering::Relaxed));
+        let mut a = AdmissionRequest::new(id, TenantId((r % u64::from(TENANTS)) as u32))
+            .class(ClassId(((r >> 8) % 2) as u16))
+            .priority(((r >> 16) % 4) as u8);
+        if deadlines && (r >> 24) % 4 == 0 {
+            a = a.deadline(Duration::from_micros((r >> 32) % 300));
+        }
+        let permit = self.ledger.admit(a).ok()?;
+        Some(AdmittedRequest::new(permit, CancellationToken::new(id)))
+    }
+
+    /// Ends an assignment: mostly release, rarely quarantine (keeping at least one usable cell
+    /// per class most of the time).
+    fn finish(&self, a: fairway::Assignment, rng: &mut u64) {
+        std::hint::black_box((0..(next(rng) % 64)).sum::<u64>());
+        let budget = &self.quarantine_budget[usize::from(a.class().0)];
+        if next(rng) % 500 == 0 && budget.fetch_add(1, Ordering::Relaxed) < u64::from(CELLS - 1) {
+            a.quarantine("churn");
+        } else {
+            a.release();
+        }
+    }
+
+    /// One random operation, driven synchronously on this thread.
+    fn step(&self, rng: &mut u64) {
+        let pull = next(rng) % 6 == 5;
+        let Some(req) = self.request_with(rng, !pull) else { return };
+        if pull {
+            // Pull mode: submit, then serve whatever is next in the class.
+            let class = req.permit().class();
+            if self.sched.submit(req, 0).is_ok() {
+                self.out.submitted.fetch_add(1, Ordering::Relaxed);
+            }
+            if let Some(job) = self.sched.try_next(class) {
+                self.out.pulled.fetch_add(1, Ordering::Relaxed);
+                self.finish(job.assignment, rng);
+            }
+            return;
+        }
+        self.out.started.fetch_add(1, Ordering::Relaxed);
+        let waker = Waker::noop();
+        let mut cx = Context::from_waker(waker);
+        match next(rng) % 5 {
+            0 | 1 => {
+                let r = self.sched.enqueue_blocking(req).map(|a| self.finish(a, rng));
+                self.out.end(&r);
+            }
+            2 => {
+                // Poll once, then drop: cancels if still queued.
+                let mut f = pin!(self.sched.enqueue(req));
+                match f.as_mut().poll(&mut cx) {
+                    Poll::Ready(r) => self.out.end(&r.map(|a| self.finish(a, rng))),
+                    Poll::Pending => {
+                        self.out.cancelled.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
+            3 => {
+                // Cancel through the token, then wait for the outcome.
+                let token = req.token().clone();
+                let mut f = pin!(self.sched.enqueue(req));
+                if let Poll::Ready(r) = f.as_mut().poll(&mut cx) {
+                    self.out.end(&r.map(|a| self.finish(a, rng)));
+                    return;
+                }
+                token.cancel("churn");
+                let r = fairway_block_on(f);
+                self.out.end(&r.map(|a| self.finish(a, rng)));
+            }
+            _ => {
+                // Cancel by handle from this thread while others grant.
+                let mut f = pin!(self.sched.enqueue(req));
+                if let Poll::Ready(r) = f.as_mut().poll(&mut cx) {
+                    self.out.end(&r.map(|a| self.finish(a, rng)));
+                    return;
+                }
+                if let Some(h) = f.handle() {
+                    let _ = self.sched.cancel(h);
+                }
+                let r = fairway_block_on(f);
+                self.out.end(&r.map(|a| self.finish(a, rng)));
+            }
+        }
+    }
+
+    /// Drains pull-mode work, shuts down, and checks conservation.
+    fn quiesce_and_check(&self) {
+        let mut drain = || {
+            for c in 0..2 {
+                while let Some(job) = self.sched.try_next(ClassId(c)) {
+                    self.out.pulled.fetch_add(1, Ordering::Relaxed);
+                    job.assignment.release();
+                }
+            }
+        };
+        drain();
+        let rejections = |w: &Self| (0..2).map(|c| w.sched.snapshot(ClassId(c)).unwrap().rejections).sum::<u64>();
+        let before = rejections(self);
+        self.sched.shutdown();
+        drain();
+        let failed_by_shutdown = rejections(self) - before;
+        for c in 0..2 {
+            let s = self.sched.snapshot(ClassId(c)).unwrap();
+            assert_eq!(s.cells_available + s.cells_leased + s.cells_quarantined, s.cells_total);
+            assert_eq!(s.cells_leased, 0, "nothing is leased at quiescence");
+            assert_eq!(s.queue_depth, 0);
+            assert!(s.cells_quarantined < s.cells_total);
+        }
+        assert!(self.ledger.usage().is_zero(), "every permit refunded: {:?}", self.ledger.usage());
+        let o = &self.out;
+        assert_eq!(o.started.load(Ordering::Relaxed), o.ended(), "every waiting request ended exactly once");
+        assert_eq!(
+            o.submitted.load(Ordering::Relaxed),
+            o.pulled.load(Ordering::Relaxed) + failed_by_shutdown,
+            "every submitted job was either executed or failed by shutdown"
+        );
+        assert!(o.granted.load(Ordering::Relaxed) > 0);
+    }
+}
+
+fn fairway_block_on<F: Future>(f: F) -> F::Output {
+    // A tiny thread-parking executor, independent of the crate's own.
+    struct Unpark(std::thread::Thread);
+    impl std::task::Wake for Unpark {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+    let mut cx = Context::from_waker(&waker);
+    let mut f = pin!(f);
+    loop {
+        if let Poll::Ready(r) = f.as_mut().poll(&mut cx) {
+            return r;
+        }
+        std::thread::park_timeout(Duration::from_millis(1));
+    }
+}
+
+fn next(s: &mut u64) -> u64 {
+    // xorshift64*
+    *s ^= *s >> 12;
+    *s ^= *s << 25;
+    *s ^= *s >> 27;
+    s.wrapping_mul(0x2545_F491_4F6C_DD1D)
+}
+
+fn threads<M: Mechanism>(threads: usize, ops: usize) {
+    let w = World::<M>::new();
+    std::thread::scope(|s| {
+        for t in 0..threads {
+            let w = &w;
+            s.spawn(move || {
+                let mut rng = 0x9E37_79B9_7F4A_7C15 ^ (t as u64 + 1);
+                for _ in 0..ops {
+                    w.step(&mut rng);
+                }
+            });
+        }
+    });
+    w.quiesce_and_check();
+}
+
+fn tokio_tasks<M: Mechanism>(tasks: usize, ops: usize) {
+    let w = World::<M>::new();
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_time().build().unwrap();
+    rt.block_on(async {
+        let mut handles = Vec::new();
+        for t in 0..tasks {
+            let w = w.clone();
+            handles.push(tokio::spawn(async move {
+                let mut rng = 0xD1B5_4A32_D192_ED03 ^ (t as u64 + 1);
+                for _ in 0..ops {
+                    let Some(req) = w.request(&mut rng) else { continue };
+                    w.out.started.fetch_add(1, Ordering::Relaxed);
+                    let fut = w.sched.enqueue(req);
+                    let r = if next(&mut rng) % 4 == 0 {
+                        // Cancel by dropping after a short timeout.
+                        match tokio::time::timeout(Duration::from_micros(50), fut).await {
+                            Ok(r) => r,
+                            Err(_) => Err(fairway::Error::new(Code::Cancelled, "timeout")),
+                        }
+                    } else {
+                        fut.await
+                    };
+                    let r = match r {
+                        Ok(a) => {
+                            if next(&mut rng) % 3 == 0 {
+                                tokio::task::yield_now().await;
+                            }
+                            w.finish(a, &mut rng);
+                            Ok(())
+                        }
+                        Err(e) => Err(e),
+                    };
+                    w.out.end(&r);
+                }
+            }));
+        }
+        for h in handles {
+            h.await.unwrap();
+        }
+    });
+    w.quiesce_and_check();
+}
+
+const SHORT: usize = if cfg!(miri) { 20 } else { 3_000 };
+
+#[test]
+fn q04_churn_plain_threads_lockfree() {
+    threads::<LockFree>(4, SHORT);
+}
+
+#[test]
+fn q04_churn_plain_threads_baseline() {
+    threads::<Baseline>(4, SHORT);
+}
+
+#[test]
+fn q04_churn_tokio_lockfree() {
+    tokio_tasks::<LockFree>(16, SHORT / 4);
+}
+
+#[test]
+fn q04_churn_tokio_baseline() {
+    tokio_tasks::<Baseline>(16, SHORT / 4);
+}
+
+#[test]
+#[ignore = "long: run with --release -- --ignored"]
+fn q04_churn_long_lockfree() {
+    threads::<LockFree>(8, 150_000);
+    tokio_tasks::<LockFree>(32, 10_000);
+}
+
+#[test]
+#[ignore = "long: run with --release -- --ignored"]
+fn q04_churn_long_baseline() {
+    threads::<Baseline>(8, 150_000);
+}
