@@ -20,3 +20,10 @@ pub(crate) mod raw;
 pub use clock::{Clock, ManualClock, MonotonicClock};
 pub use error::{Code, Error, Result};
 pub use ids::{CellId, ClassId, Priority, RequestId, TenantId};
+
+/// Not part of the public API; exposed for fairway's own benches and perf harness; no semver
+/// guarantees.
+#[doc(hidden)]
+pub mod internals {
+    pub use crate::raw::ring::Ring;
+}
