@@ -25,3 +25,10 @@ pub use scheduler::{
 };
 
 pub(crate) use scheduler::block_on;
+
+/// Not part of the public API; exposed for fairway's own benches and perf harness; no semver
+/// guarantees.
+#[doc(hidden)]
+pub mod internals {
+    pub use crate::raw::ring::Ring;
+}
