@@ -15,6 +15,12 @@ mod imp {
 
     pub(crate) use atomic_waker::AtomicWaker;
 
+    /// Registers `waker` in `cell` (the call is spelled differently by `atomic-waker` and loom).
+    #[inline]
+    pub(crate) fn register_waker(cell: &AtomicWaker, waker: &std::task::Waker) {
+        cell.register(waker);
+    }
+
     /// `UnsafeCell` with loom's closure API, so the same code compiles under both.
     #[derive(Debug)]
     pub(crate) struct UnsafeCell<T>(std::cell::UnsafeCell<T>);
@@ -47,6 +53,12 @@ mod imp {
     };
     pub(crate) use loom::sync::Arc;
     pub(crate) use loom::thread::yield_now;
+
+    /// Registers `waker` in `cell` (the call is spelled differently by `atomic-waker` and loom).
+    #[inline]
+    pub(crate) fn register_waker(cell: &AtomicWaker, waker: &std::task::Waker) {
+        cell.register_by_ref(waker);
+    }
 }
 
 #[allow(unused_imports)]

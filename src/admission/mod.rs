@@ -1,1 +1,729 @@
-//! placeholder
+//! The admission ledger: quota reservations and the permits that own them (SPEC F04, F05, F45,
+//! F50–F52).
+//!
+//! Before a request may queue, the host asks the [`Ledger`] for a [`Permit`]. Admission reserves,
+//! for the request's tenant **and** for the class it is placed in, one queue slot, one unit of
+//! concurrency and the request's CPU and memory units, each against a configured limit. The permit
+//! is the only record of that reservation: it is affine (not `Clone`), carries the immutable
+//! policy of the request (class, tenant, priority, weight, original deadline, budget — F05) and
+//! gives every unit back exactly once, when it is dropped (F51). At grant the scheduler turns it
+//! into an [`ExecutionPermit`], which returns only the queue slot and keeps the rest until the
+//! work ends (F45).
+//!
+//! # Mechanism
+//!
+//! Every limit is one `AtomicU64` counter, reserved with a compare-and-swap loop that never moves
+//! it past its limit, and refunded with one `fetch_sub`. No lock, no allocation: an admission is
+//! at most eight successful RMWs (four for the tenant, four for the class; a zero CPU or memory
+//! amount skips its counter) plus one reference-count increment for the permit's link to its
+//! ledger, and a refund is the same number of `fetch_sub`s.
+//!
+//! All counter operations are `Relaxed`. The counters publish no other memory: each is a number
+//! that must never exceed its limit, and atomicity of the RMWs on that one location (its
+//! modification order) is all that guarantees. Anyone who reads the counters and needs them to
+//! reflect earlier drops (the conservation tests) gets that ordering from elsewhere, e.g. a
+//! thread join.
+//!
+//! # Transient overcount
+//!
+//! A request is admitted only if *all* its counters fit. They are reserved one after the other and
+//! rolled back if a later one is refused, so a concurrent admission may observe a counter briefly
+//! raised by a request that is about to roll back, and be refused because of it. Nothing is ever
+//! over-reserved (no counter exceeds its limit at any moment) and nothing stays reserved by a
+//! refused request; the only effect is that, under contention at the very edge of a limit, a
+//! request can be refused although a serial order in which it fits exists.
+//!
+//! # Identity (F04)
+//!
+//! A ledger is identified by the address of its shared state. Every permit keeps that state alive
+//! (it holds a reference to its ledger), so while a permit exists no other ledger can occupy the
+//! same address: comparing a live permit with a live ledger is exact, even for two ledgers built
+//! from the same configuration. [`Ledger::id`] exposes that address as a number, which is unique
+//! among ledgers alive at the same time (a new ledger may reuse the id of one already dropped,
+//! together with all its permits). This needs no global counter, so it is modelled by loom as is.
+
+mod permit;
+
+#[cfg(all(test, loom))]
+#[path = "loom_ledger.rs"]
+mod loom_ledger;
+#[cfg(all(test, not(loom)))]
+mod tests;
+
+pub use permit::{ExecutionPermit, Permit};
+
+use crate::clock::{Clock, MonotonicClock};
+use crate::error::{Code, Error, Result};
+use crate::ids::{ClassId, Priority, RequestId, TenantId};
+use crate::sync::{Arc, AtomicU64, Ordering};
+use arrayvec::ArrayVec;
+use core::fmt;
+use core::time::Duration;
+use crossbeam_utils::CachePadded;
+
+/// Index of the queue-slot counter in a [`Counters`] group.
+const QUEUE_SLOTS: usize = 0;
+/// Index of the concurrency counter.
+const CONCURRENCY: usize = 1;
+/// Index of the CPU-units counter.
+const CPU_UNITS: usize = 2;
+/// Index of the memory-units counter.
+const MEMORY_UNITS: usize = 3;
+/// Number of reserved resources per holder.
+const KINDS: usize = 4;
+
+/// `resource-exhausted` reasons for a tenant limit, by resource index.
+const TENANT_REASONS: [&str; KINDS] = [
+    "tenant-queue-slots",
+    "tenant-concurrency",
+    "tenant-cpu-units",
+    "tenant-memory-units",
+];
+
+/// `resource-exhausted` reasons for a class limit, by resource index.
+const CLASS_REASONS: [&str; KINDS] = [
+    "class-queue-slots",
+    "class-concurrency",
+    "class-cpu-units",
+    "class-memory-units",
+];
+
+/// The most classes a request may list in [`ClassChoice::OneOf`].
+pub const MAX_CLASS_CHOICES: usize = 8;
+
+/// Upper bounds on what is reserved at once, for one tenant (across all classes) or one class
+/// (across all tenants).
+///
+/// Each admitted request holds one queue slot (until it is granted or ends), one unit of
+/// concurrency and its CPU and memory units (until it ends). A limit of 0 refuses every request
+/// that needs that resource.
+///
+/// # Examples
+///
+/// ```
+/// use fairway::admission::Limits;
+/// let l = Limits { concurrency: 4, ..Limits::UNLIMITED };
+/// assert_eq!(l.queue_slots, u32::MAX);
+/// assert_eq!(Limits::default(), Limits::UNLIMITED);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Limits {
+    /// Requests queued (admitted and not yet granted) at once.
+    pub queue_slots: u32,
+    /// Requests admitted and not yet ended (queued or executing) at once.
+    pub concurrency: u32,
+    /// Sum of the CPU units of the requests held.
+    pub cpu_units: u64,
+    /// Sum of the memory units of the requests held.
+    pub memory_units: u64,
+}
+
+impl Limits {
+    /// No limit on anything.
+    pub const UNLIMITED: Limits = Limits {
+        queue_slots: u32::MAX,
+        concurrency: u32::MAX,
+        cpu_units: u64::MAX,
+        memory_units: u64::MAX,
+    };
+
+    /// The limits as counter bounds, by resource index.
+    const fn as_array(&self) -> [u64; KINDS] {
+        [
+            self.queue_slots as u64,
+            self.concurrency as u64,
+            self.cpu_units,
+            self.memory_units,
+        ]
+    }
+}
+
+impl Default for Limits {
+    /// [`Limits::UNLIMITED`].
+    fn default() -> Self {
+        Limits::UNLIMITED
+    }
+}
+
+/// One class of cells as the ledger sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClassSpec {
+    /// A unique name (for diagnostics and [`Ledger::class_by_name`]).
+    pub name: &'static str,
+    /// Chosen only when a request names it in [`ClassChoice::OneOf`], never for
+    /// [`ClassChoice::Any`] (F52).
+    pub explicit_only: bool,
+    /// Limits over all tenants' requests in this class.
+    pub limits: Limits,
+}
+
+impl ClassSpec {
+    /// A class named `name`, not explicit-only, without limits.
+    pub const fn new(name: &'static str) -> Self {
+        Self {
+            name,
+            explicit_only: false,
+            limits: Limits::UNLIMITED,
+        }
+    }
+}
+
+/// What a ledger is built from.
+///
+/// # Capacity
+///
+/// The ledger allocates, once, one 32-byte counter group per tenant (`max_tenants` of them) and
+/// one cache-line-padded group per class. Tenant groups are not padded: there may be many, and a
+/// tenant's counters are contended only by that tenant's own concurrent admissions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LedgerConfig {
+    /// The classes, in the order that defines [`ClassId`]s and the "smallest class first" rule
+    /// of F52.
+    pub classes: Vec<ClassSpec>,
+    /// Tenants are `TenantId(0..max_tenants)`.
+    pub max_tenants: u32,
+    /// Limits applied to each tenant, totalled across classes.
+    pub tenant_limits: Limits,
+}
+
+/// Which classes a request accepts (F52).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClassChoice {
+    /// Any class that is not [`ClassSpec::explicit_only`], smallest (first in config order) with
+    /// capacity first.
+    Any,
+    /// Exactly these classes (explicit-only ones included), tried in config order — smallest
+    /// [`ClassId`] first, whatever the order of the list; duplicates are ignored.
+    OneOf(ArrayVec<ClassId, MAX_CLASS_CHOICES>),
+}
+
+impl ClassChoice {
+    /// Exactly one class.
+    pub fn only(class: ClassId) -> Self {
+        let mut v = ArrayVec::new();
+        v.push(class);
+        ClassChoice::OneOf(v)
+    }
+
+    /// The classes in `classes`.
+    ///
+    /// # Errors
+    ///
+    /// `invalid-argument / class` if `classes` is empty or longer than [`MAX_CLASS_CHOICES`].
+    pub fn one_of(classes: &[ClassId]) -> Result<Self> {
+        let v =
+            ArrayVec::try_from(classes).map_err(|_| Error::new(Code::InvalidArgument, "class"))?;
+        if v.is_empty() {
+            return Err(Error::new(Code::InvalidArgument, "class"));
+        }
+        Ok(ClassChoice::OneOf(v))
+    }
+}
+
+/// A request for admission: who asks, for which classes, with which policy and budget.
+///
+/// # Examples
+///
+/// ```
+/// use fairway::admission::AdmissionRequest;
+/// use fairway::{ClassId, RequestId, TenantId};
+/// use std::time::Duration;
+/// let req = AdmissionRequest::new(RequestId(7), TenantId(0))
+///     .class(ClassId(1))
+///     .priority(3)
+///     .deadline(Duration::from_millis(50))
+///     .cpu_units(2);
+/// assert_eq!(req.weight, 1);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdmissionRequest {
+    /// The request's id.
+    pub id: RequestId,
+    /// Its tenant (below [`LedgerConfig::max_tenants`]).
+    pub tenant: TenantId,
+    /// The classes it accepts.
+    pub classes: ClassChoice,
+    /// Priority inside its tenant (higher first).
+    pub priority: Priority,
+    /// Grants per round-robin turn of its tenant; at least 1.
+    pub weight: u32,
+    /// A relative timeout: the ledger stamps the absolute deadline `clock.now() + deadline` once,
+    /// at admission, and the permit keeps that original deadline for the request's whole life.
+    pub deadline: Option<Duration>,
+    /// CPU units reserved for the request's execution.
+    pub cpu_units: u64,
+    /// Memory units reserved for the request's execution.
+    pub memory_units: u64,
+}
+
+impl AdmissionRequest {
+    /// A request in any class, priority 0, weight 1, no deadline and no CPU or memory units.
+    pub fn new(id: RequestId, tenant: TenantId) -> Self {
+        Self {
+            id,
+            tenant,
+            classes: ClassChoice::Any,
+            priority: 0,
+            weight: 1,
+            deadline: None,
+            cpu_units: 0,
+            memory_units: 0,
+        }
+    }
+
+    /// Only `class`.
+    pub fn class(mut self, class: ClassId) -> Self {
+        self.classes = ClassChoice::only(class);
+        self
+    }
+
+    /// The given class choice.
+    pub fn classes(mut self, classes: ClassChoice) -> Self {
+        self.classes = classes;
+        self
+    }
+
+    /// The priority.
+    pub fn priority(mut self, priority: Priority) -> Self {
+        self.priority = priority;
+        self
+    }
+
+    /// The weight (checked at admission: at least 1).
+    pub fn weight(mut self, weight: u32) -> Self {
+        self.weight = weight;
+        self
+    }
+
+    /// A relative timeout, stamped into an absolute deadline at admission.
+    pub fn deadline(mut self, timeout: Duration) -> Self {
+        self.deadline = Some(timeout);
+        self
+    }
+
+    /// CPU units to reserve.
+    pub fn cpu_units(mut self, units: u64) -> Self {
+        self.cpu_units = units;
+        self
+    }
+
+    /// Memory units to reserve.
+    pub fn memory_units(mut self, units: u64) -> Self {
+        self.memory_units = units;
+        self
+    }
+}
+
+/// Units held right now by one tenant or one class.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct Usage {
+    /// Queue slots held.
+    pub queue_slots: u64,
+    /// Concurrency held.
+    pub concurrency: u64,
+    /// CPU units held.
+    pub cpu_units: u64,
+    /// Memory units held.
+    pub memory_units: u64,
+}
+
+impl Usage {
+    /// Whether nothing is held.
+    pub fn is_zero(&self) -> bool {
+        *self == Usage::default()
+    }
+
+    /// Whether every counter is within `limits`.
+    pub fn within(&self, limits: &Limits) -> bool {
+        let l = limits.as_array();
+        self.as_array().iter().zip(l).all(|(u, l)| *u <= l)
+    }
+
+    fn as_array(&self) -> [u64; KINDS] {
+        [
+            self.queue_slots,
+            self.concurrency,
+            self.cpu_units,
+            self.memory_units,
+        ]
+    }
+}
+
+/// The counters of a ledger, per class and per tenant, sampled one by one (each value is exact at
+/// the moment it was read; the set is a consistent state only at quiescence).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LedgerUsage {
+    /// Indexed by [`ClassId`].
+    pub classes: Vec<Usage>,
+    /// Indexed by [`TenantId`].
+    pub tenants: Vec<Usage>,
+}
+
+impl LedgerUsage {
+    /// Whether nothing at all is held (every permit has been refunded).
+    pub fn is_zero(&self) -> bool {
+        self.classes.iter().chain(&self.tenants).all(Usage::is_zero)
+    }
+}
+
+/// The four counters of one holder (a tenant or a class), indexed by resource
+/// ([`QUEUE_SLOTS`], [`CONCURRENCY`], [`CPU_UNITS`], [`MEMORY_UNITS`]).
+///
+/// Invariant: each counter is the sum of the amounts reserved and not yet refunded by live
+/// permits (plus, transiently, the amounts of an admission that is rolling back), and never
+/// exceeds its limit.
+#[derive(Debug)]
+struct Counters([AtomicU64; KINDS]);
+
+#[cfg(not(loom))]
+const _: () = assert!(core::mem::size_of::<Counters>() == 32);
+
+impl Counters {
+    fn new() -> Self {
+        Self(core::array::from_fn(|_| AtomicU64::new(0)))
+    }
+
+    /// Reserves every amount in `amounts` against `limits`, all or nothing; on refusal returns the
+    /// index of the refused resource, with nothing left reserved.
+    #[inline]
+    fn reserve(
+        &self,
+        amounts: &[u64; KINDS],
+        limits: &[u64; KINDS],
+    ) -> core::result::Result<(), usize> {
+        for kind in 0..KINDS {
+            if !try_add(&self.0[kind], amounts[kind], limits[kind]) {
+                self.refund(amounts, 0..kind);
+                return Err(kind);
+            }
+        }
+        Ok(())
+    }
+
+    /// Gives back `amounts[kind]` for every `kind` in `kinds`.
+    #[inline]
+    fn refund(&self, amounts: &[u64; KINDS], kinds: core::ops::Range<usize>) {
+        for kind in kinds {
+            let amount = amounts[kind];
+            if amount != 0 {
+                // Relaxed: the counter is a plain quantity (see the module docs).
+                let before = self.0[kind].fetch_sub(amount, Ordering::Relaxed);
+                debug_assert!(before >= amount, "refund of more than was reserved");
+            }
+        }
+    }
+
+    fn sample(&self) -> Usage {
+        // Relaxed: a diagnostic sample; callers order it against drops themselves.
+        let [q, c, cpu, mem] = [0, 1, 2, 3].map(|k| self.0[k].load(Ordering::Relaxed));
+        Usage {
+            queue_slots: q,
+            concurrency: c,
+            cpu_units: cpu,
+            memory_units: mem,
+        }
+    }
+}
+
+/// Adds `amount` to `counter` unless that would take it past `limit` (or overflow).
+#[inline]
+fn try_add(counter: &AtomicU64, amount: u64, limit: u64) -> bool {
+    if amount == 0 {
+        return true;
+    }
+    // Relaxed (load and both CAS orderings): the counter is a plain quantity; the CAS on its one
+    // location is what keeps it within the limit (see the module docs).
+    let mut current = counter.load(Ordering::Relaxed);
+    loop {
+        let next = match current.checked_add(amount) {
+            Some(next) if next <= limit => next,
+            _ => return false,
+        };
+        match counter.compare_exchange_weak(current, next, Ordering::Relaxed, Ordering::Relaxed) {
+            Ok(_) => return true,
+            Err(actual) => current = actual,
+        }
+    }
+}
+
+/// One class: its configuration and its counters.
+#[derive(Debug)]
+struct Class {
+    name: &'static str,
+    explicit_only: bool,
+    limits: [u64; KINDS],
+    counters: CachePadded<Counters>,
+}
+
+/// The shared state of a ledger. Its address is the ledger's identity (see the module docs).
+struct Inner {
+    /// Indexed by [`ClassId`]; at most `u16::MAX + 1` entries.
+    classes: Box<[Class]>,
+    /// Indexed by [`TenantId`]; `max_tenants` entries.
+    tenants: Box<[Counters]>,
+    tenant_limits: [u64; KINDS],
+    /// Whether some class may be chosen by [`ClassChoice::Any`].
+    any_eligible: bool,
+    clock: std::sync::Arc<dyn Clock>,
+}
+
+/// The admission ledger: hands out [`Permit`]s against per-tenant and per-class limits.
+///
+/// Cloning a `Ledger` gives another handle to the same ledger (same counters, same identity).
+///
+/// # Examples
+///
+/// ```
+/// use fairway::admission::{AdmissionRequest, ClassSpec, Ledger, LedgerConfig, Limits};
+/// use fairway::{Code, RequestId, TenantId};
+/// let ledger = Ledger::new(LedgerConfig {
+///     classes: vec![ClassSpec::new("cpu")],
+///     max_tenants: 4,
+///     tenant_limits: Limits { concurrency: 1, ..Limits::UNLIMITED },
+/// })?;
+/// let permit = ledger.admit(AdmissionRequest::new(RequestId(1), TenantId(0)))?;
+/// let refused = ledger.admit(AdmissionRequest::new(RequestId(2), TenantId(0))).unwrap_err();
+/// assert_eq!((refused.code(), refused.reason()), (Code::ResourceExhausted, "tenant-concurrency"));
+/// drop(permit); // refunds everything
+/// assert!(ledger.usage().is_zero());
+/// # Ok::<(), fairway::Error>(())
+/// ```
+///
+/// # Capacity
+///
+/// See [`LedgerConfig`]: all memory is allocated by the constructor; [`Ledger::admit`] and the
+/// drop of a permit never allocate.
+#[derive(Clone)]
+pub struct Ledger(Arc<Inner>);
+
+impl Ledger {
+    /// A ledger on a [`MonotonicClock`].
+    ///
+    /// # Errors
+    ///
+    /// `invalid-argument / configuration` naming the field: `classes` (empty, or more than
+    /// 65,536), `classes.name` (duplicate), `max_tenants` (0).
+    pub fn new(config: LedgerConfig) -> Result<Ledger> {
+        Self::with_clock(config, std::sync::Arc::new(MonotonicClock::new()))
+    }
+
+    /// A ledger that stamps deadlines with `clock`.
+    ///
+    /// # Errors
+    ///
+    /// As [`Ledger::new`].
+    pub fn with_clock(config: LedgerConfig, clock: std::sync::Arc<dyn Clock>) -> Result<Ledger> {
+        let LedgerConfig {
+            classes,
+            max_tenants,
+            tenant_limits,
+        } = config;
+        if classes.is_empty() || classes.len() > usize::from(u16::MAX) + 1 {
+            return Err(Error::configuration("classes"));
+        }
+        let mut names: Vec<&str> = classes.iter().map(|c| c.name).collect();
+        names.sort_unstable();
+        if names.windows(2).any(|w| w[0] == w[1]) {
+            return Err(Error::configuration("classes.name"));
+        }
+        if max_tenants == 0 {
+            return Err(Error::configuration("max_tenants"));
+        }
+        let any_eligible = classes.iter().any(|c| !c.explicit_only);
+        let classes = classes
+            .into_iter()
+            .map(|c| Class {
+                name: c.name,
+                explicit_only: c.explicit_only,
+                limits: c.limits.as_array(),
+                counters: CachePadded::new(Counters::new()),
+            })
+            .collect();
+        let tenants = (0..max_tenants).map(|_| Counters::new()).collect();
+        Ok(Ledger(Arc::new(Inner {
+            classes,
+            tenants,
+            tenant_limits: tenant_limits.as_array(),
+            any_eligible,
+            clock,
+        })))
+    }
+
+    /// Admits `req`: reserves its tenant's and one chosen class's units and returns the permit
+    /// that owns them.
+    ///
+    /// The class is chosen per F52: the candidates ([`ClassChoice`]) are tried in config order
+    /// and the first whose limits fit wins. The tenant's limits are checked first (they do not
+    /// depend on the class). If the deadline is set, the clock is read once and the absolute
+    /// deadline stamped into the permit.
+    ///
+    /// # Errors
+    ///
+    /// - `invalid-argument / weight` if `req.weight` is 0; `invalid-argument / tenant` if the
+    ///   tenant is not below `max_tenants`; `invalid-argument / class` if a listed class does not
+    ///   exist, the list is empty, or no class is eligible for [`ClassChoice::Any`].
+    /// - `resource-exhausted / tenant-queue-slots`, `tenant-concurrency`, `tenant-cpu-units` or
+    ///   `tenant-memory-units` if a tenant limit is refused (the first refused, in that order).
+    /// - `resource-exhausted / class-queue-slots`, `class-concurrency`, `class-cpu-units` or
+    ///   `class-memory-units` if every candidate class refused: the error is the one of the
+    ///   **first** candidate tried (the smallest class), which is the caller's preferred class.
+    ///
+    /// On any error nothing stays reserved (F50).
+    pub fn admit(&self, req: AdmissionRequest) -> Result<Permit> {
+        let AdmissionRequest {
+            id,
+            tenant,
+            mut classes,
+            priority,
+            weight,
+            deadline,
+            cpu_units,
+            memory_units,
+        } = req;
+        let inner = &*self.0;
+        if weight == 0 {
+            return Err(Error::new(Code::InvalidArgument, "weight"));
+        }
+        let tenant_counters = inner
+            .tenants
+            .get(tenant.0 as usize)
+            .ok_or(Error::new(Code::InvalidArgument, "tenant"))?;
+        match &mut classes {
+            ClassChoice::Any if !inner.any_eligible => {
+                return Err(Error::new(Code::InvalidArgument, "class"));
+            }
+            ClassChoice::Any => {}
+            ClassChoice::OneOf(list) => {
+                if list.is_empty() || list.iter().any(|c| usize::from(c.0) >= inner.classes.len()) {
+                    return Err(Error::new(Code::InvalidArgument, "class"));
+                }
+                // Config order is ClassId order; at most 8 elements, in place.
+                list.sort_unstable();
+            }
+        }
+
+        let amounts = [1, 1, cpu_units, memory_units];
+        tenant_counters
+            .reserve(&amounts, &inner.tenant_limits)
+            .map_err(|kind| Error::new(Code::ResourceExhausted, TENANT_REASONS[kind]))?;
+
+        let mut first_refusal = None;
+        let mut try_class = |index: usize| -> bool {
+            let class = &inner.classes[index];
+            match class.counters.reserve(&amounts, &class.limits) {
+                Ok(()) => true,
+                Err(kind) => {
+                    first_refusal.get_or_insert(kind);
+                    false
+                }
+            }
+        };
+        let chosen = match &classes {
+            ClassChoice::Any => (0..inner.classes.len())
+                .filter(|&i| !inner.classes[i].explicit_only)
+                .find(|&i| try_class(i)),
+            ClassChoice::OneOf(list) => {
+                let mut previous = None;
+                list.iter()
+                    .map(|c| usize::from(c.0))
+                    .filter(|&i| previous.replace(i) != Some(i))
+                    .find(|&i| try_class(i))
+            }
+        };
+        let Some(class) = chosen else {
+            tenant_counters.refund(&amounts, 0..KINDS);
+            let kind = first_refusal.unwrap_or(QUEUE_SLOTS);
+            return Err(Error::new(Code::ResourceExhausted, CLASS_REASONS[kind]));
+        };
+
+        let deadline = deadline.map(|timeout| {
+            let nanos = u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX);
+            inner.clock.now().saturating_add(nanos)
+        });
+        Ok(Permit::new(ExecutionPermit {
+            ledger: self.clone(),
+            id,
+            tenant,
+            // `class < classes.len() <= u16::MAX + 1`, checked at build.
+            class: ClassId(class as u16),
+            priority,
+            weight,
+            deadline,
+            cpu_units,
+            memory_units,
+        }))
+    }
+
+    /// Every counter, per class and per tenant (allocates; a diagnostic, not a hot path).
+    pub fn usage(&self) -> LedgerUsage {
+        LedgerUsage {
+            classes: self.0.classes.iter().map(|c| c.counters.sample()).collect(),
+            tenants: self.0.tenants.iter().map(Counters::sample).collect(),
+        }
+    }
+
+    /// This ledger's identity: unique among ledgers alive at the same time (see the module docs).
+    pub fn id(&self) -> u64 {
+        Arc::as_ptr(&self.0).addr() as u64
+    }
+
+    /// The clock deadlines are stamped with.
+    pub fn clock(&self) -> &std::sync::Arc<dyn Clock> {
+        &self.0.clock
+    }
+
+    /// The number of classes.
+    pub fn class_count(&self) -> usize {
+        self.0.classes.len()
+    }
+
+    /// The name of `class`, if it exists.
+    pub fn class_name(&self, class: ClassId) -> Option<&'static str> {
+        self.0.classes.get(usize::from(class.0)).map(|c| c.name)
+    }
+
+    /// The class named `name`, if any.
+    pub fn class_by_name(&self, name: &str) -> Option<ClassId> {
+        self.0
+            .classes
+            .iter()
+            .position(|c| c.name == name)
+            .map(|i| ClassId(i as u16))
+    }
+
+    /// Gives back `amounts[kind]`, `kind` in `kinds`, to `tenant` and `class` (used by permits).
+    #[inline]
+    fn refund(
+        &self,
+        tenant: TenantId,
+        class: ClassId,
+        amounts: &[u64; KINDS],
+        kinds: core::ops::Range<usize>,
+    ) {
+        let inner = &*self.0;
+        inner.tenants[tenant.0 as usize].refund(amounts, kinds.clone());
+        inner.classes[usize::from(class.0)]
+            .counters
+            .refund(amounts, kinds);
+    }
+
+    /// Whether `self` and `other` are the same ledger.
+    #[inline]
+    #[allow(
+        dead_code,
+        reason = "used by `Permit::is_from`, called by the scheduler facade"
+    )]
+    fn same(&self, other: &Ledger) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl fmt::Debug for Ledger {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Ledger")
+            .field("id", &self.id())
+            .field("classes", &self.0.classes.len())
+            .field("tenants", &self.0.tenants.len())
+            .finish_non_exhaustive()
+    }
+}
