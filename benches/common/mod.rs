@@ -1,0 +1,73 @@
+//! A small harness shared by fairway's criterion benches: one generic runner, many backends.
+//!
+//! A bench defines a backend trait of its own (extending [`Backend`]) with the operations it
+//! measures, implements it for fairway and for each baseline, and registers one generic body per
+//! group with [`bench_backend`]. Multi-thread bodies run on threads spawned before the timed
+//! region; a start barrier releases them together and an end barrier closes the measurement, so
+//! criterion's `iter_custom` sees only the work.
+
+#![allow(dead_code)] // Each bench binary uses the part of the harness it needs.
+
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+use criterion::measurement::WallTime;
+use criterion::BenchmarkGroup;
+
+/// Something a bench compares: fairway's structure or a baseline.
+pub trait Backend: Send + Sync + 'static {
+    /// The label the backend gets in criterion's report (`group/name`).
+    fn name() -> &'static str;
+}
+
+/// A bench body: runs `iters` operations as participant `thread` of `threads`, on shared `state`.
+pub type Body<S> = fn(state: &S, thread: usize, threads: usize, iters: u64);
+
+/// Runs `body` once on each of `threads` threads over a shared `state` and returns the wall time
+/// between the start and end barriers. With one thread the body runs inline, untimed overhead
+/// free.
+pub fn timed_run<S: Send + Sync + 'static>(
+    state: Arc<S>,
+    threads: usize,
+    iters: u64,
+    body: Body<S>,
+) -> Duration {
+    if threads == 1 {
+        let start = Instant::now();
+        body(&state, 0, 1, iters);
+        return start.elapsed();
+    }
+    let start = Arc::new(Barrier::new(threads + 1));
+    let end = Arc::new(Barrier::new(threads + 1));
+    let handles: Vec<_> = (0..threads)
+        .map(|thread| {
+            let (state, start, end) = (state.clone(), start.clone(), end.clone());
+            std::thread::spawn(move || {
+                start.wait();
+                body(&state, thread, threads, iters);
+                end.wait();
+            })
+        })
+        .collect();
+    start.wait();
+    let begin = Instant::now();
+    end.wait();
+    let elapsed = begin.elapsed();
+    for h in handles {
+        h.join().expect("bench thread panicked");
+    }
+    elapsed
+}
+
+/// Registers backend `B` in `group`: each measurement builds a fresh state with `make` (outside
+/// the timed region) and times `body` on `threads` threads.
+pub fn bench_backend<B: Backend>(
+    group: &mut BenchmarkGroup<'_, WallTime>,
+    threads: usize,
+    make: fn() -> B,
+    body: Body<B>,
+) {
+    group.bench_function(B::name(), |b| {
+        b.iter_custom(|iters| timed_run(Arc::new(make()), threads, iters, body));
+    });
+}
