@@ -1,1 +1,210 @@
-//! placeholder
+//! Cell pools: the fixed cells of a class, handed out as leases (SPEC F03, F07, F08, F16, F17,
+//! F22).
+//!
+//! Each class owns exactly one pool of interchangeable cells (F03). The scheduler asks it for a
+//! cell with [`CellPool::try_acquire_now`], which never waits (F16): it returns a [`Lease`],
+//! "no capacity now", or an error. When nothing is free, the scheduler subscribes to the pool's
+//! changes and probes again — in that order, so a cell released between the failed probe and the
+//! subscription is never missed (F17). A cell whose cleanup is uncertain is quarantined and never
+//! comes back, so a class's capacity only ever shrinks (F03); when it reaches zero the class fails
+//! its requests instead of waiting forever (F22).
+//!
+//! Hosts may supply their own pools through the [`CellPool`] trait; [`FixedCellPool`] is the
+//! built-in lock-free one. Pools are validated when the scheduler is built (F07) and every lease
+//! is checked against the request it was asked for before it is handed on (F08).
+
+mod fixed;
+
+#[cfg(all(test, loom))]
+#[path = "loom_pool.rs"]
+mod loom_pool;
+#[cfg(all(test, not(loom)))]
+mod tests;
+
+pub use fixed::FixedCellPool;
+
+use crate::error::{Code, Error, Result};
+use crate::ids::{CellId, ClassId, RequestId};
+use core::ops::Deref;
+use core::task::Waker;
+
+/// What the scheduler asks a pool for: a cell of `class` for `request`, with a budget.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct LeaseRequest {
+    /// The request the cell is for.
+    pub request: RequestId,
+    /// The class whose pool is asked.
+    pub class: ClassId,
+    /// CPU units granted with the cell.
+    pub cpu_units: u64,
+    /// Memory units granted with the cell.
+    pub memory_units: u64,
+}
+
+/// The exclusive use of one cell, for one request, with a budget.
+///
+/// A lease is affine (not `Clone`): it goes back to its pool exactly once, through
+/// [`CellPool::release`] or [`CellPool::quarantine`]. Dropping it instead leaks the cell (the
+/// scheduler never does; its `Assignment` quarantines on drop).
+#[derive(Debug, PartialEq, Eq, Hash)]
+#[must_use = "a lease must go back to its pool (release or quarantine), or the cell is lost"]
+pub struct Lease {
+    request: RequestId,
+    class: ClassId,
+    cell: CellId,
+    cpu_units: u64,
+    memory_units: u64,
+}
+
+impl Lease {
+    /// The lease of `cell` for `req`: what a pool returns from
+    /// [`try_acquire_now`](CellPool::try_acquire_now).
+    pub fn new(req: &LeaseRequest, cell: CellId) -> Lease {
+        Lease {
+            request: req.request,
+            class: req.class,
+            cell,
+            cpu_units: req.cpu_units,
+            memory_units: req.memory_units,
+        }
+    }
+
+    /// The request the cell is leased to.
+    pub fn request(&self) -> RequestId {
+        self.request
+    }
+
+    /// The class of the cell.
+    pub fn class(&self) -> ClassId {
+        self.class
+    }
+
+    /// The cell.
+    pub fn cell(&self) -> CellId {
+        self.cell
+    }
+
+    /// CPU units granted.
+    pub fn cpu_units(&self) -> u64 {
+        self.cpu_units
+    }
+
+    /// Memory units granted.
+    pub fn memory_units(&self) -> u64 {
+        self.memory_units
+    }
+
+    /// Whether this lease is exactly what `req` asked for: same request id, class and budget
+    /// (F08). The scheduler refuses a mismatched lease with `internal / pool-lease-mismatch`.
+    pub fn matches(&self, req: &LeaseRequest) -> bool {
+        self.request == req.request
+            && self.class == req.class
+            && self.cpu_units == req.cpu_units
+            && self.memory_units == req.memory_units
+    }
+}
+
+/// How the cells of a pool are split, sampled at one moment.
+///
+/// `available + leased + quarantined == total` always holds within one sample; separate samples
+/// (and the scheduler's queue view) are not taken atomically together (F62).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct PoolCounters {
+    /// Cells in the pool, quarantined ones included.
+    pub total: u32,
+    /// Cells free to lease now.
+    pub available: u32,
+    /// Cells leased out.
+    pub leased: u32,
+    /// Cells out of service for good.
+    pub quarantined: u32,
+}
+
+/// A fixed set of interchangeable cells of one class (F03, F07).
+///
+/// # Contract
+///
+/// - [`try_acquire_now`](Self::try_acquire_now) never parks or waits for a cell (F16).
+/// - A quarantined cell never becomes available again: capacity never grows back (F03).
+/// - [`subscribe_changes`](Self::subscribe_changes) wakes the registered waker after a later
+///   [`release`](Self::release) or [`quarantine`](Self::quarantine). Notifications are
+///   coalescing hints, not accounting (F17).
+/// - At build the pool has [`capacity`](Self::capacity) cells, all available (F07).
+pub trait CellPool: Send + Sync + 'static {
+    /// The class this pool serves.
+    fn class(&self) -> ClassId;
+
+    /// The number of cells, quarantined ones included.
+    fn capacity(&self) -> u32;
+
+    /// Non-queueing acquisition: a lease, `Ok(None)` if no cell is free now, or an error. Never
+    /// parks (F16).
+    ///
+    /// # Errors
+    ///
+    /// Pool-specific. [`FixedCellPool`] fails `unavailable / all-cells-quarantined` when every
+    /// cell is quarantined.
+    fn try_acquire_now(&self, req: &LeaseRequest) -> Result<Option<Lease>>;
+
+    /// Returns a cell after a clean finish; it becomes available again.
+    fn release(&self, lease: Lease);
+
+    /// Takes a cell out of service for good (uncertain cleanup): it is never leased again (F03).
+    fn quarantine(&self, lease: Lease, reason: &'static str);
+
+    /// Coalescing change subscription (F17): registers `waker` to be woken on the next change
+    /// (release or quarantine). Callers register **before** probing with
+    /// [`try_acquire_now`](Self::try_acquire_now).
+    ///
+    /// # Errors
+    ///
+    /// A pool that cannot notify keeps this default, which fails
+    /// `invalid-argument / pool-topology`; such a pool is refused at build (F07).
+    fn subscribe_changes(&self, waker: &Waker) -> Result<()> {
+        let _ = waker;
+        Err(Error::new(Code::InvalidArgument, "pool-topology"))
+    }
+
+    /// The current split of the cells.
+    fn counters(&self) -> PoolCounters;
+}
+
+/// Checks the pools a host supplied against the configuration (F07): exactly one pool per
+/// configured class (order-independent, no extra pools), each with the configured capacity, all
+/// cells available and none leased or quarantined, and change notification supported (checked by
+/// subscribing a no-op waker).
+///
+/// # Errors
+///
+/// `invalid-argument / pool-topology` on any mismatch.
+#[allow(dead_code, reason = "called by the scheduler builder")]
+pub(crate) fn validate_pools<P>(expected: &[(ClassId, u32)], pools: &[P]) -> Result<()>
+where
+    P: Deref<Target = dyn CellPool>,
+{
+    let topology = Error::new(Code::InvalidArgument, "pool-topology");
+    if pools.len() != expected.len() {
+        return Err(topology);
+    }
+    for (i, &(class, cells)) in expected.iter().enumerate() {
+        if expected[..i].iter().any(|&(c, _)| c == class) {
+            return Err(topology);
+        }
+        let mut matching = pools.iter().filter(|p| p.class() == class);
+        let (Some(pool), None) = (matching.next(), matching.next()) else {
+            return Err(topology);
+        };
+        let pristine = PoolCounters {
+            total: cells,
+            available: cells,
+            leased: 0,
+            quarantined: 0,
+        };
+        if pool.capacity() != cells || pool.counters() != pristine {
+            return Err(topology);
+        }
+        pool.subscribe_changes(Waker::noop())
+            .map_err(|_| topology)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,262 @@
+//! [`FixedCellPool`]: the built-in lock-free pool, a bitmap of free cells.
+//!
+//! # State
+//!
+//! Cell `c` is bit `c % 64` of word `c / 64` in two bitmaps:
+//!
+//! | `free` bit | `quarantined` bit | cell is     |
+//! |------------|-------------------|-------------|
+//! | 1          | 0                 | available   |
+//! | 0          | 0                 | leased      |
+//! | 0          | 1                 | quarantined (forever) |
+//! | 1          | 1                 | never       |
+//!
+//! Bits at or past `cells` are 0 in both maps, always. Transitions: acquire clears a `free` bit
+//! (one successful CAS), release sets it (one `fetch_or`), quarantine sets the `quarantined` bit
+//! (a `fetch_or`, rare path) and counts it in `quarantined_count`. Only the owner of a lease
+//! releases or quarantines its cell, so each bit has one writer at a time besides acquirers
+//! racing to clear a set bit.
+//!
+//! The number of leased cells is derived (`total - available - quarantined`) rather than kept in
+//! a counter: a counter would add a contended RMW to every acquire and every release, doubling the
+//! cost of the hot path for a figure that is only sampled. Within one [`PoolCounters`] sample the
+//! three figures add up to `total` by construction; see [`FixedCellPool::counters`] for why
+//! `available + quarantined` never exceeds it.
+//!
+//! Misuse (a lease of another class, a cell out of range, releasing or quarantining a cell that
+//! is not leased — a double release, or a lease forged with [`Lease::new`]) is detected without
+//! changing any state (a double release finds its bit already set): it panics in debug builds
+//! and is ignored in release builds. A forged lease for a cell that is currently leased to someone else cannot be
+//! told apart from the real one.
+
+use super::{CellPool, Lease, LeaseRequest, PoolCounters};
+use crate::error::{Code, Error, Result};
+use crate::ids::{CellId, ClassId};
+use crate::sync::{register_waker, AtomicU32, AtomicU64, AtomicWaker, Ordering};
+use core::fmt;
+use core::task::Waker;
+
+/// Cells per bitmap word.
+const BITS: u32 = u64::BITS;
+
+const _: () = assert!(BITS == 64);
+
+/// A lock-free pool of `cells` interchangeable cells of one class.
+///
+/// # Examples
+///
+/// ```
+/// use fairway::pool::{CellPool, FixedCellPool, LeaseRequest};
+/// use fairway::{ClassId, RequestId};
+/// let pool = FixedCellPool::new(ClassId(0), 1)?;
+/// let req = LeaseRequest { request: RequestId(1), class: ClassId(0), cpu_units: 0, memory_units: 0 };
+/// let lease = pool.try_acquire_now(&req)?.expect("one cell is free");
+/// assert!(lease.matches(&req));
+/// assert!(pool.try_acquire_now(&req)?.is_none()); // never waits
+/// pool.release(lease);
+/// assert_eq!(pool.counters().available, 1);
+/// # Ok::<(), fairway::Error>(())
+/// ```
+///
+/// # Capacity
+///
+/// One bit per cell in each of two bitmaps (allocated by [`FixedCellPool::new`]); no per-cell
+/// padding. Acquisition scans at most `ceil(cells / 64)` words, starting at a word picked from
+/// the request id so that concurrent acquirers spread over the words; release and quarantine are
+/// O(1). No operation allocates.
+pub struct FixedCellPool {
+    class: ClassId,
+    cells: u32,
+    /// Bit set ⇔ the cell is available (see the module's state table).
+    free: Box<[AtomicU64]>,
+    /// Bit set ⇔ the cell is quarantined. Bits are only ever set.
+    quarantined: Box<[AtomicU64]>,
+    /// Number of bits set in `quarantined`; incremented after the bit is set.
+    quarantined_count: AtomicU32,
+    /// The one change subscriber (last registration wins), woken after each release or
+    /// quarantine.
+    changes: AtomicWaker,
+}
+
+impl FixedCellPool {
+    /// A pool of `cells` cells of `class`, all available.
+    ///
+    /// # Errors
+    ///
+    /// `invalid-argument / configuration` (field `cells`) if `cells` is 0.
+    pub fn new(class: ClassId, cells: u32) -> Result<Self> {
+        if cells == 0 {
+            return Err(Error::configuration("cells"));
+        }
+        let words = cells.div_ceil(BITS) as usize;
+        let free = (0..words)
+            .map(|w| {
+                let first = w as u32 * BITS;
+                let in_word = (cells - first).min(BITS);
+                AtomicU64::new(if in_word == BITS {
+                    u64::MAX
+                } else {
+                    (1u64 << in_word) - 1
+                })
+            })
+            .collect();
+        let quarantined = (0..words).map(|_| AtomicU64::new(0)).collect();
+        Ok(Self {
+            class,
+            cells,
+            free,
+            quarantined,
+            quarantined_count: AtomicU32::new(0),
+            changes: AtomicWaker::new(),
+        })
+    }
+
+    /// The word index and bit mask of `lease`'s cell, or `None` if the lease cannot be from this
+    /// pool (other class, cell out of range).
+    #[inline]
+    fn locate(&self, lease: &Lease) -> Option<(usize, u64)> {
+        let cell = lease.cell().0;
+        (lease.class() == self.class && cell < self.cells)
+            .then(|| ((cell / BITS) as usize, 1u64 << (cell % BITS)))
+    }
+
+    /// Whether the cell at (`word`, `mask`) is leased (neither free nor quarantined), as far as
+    /// the owner of its lease can tell. Used only to detect misuse.
+    #[inline]
+    fn is_leased(&self, word: usize, mask: u64) -> bool {
+        // Relaxed (both): misuse detection only. The owner of a real lease cleared the free bit
+        // itself (or received the lease through a synchronising hand-off), so it sees the bit
+        // clear; nobody else may set either bit of a leased cell.
+        self.free[word].load(Ordering::Relaxed) & mask == 0
+            && self.quarantined[word].load(Ordering::Relaxed) & mask == 0
+    }
+}
+
+impl CellPool for FixedCellPool {
+    fn class(&self) -> ClassId {
+        self.class
+    }
+
+    fn capacity(&self) -> u32 {
+        self.cells
+    }
+
+    fn try_acquire_now(&self, req: &LeaseRequest) -> Result<Option<Lease>> {
+        let words = self.free.len();
+        // Start at a word derived from the request id: concurrent acquirers spread over the
+        // words without a shared (and contended) rotating hint.
+        let start = (req.request.0 % words as u64) as usize;
+        for i in 0..words {
+            let w = if start + i < words {
+                start + i
+            } else {
+                start + i - words
+            };
+            let word = &self.free[w];
+            // Relaxed: only a guess of which bits are set; the CAS below re-validates it and
+            // carries the Acquire.
+            let mut bits = word.load(Ordering::Relaxed);
+            while bits != 0 {
+                let bit = bits.trailing_zeros();
+                let mask = 1u64 << bit;
+                // Acquire (success): pairs with the Release `fetch_or` in `release`, so the
+                // previous holder's use of the cell happens-before this lease.
+                // Relaxed (failure): we only learn the current bits and retry.
+                match word.compare_exchange_weak(
+                    bits,
+                    bits & !mask,
+                    Ordering::Acquire,
+                    Ordering::Relaxed,
+                ) {
+                    Ok(_) => return Ok(Some(Lease::new(req, CellId(w as u32 * BITS + bit)))),
+                    Err(current) => bits = current,
+                }
+            }
+        }
+        // Relaxed: a hint on the cold path; quarantine is permanent, so once this reads
+        // `cells` it stays true.
+        if self.quarantined_count.load(Ordering::Relaxed) == self.cells {
+            return Err(Error::new(Code::Unavailable, "all-cells-quarantined"));
+        }
+        Ok(None)
+    }
+
+    fn release(&self, lease: Lease) {
+        let Some((w, mask)) = self.locate(&lease) else {
+            debug_assert!(false, "release of a lease from another pool");
+            return;
+        };
+        // Relaxed: misuse detection only (see `is_leased`). The quarantine map is written only on
+        // the rare quarantine path, so this load hits a line every core keeps shared.
+        if self.quarantined[w].load(Ordering::Relaxed) & mask != 0 {
+            debug_assert!(false, "release of a quarantined cell");
+            return;
+        }
+        // Release: publishes the holder's use of the cell; pairs with the Acquire CAS in
+        // `try_acquire_now` of the next holder. For F17 it is also sequenced before the waker
+        // RMW below, with which a subscriber's registration synchronises.
+        let before = self.free[w].fetch_or(mask, Ordering::Release);
+        if before & mask != 0 {
+            // The bit was already set: nothing changed.
+            debug_assert!(false, "double release of a cell");
+            return;
+        }
+        self.changes.wake();
+    }
+
+    fn quarantine(&self, lease: Lease, reason: &'static str) {
+        // FixedCellPool keeps only the count; the reason is for hosts' own pools and logs.
+        let _ = reason;
+        let Some((w, mask)) = self.locate(&lease).filter(|&(w, m)| self.is_leased(w, m)) else {
+            debug_assert!(
+                false,
+                "quarantine of a cell that is not leased from this pool"
+            );
+            return;
+        };
+        // Relaxed: the bit is read only by misuse detection (see `is_leased`); the count below
+        // carries the ordering that `counters` needs.
+        self.quarantined[w].fetch_or(mask, Ordering::Relaxed);
+        // Release: pairs with the Acquire load in `counters`: a sampler that counts this cell as
+        // quarantined also sees its free bit clear (the clear happened-before this lease's
+        // owner got here).
+        self.quarantined_count.fetch_add(1, Ordering::Release);
+        self.changes.wake();
+    }
+
+    fn subscribe_changes(&self, waker: &Waker) -> Result<()> {
+        register_waker(&self.changes, waker);
+        Ok(())
+    }
+
+    /// A sample of the split. `quarantined` is read first (Acquire) and the free bits after, so
+    /// no cell is counted both as quarantined and available; `leased` is the remainder. Each word
+    /// is read at a different instant, so under concurrent churn the sample is a plausible state,
+    /// not necessarily one that existed at a single instant.
+    fn counters(&self) -> PoolCounters {
+        // Acquire: pairs with the Release increment in `quarantine` (see there).
+        let quarantined = self.quarantined_count.load(Ordering::Acquire);
+        let available: u32 = self
+            .free
+            .iter()
+            // Relaxed: each word is a sample; see above for the one ordering needed.
+            .map(|w| w.load(Ordering::Relaxed).count_ones())
+            .sum();
+        debug_assert!(available + quarantined <= self.cells);
+        PoolCounters {
+            total: self.cells,
+            available,
+            leased: self.cells.saturating_sub(available + quarantined),
+            quarantined,
+        }
+    }
+}
+
+impl fmt::Debug for FixedCellPool {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FixedCellPool")
+            .field("class", &self.class)
+            .field("counters", &self.counters())
+            .finish_non_exhaustive()
+    }
+}

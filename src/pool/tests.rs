@@ -1,0 +1,473 @@
+use super::*;
+use crate::sync::{Arc, AtomicBool, AtomicUsize, Ordering};
+use proptest::prelude::*;
+use std::collections::BTreeSet;
+use std::task::Wake;
+
+fn req(id: u64, class: u16) -> LeaseRequest {
+    LeaseRequest {
+        request: RequestId(id),
+        class: ClassId(class),
+        cpu_units: 2,
+        memory_units: 3,
+    }
+}
+
+fn pool(cells: u32) -> FixedCellPool {
+    FixedCellPool::new(ClassId(0), cells).unwrap()
+}
+
+fn counters(total: u32, available: u32, leased: u32, quarantined: u32) -> PoolCounters {
+    PoolCounters {
+        total,
+        available,
+        leased,
+        quarantined,
+    }
+}
+
+/// A waker that counts its wake-ups.
+struct CountingWaker(AtomicUsize);
+
+impl Wake for CountingWaker {
+    fn wake(self: std::sync::Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &std::sync::Arc<Self>) {
+        // Relaxed: a test counter, read after the waking call returned on this thread.
+        self.0.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+#[test]
+fn zero_cells_is_refused() {
+    assert_eq!(
+        FixedCellPool::new(ClassId(0), 0).unwrap_err(),
+        Error::configuration("cells")
+    );
+}
+
+#[test]
+fn f16_try_acquire_never_parks() {
+    let p = pool(2);
+    let a = p.try_acquire_now(&req(1, 0)).unwrap().unwrap();
+    let b = p.try_acquire_now(&req(2, 0)).unwrap().unwrap();
+    assert_ne!(a.cell(), b.cell());
+    // Empty: an immediate "no capacity", not a wait.
+    assert!(p.try_acquire_now(&req(3, 0)).unwrap().is_none());
+    assert_eq!(p.counters(), counters(2, 0, 2, 0));
+    p.release(a);
+    p.release(b);
+    assert_eq!(p.counters(), counters(2, 2, 0, 0));
+}
+
+#[test]
+fn acquires_every_cell_across_words() {
+    const CELLS: u32 = 130;
+    let p = pool(CELLS);
+    let leases: Vec<Lease> = (0..CELLS)
+        .map(|i| {
+            p.try_acquire_now(&req(u64::from(i) * 7, 0))
+                .unwrap()
+                .unwrap()
+        })
+        .collect();
+    let cells: BTreeSet<u32> = leases.iter().map(|l| l.cell().0).collect();
+    assert_eq!(cells, (0..CELLS).collect());
+    assert!(p.try_acquire_now(&req(0, 0)).unwrap().is_none());
+    assert_eq!(p.counters(), counters(CELLS, 0, CELLS, 0));
+    leases.into_iter().for_each(|l| p.release(l));
+    assert_eq!(p.counters(), counters(CELLS, CELLS, 0, 0));
+}
+
+#[test]
+fn f03_quarantined_cells_never_return() {
+    let p = pool(3);
+    let mut leases: Vec<Lease> = (0..3)
+        .map(|i| p.try_acquire_now(&req(i, 0)).unwrap().unwrap())
+        .collect();
+    let bad = leases.remove(1);
+    let bad_cell = bad.cell();
+    p.quarantine(bad, "cleanup-failed");
+    leases.into_iter().for_each(|l| p.release(l));
+    assert_eq!(p.counters(), counters(3, 2, 0, 1));
+    for round in 0..10 {
+        let a = p.try_acquire_now(&req(round, 0)).unwrap().unwrap();
+        let b = p.try_acquire_now(&req(round + 1, 0)).unwrap().unwrap();
+        assert!(a.cell() != bad_cell && b.cell() != bad_cell);
+        assert!(p.try_acquire_now(&req(round + 2, 0)).unwrap().is_none());
+        p.release(a);
+        p.release(b);
+    }
+    assert_eq!(p.counters(), counters(3, 2, 0, 1));
+}
+
+#[test]
+fn f22_all_quarantined_counters() {
+    let p = pool(2);
+    for i in 0..2 {
+        let l = p.try_acquire_now(&req(i, 0)).unwrap().unwrap();
+        p.quarantine(l, "uncertain");
+    }
+    assert_eq!(p.counters(), counters(2, 0, 0, 2));
+    assert_eq!(
+        p.try_acquire_now(&req(9, 0)).unwrap_err(),
+        Error::new(Code::Unavailable, "all-cells-quarantined")
+    );
+}
+
+#[test]
+fn f08_lease_matches_request() {
+    let p = pool(1);
+    let r = req(4, 0);
+    let lease = p.try_acquire_now(&r).unwrap().unwrap();
+    assert!(lease.matches(&r));
+    assert_eq!(
+        (
+            lease.request(),
+            lease.class(),
+            lease.cpu_units(),
+            lease.memory_units()
+        ),
+        (RequestId(4), ClassId(0), 2, 3)
+    );
+    for other in [
+        LeaseRequest {
+            request: RequestId(5),
+            ..r
+        },
+        LeaseRequest {
+            class: ClassId(1),
+            ..r
+        },
+        LeaseRequest { cpu_units: 1, ..r },
+        LeaseRequest {
+            memory_units: 4,
+            ..r
+        },
+    ] {
+        assert!(!lease.matches(&other), "{other:?}");
+    }
+    p.release(lease);
+}
+
+#[test]
+fn f17_release_and_quarantine_wake_subscriber() {
+    let p = pool(2);
+    let counter = std::sync::Arc::new(CountingWaker(AtomicUsize::new(0)));
+    let waker = Waker::from(counter.clone());
+    let woken = || counter.0.load(Ordering::Relaxed);
+    let a = p.try_acquire_now(&req(1, 0)).unwrap().unwrap();
+    let b = p.try_acquire_now(&req(2, 0)).unwrap().unwrap();
+    p.subscribe_changes(&waker).unwrap();
+    assert!(p.try_acquire_now(&req(3, 0)).unwrap().is_none());
+    p.release(a);
+    assert_eq!(woken(), 1);
+    // Coalescing: one registration, one wake-up.
+    p.quarantine(b, "x");
+    assert_eq!(woken(), 1);
+    p.subscribe_changes(&waker).unwrap();
+    let c = p.try_acquire_now(&req(4, 0)).unwrap().unwrap();
+    p.release(c);
+    assert_eq!(woken(), 2);
+}
+
+#[cfg(debug_assertions)]
+#[test]
+#[should_panic(expected = "double release")]
+fn double_release_is_detected() {
+    let p = pool(1);
+    let r = req(1, 0);
+    let lease = p.try_acquire_now(&r).unwrap().unwrap();
+    let cell = lease.cell();
+    p.release(lease);
+    p.release(Lease::new(&r, cell));
+}
+
+#[cfg(debug_assertions)]
+#[test]
+#[should_panic(expected = "another pool")]
+fn foreign_lease_is_detected() {
+    let p = pool(1);
+    p.release(Lease::new(&req(1, 1), CellId(0)));
+}
+
+#[cfg(debug_assertions)]
+#[test]
+#[should_panic(expected = "quarantined cell")]
+fn release_of_quarantined_cell_is_detected() {
+    let p = pool(1);
+    let r = req(1, 0);
+    let lease = p.try_acquire_now(&r).unwrap().unwrap();
+    let cell = lease.cell();
+    p.quarantine(lease, "x");
+    p.release(Lease::new(&r, cell));
+}
+
+/// A host pool whose capacity, counters or notification support can be made wrong.
+struct HostPool {
+    inner: FixedCellPool,
+    claimed_capacity: u32,
+    notifies: bool,
+}
+
+impl CellPool for HostPool {
+    fn class(&self) -> ClassId {
+        self.inner.class()
+    }
+    fn capacity(&self) -> u32 {
+        self.claimed_capacity
+    }
+    fn try_acquire_now(&self, req: &LeaseRequest) -> Result<Option<Lease>> {
+        self.inner.try_acquire_now(req)
+    }
+    fn release(&self, lease: Lease) {
+        self.inner.release(lease)
+    }
+    fn quarantine(&self, lease: Lease, reason: &'static str) {
+        self.inner.quarantine(lease, reason)
+    }
+    fn subscribe_changes(&self, waker: &Waker) -> Result<()> {
+        if self.notifies {
+            self.inner.subscribe_changes(waker)
+        } else {
+            Err(Error::new(Code::InvalidArgument, "pool-topology"))
+        }
+    }
+    fn counters(&self) -> PoolCounters {
+        self.inner.counters()
+    }
+}
+
+/// A pool that keeps the trait's default (unsupported) change subscription.
+struct SilentPool(FixedCellPool);
+
+impl CellPool for SilentPool {
+    fn class(&self) -> ClassId {
+        self.0.class()
+    }
+    fn capacity(&self) -> u32 {
+        self.0.capacity()
+    }
+    fn try_acquire_now(&self, req: &LeaseRequest) -> Result<Option<Lease>> {
+        self.0.try_acquire_now(req)
+    }
+    fn release(&self, lease: Lease) {
+        self.0.release(lease)
+    }
+    fn quarantine(&self, lease: Lease, reason: &'static str) {
+        self.0.quarantine(lease, reason)
+    }
+    fn counters(&self) -> PoolCounters {
+        self.0.counters()
+    }
+}
+
+#[test]
+fn f07_pool_topology_validation() {
+    type Pools = Vec<std::sync::Arc<dyn CellPool>>;
+    let fixed = |class: u16, cells: u32| -> std::sync::Arc<dyn CellPool> {
+        std::sync::Arc::new(FixedCellPool::new(ClassId(class), cells).unwrap())
+    };
+    let expected = [(ClassId(0), 2), (ClassId(1), 3)];
+    let topology = Err(Error::new(Code::InvalidArgument, "pool-topology"));
+
+    let good: Pools = vec![fixed(1, 3), fixed(0, 2)];
+    assert_eq!(
+        validate_pools(&expected, &good),
+        Ok(()),
+        "order-independent"
+    );
+
+    let missing: Pools = vec![fixed(0, 2)];
+    assert_eq!(
+        validate_pools(&expected, &missing),
+        topology,
+        "missing class"
+    );
+    let extra: Pools = vec![fixed(0, 2), fixed(1, 3), fixed(2, 1)];
+    assert_eq!(validate_pools(&expected, &extra), topology, "extra pool");
+    let duplicate: Pools = vec![fixed(0, 2), fixed(0, 2)];
+    assert_eq!(
+        validate_pools(&expected, &duplicate),
+        topology,
+        "duplicate class"
+    );
+    let wrong_class: Pools = vec![fixed(0, 2), fixed(2, 3)];
+    assert_eq!(
+        validate_pools(&expected, &wrong_class),
+        topology,
+        "wrong class"
+    );
+    let wrong_size: Pools = vec![fixed(0, 2), fixed(1, 4)];
+    assert_eq!(validate_pools(&expected, &wrong_size), topology, "capacity");
+
+    let claims_more: Pools = vec![
+        fixed(0, 2),
+        std::sync::Arc::new(HostPool {
+            inner: FixedCellPool::new(ClassId(1), 3).unwrap(),
+            claimed_capacity: 4,
+            notifies: true,
+        }),
+    ];
+    assert_eq!(
+        validate_pools(&[(ClassId(0), 2), (ClassId(1), 4)], &claims_more),
+        topology,
+        "counters disagree with capacity"
+    );
+
+    let leased = FixedCellPool::new(ClassId(1), 3).unwrap();
+    let lease = leased.try_acquire_now(&req(1, 1)).unwrap().unwrap();
+    let leased: std::sync::Arc<dyn CellPool> = std::sync::Arc::new(leased);
+    let pools: Pools = vec![fixed(0, 2), leased.clone()];
+    assert_eq!(
+        validate_pools(&expected, &pools),
+        topology,
+        "a cell is leased"
+    );
+    leased.quarantine(lease, "x");
+    assert_eq!(
+        validate_pools(&expected, &pools),
+        topology,
+        "a cell is quarantined"
+    );
+
+    let host = |notifies| -> std::sync::Arc<dyn CellPool> {
+        std::sync::Arc::new(HostPool {
+            inner: FixedCellPool::new(ClassId(1), 3).unwrap(),
+            claimed_capacity: 3,
+            notifies,
+        })
+    };
+    assert_eq!(
+        validate_pools(&expected, &vec![fixed(0, 2), host(true)]),
+        Ok(())
+    );
+    assert_eq!(
+        validate_pools(&expected, &vec![fixed(0, 2), host(false)]),
+        topology,
+        "no change notification"
+    );
+    let silent: Pools = vec![
+        fixed(0, 2),
+        std::sync::Arc::new(SilentPool(FixedCellPool::new(ClassId(1), 3).unwrap())),
+    ];
+    assert_eq!(
+        validate_pools(&expected, &silent),
+        topology,
+        "default subscription"
+    );
+}
+
+/// A step of the model-based property test.
+#[derive(Debug, Clone)]
+enum Op {
+    Acquire(u64),
+    Release(usize),
+    Quarantine(usize),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        3 => any::<u64>().prop_map(Op::Acquire),
+        2 => any::<usize>().prop_map(Op::Release),
+        1 => any::<usize>().prop_map(Op::Quarantine),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(if cfg!(miri) { 4 } else { 256 }))]
+
+    #[test]
+    fn pool_matches_free_set_model(cells in 1..140u32, ops in proptest::collection::vec(op(), 1..200)) {
+        let p = FixedCellPool::new(ClassId(3), cells).unwrap();
+        let mut free: BTreeSet<u32> = (0..cells).collect();
+        let mut quarantined = 0;
+        let mut leases: Vec<Lease> = Vec::new();
+        for op in ops {
+            match op {
+                Op::Acquire(id) => {
+                    let r = LeaseRequest { request: RequestId(id), class: ClassId(3), cpu_units: 0, memory_units: 0 };
+                    match p.try_acquire_now(&r) {
+                        Ok(Some(l)) => {
+                            prop_assert!(l.matches(&r));
+                            prop_assert!(free.remove(&l.cell().0), "leased a cell that was not free");
+                            leases.push(l);
+                        }
+                        Ok(None) => prop_assert!(free.is_empty() && quarantined < cells),
+                        Err(e) => {
+                            prop_assert_eq!(e, Error::new(Code::Unavailable, "all-cells-quarantined"));
+                            prop_assert_eq!(quarantined, cells);
+                        }
+                    }
+                }
+                Op::Release(i) if !leases.is_empty() => {
+                    let l = leases.swap_remove(i % leases.len());
+                    free.insert(l.cell().0);
+                    p.release(l);
+                }
+                Op::Quarantine(i) if !leases.is_empty() => {
+                    let l = leases.swap_remove(i % leases.len());
+                    quarantined += 1;
+                    p.quarantine(l, "model");
+                }
+                Op::Release(_) | Op::Quarantine(_) => {}
+            }
+            let len = |n: usize| n as u32;
+            prop_assert_eq!(p.counters(), counters(cells, len(free.len()), len(leases.len()), quarantined));
+        }
+    }
+}
+
+#[test]
+fn multi_thread_churn_keeps_counters_consistent() {
+    const THREADS: u64 = 4;
+    const OPS: u64 = if cfg!(miri) { 200 } else { 50_000 };
+    const CELLS: u32 = 70;
+    let p = Arc::new(pool(CELLS));
+    let stop = Arc::new(AtomicBool::new(false));
+    let quarantined_by_workers = Arc::new(AtomicUsize::new(0));
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            // Relaxed: a stop flag; the scope join orders the final checks.
+            while !stop.load(Ordering::Relaxed) {
+                let c = p.counters();
+                assert_eq!(c.available + c.leased + c.quarantined, c.total, "{c:?}");
+                std::thread::yield_now();
+            }
+        });
+        let workers: Vec<_> = (0..THREADS)
+            .map(|t| {
+                let (p, q) = (&p, &quarantined_by_workers);
+                s.spawn(move || {
+                    let mut held: Vec<Lease> = Vec::with_capacity(CELLS as usize);
+                    for n in 0..OPS {
+                        let r = req(n * THREADS + t, 0);
+                        if n % 3 != 2 {
+                            if let Ok(Some(l)) = p.try_acquire_now(&r) {
+                                held.push(l);
+                            }
+                        } else if let Some(l) = held.pop() {
+                            if n % 1999 == 2 {
+                                p.quarantine(l, "churn");
+                                // Relaxed: a tally read after the join.
+                                q.fetch_add(1, Ordering::Relaxed);
+                            } else {
+                                p.release(l);
+                            }
+                        }
+                    }
+                    held.into_iter().for_each(|l| p.release(l));
+                })
+            })
+            .collect();
+        for w in workers {
+            w.join().unwrap();
+        }
+        // Relaxed: see the sampler.
+        stop.store(true, Ordering::Relaxed);
+    });
+    let q = quarantined_by_workers.load(Ordering::Relaxed) as u32;
+    assert_eq!(p.counters(), counters(CELLS, CELLS - q, 0, q));
+}
