@@ -24,11 +24,5 @@ pub use scheduler::{
     Next, RequestHandle, Scheduler, SubmitError, TryEnqueueError,
 };
 
-pub(crate) use scheduler::block_on;
-
-/// Not part of the public API; exposed for fairway's own benches and perf harness; no semver
-/// guarantees.
 #[doc(hidden)]
-pub mod internals {
-    pub use crate::raw::ring::Ring;
-}
+pub mod internals;

@@ -8,10 +8,9 @@
 #[cfg(not(loom))]
 mod imp {
     pub(crate) use std::sync::atomic::{
-        fence, AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering,
+        AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering,
     };
     pub(crate) use std::sync::Arc;
-    pub(crate) use std::thread::yield_now;
 
     pub(crate) use atomic_waker::AtomicWaker;
 
@@ -49,10 +48,9 @@ mod imp {
     pub(crate) use loom::cell::UnsafeCell;
     pub(crate) use loom::future::AtomicWaker;
     pub(crate) use loom::sync::atomic::{
-        fence, AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering,
+        AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering,
     };
     pub(crate) use loom::sync::Arc;
-    pub(crate) use loom::thread::yield_now;
 
     /// Registers `waker` in `cell` (the call is spelled differently by `atomic-waker` and loom).
     #[inline]

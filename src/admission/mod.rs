@@ -672,6 +672,11 @@ impl Ledger {
         &self.0.clock
     }
 
+    /// Tenants are `TenantId(0..max_tenants())`.
+    pub fn max_tenants(&self) -> u32 {
+        self.0.tenants.len() as u32
+    }
+
     /// The number of classes.
     pub fn class_count(&self) -> usize {
         self.0.classes.len()

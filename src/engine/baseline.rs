@@ -393,7 +393,6 @@ impl<T: Send + 'static, L: BaselineLock> ClassEngine<T> for BaselineClass<T, L> 
             memory_units: 0,
         };
         let inner = Inner {
-            policy,
             slots: (0..slots)
                 .map(|_| Slot {
                     generation: 0,
@@ -421,7 +420,7 @@ impl<T: Send + 'static, L: BaselineLock> ClassEngine<T> for BaselineClass<T, L> 
             lease_since: vec![u64::MAX; s.cells as usize],
         };
         Ok(Self {
-            inner: L::new(inner),
+            inner: L::new(Locked { policy, inner }),
             class: s.class,
             queue_capacity: s.queue_capacity,
             pool: s.pool,
@@ -503,7 +502,7 @@ impl<T: Send + 'static, L: BaselineLock> ClassEngine<T> for BaselineClass<T, L> 
         if self.queue_capacity == 0 {
             return Err(Error::new(Code::ResourceExhausted, "queue-full"));
         }
-        self.with(|policy, inner| {
+        self.with(|_, inner| {
             if inner.shut {
                 return Err(Error::new(Code::Unavailable, "shutdown"));
             }
@@ -531,7 +530,7 @@ impl<T: Send + 'static, L: BaselineLock> ClassEngine<T> for BaselineClass<T, L> 
     }
 
     fn poll(&self, raw: u64, cx: &mut Context<'_>) -> Polled {
-        self.with(|policy, inner| {
+        self.with(|_, inner| {
             let Some((index, s)) = inner.slot(raw) else {
                 return Polled::Ended(Ended::Failed(Error::new(Code::Internal, "stale-handle")));
             };
@@ -600,7 +599,7 @@ impl<T: Send + 'static, L: BaselineLock> ClassEngine<T> for BaselineClass<T, L> 
     }
 
     fn release(&self, lease: Lease) {
-        let work = self.with(|policy, inner| {
+        let work = self.with(|_, inner| {
             if let Some(s) = inner.lease_since.get_mut(lease.cell().0 as usize) {
                 *s = u64::MAX;
             }
@@ -615,7 +614,7 @@ impl<T: Send + 'static, L: BaselineLock> ClassEngine<T> for BaselineClass<T, L> 
 
     fn quarantine(&self, lease: Lease, reason: &'static str) {
         let mut exec = ArrayVec::<Waker, 64>::new();
-        let dead = self.with(|policy, inner| {
+        let dead = self.with(|_, inner| {
             self.quarantine_locked(inner, lease, reason);
             if inner.dead {
                 inner.exec_wakers(&mut exec);
@@ -629,7 +628,7 @@ impl<T: Send + 'static, L: BaselineLock> ClassEngine<T> for BaselineClass<T, L> 
     }
 
     fn try_next(&self) -> Option<Pulled<T>> {
-        self.with(|policy, inner| {
+        self.with(|_, inner| {
             let raw = inner.ready.pop_front()?;
             let (index, s) = inner.slot(raw).expect("ready entries are live");
             let ((permit, payload), lease) =
@@ -645,7 +644,7 @@ impl<T: Send + 'static, L: BaselineLock> ClassEngine<T> for BaselineClass<T, L> 
         if let Some(p) = self.try_next() {
             return Poll::Ready(Some(p));
         }
-        self.with(|policy, inner| {
+        self.with(|_, inner| {
             if (inner.shut || inner.dead) && inner.queued == 0 && inner.ready.is_empty() {
                 return Poll::Ready(None);
             }
@@ -666,7 +665,7 @@ impl<T: Send + 'static, L: BaselineLock> ClassEngine<T> for BaselineClass<T, L> 
     }
 
     fn forget_waiter(&self, slot: usize) {
-        self.with(|policy, inner| {
+        self.with(|_, inner| {
             inner.exec.claimed &= !(1 << slot);
             inner.exec.wakers[slot] = None;
         });
@@ -674,7 +673,7 @@ impl<T: Send + 'static, L: BaselineLock> ClassEngine<T> for BaselineClass<T, L> 
 
     fn shutdown(&self) {
         let mut exec = ArrayVec::<Waker, 64>::new();
-        self.with(|policy, inner| {
+        self.with(|_, inner| {
             inner.shut = true;
             inner.exec_wakers(&mut exec);
         });

@@ -255,7 +255,10 @@ impl<T: Send + 'static> LockFreeClass<T> {
     /// Clears reference bit `bit`; frees the slot if it was the last one.
     fn drop_ref(&self, key: Key, bit: u8) {
         match self.arena.update(key, |s| Some(s & !bit)) {
-            Ok((_, new)) if new & (QREF | HREF) == 0 => self.arena.free(key),
+            Ok((_, new)) if new & (QREF | HREF) == 0 => {
+                let freed = self.arena.free(key);
+                debug_assert!(freed.is_ok(), "the last reference frees exactly once");
+            }
             Ok(_) => {}
             Err(_) => debug_assert!(false, "reference dropped on a stale key"),
         }

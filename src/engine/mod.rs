@@ -134,8 +134,6 @@ pub trait ClassEngine<T: Send + 'static>: Send + Sync + Sized + 'static {
     /// Cancels a queued request by handle (SPEC F33): `not-found` unless it is still queued.
     fn cancel(&self, key: u64) -> Result<(), Error>;
 
-    /// Raises the priority of a queued request (used by the graph layer; SPEC D30).
-    fn raise_priority(&self, key: u64, priority: u8) -> Result<(), Error>;
 
     /// Returns a cell: the pool first, then the class's free count (SPEC F44).
     fn release(&self, lease: Lease);

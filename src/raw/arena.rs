@@ -91,8 +91,8 @@ const KEY_GENERATION: Field = KEY_INDEX.next(MAX_GENERATION_BITS);
 /// key is refused ([`Refused::Stale`]), including after the slot has been allocated again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) struct Key {
-    index: u32,
-    generation: u32,
+    pub(crate) index: u32,
+    pub(crate) generation: u32,
 }
 
 impl Key {
@@ -382,6 +382,18 @@ impl<T> Arena<T> {
             }
         }
         Ok(())
+    }
+
+    /// The key of slot `index` as of its current generation.
+    ///
+    /// Meaningful only to a party that holds a share of the slot's current allocation (so the
+    /// generation cannot move while it looks): for example a queue that received the index
+    /// from the allocation's owner.
+    pub(crate) fn key_at(&self, index: u32) -> Key {
+        // Acquire: pairs with the Release half of the CAS or store that last wrote the word
+        // (`alloc` is ordered before the index reached the caller by whatever carried it).
+        let word = self.slots[index as usize].word.load(Acquire);
+        Key { index, generation: self.generation.get(word) as u32 }
     }
 
     /// The user's value of slot `index` (from [`Key::index`]).
