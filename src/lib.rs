@@ -1,5 +1,9 @@
 #![doc = include_str!("../README.md")]
-#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
+#![deny(
+    unsafe_op_in_unsafe_fn,
+    clippy::undocumented_unsafe_blocks,
+    clippy::missing_safety_doc
+)]
 
 pub(crate) mod sync;
 
@@ -20,8 +24,8 @@ pub use engine::baseline::{BaselineLock, ParkingLotMutex, StdMutex};
 pub use error::{Code, Error, Result};
 pub use ids::{CellId, ClassId, Priority, RequestId, TenantId};
 pub use scheduler::{
-    AdmittedRequest, Assignment, Baseline, Builder, ClassConfig, ClassSnapshot, Enqueue, Job, LockFree, Mechanism,
-    Next, RequestHandle, Scheduler, SubmitError, TryEnqueueError,
+    AdmittedRequest, Assignment, Baseline, Builder, ClassConfig, ClassSnapshot, Enqueue, Job,
+    LockFree, Mechanism, Next, RequestHandle, Scheduler, SubmitError, TryEnqueueError,
 };
 
 #[doc(hidden)]

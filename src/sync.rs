@@ -7,9 +7,7 @@
 
 #[cfg(not(loom))]
 mod imp {
-    pub(crate) use std::sync::atomic::{
-        AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering,
-    };
+    pub(crate) use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
     pub(crate) use std::sync::Arc;
 
     pub(crate) use atomic_waker::AtomicWaker;
@@ -47,9 +45,7 @@ mod imp {
 mod imp {
     pub(crate) use loom::cell::UnsafeCell;
     pub(crate) use loom::future::AtomicWaker;
-    pub(crate) use loom::sync::atomic::{
-        AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering,
-    };
+    pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
     pub(crate) use loom::sync::Arc;
 
     /// Registers `waker` in `cell` (the call is spelled differently by `atomic-waker` and loom).

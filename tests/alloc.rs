@@ -4,7 +4,10 @@
 //! so the test harness's threads cannot disturb the numbers.
 
 use fairway::admission::{AdmissionRequest, ClassSpec, Ledger, LedgerConfig, Limits};
-use fairway::{AdmittedRequest, CancellationToken, ClassId, LockFree, Mechanism, RequestId, Scheduler, TenantId};
+use fairway::{
+    AdmittedRequest, CancellationToken, ClassId, LockFree, Mechanism, RequestId, Scheduler,
+    TenantId,
+};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::future::Future;
@@ -77,9 +80,18 @@ impl<M: Mechanism> Fixture<M> {
             tenant_limits: Limits::UNLIMITED,
         })
         .unwrap();
-        let sched = Scheduler::<u64>::builder(ledger.clone()).class(cells, 4096).build_with::<M>().unwrap();
-        let tokens = (0..TENANTS).map(|t| CancellationToken::new(RequestId(u64::from(t)))).collect();
-        Self { ledger, sched, tokens }
+        let sched = Scheduler::<u64>::builder(ledger.clone())
+            .class(cells, 4096)
+            .build_with::<M>()
+            .unwrap();
+        let tokens = (0..TENANTS)
+            .map(|t| CancellationToken::new(RequestId(u64::from(t))))
+            .collect();
+        Self {
+            ledger,
+            sched,
+            tokens,
+        }
     }
 
     fn request(&self, i: u64) -> AdmittedRequest {
@@ -87,7 +99,11 @@ impl<M: Mechanism> Fixture<M> {
         let id = RequestId(u64::from(t));
         let permit = self
             .ledger
-            .admit(AdmissionRequest::new(id, TenantId(t)).class(ClassId(0)).priority((i % 4) as u8))
+            .admit(
+                AdmissionRequest::new(id, TenantId(t))
+                    .class(ClassId(0))
+                    .priority((i % 4) as u8),
+            )
             .unwrap();
         AdmittedRequest::new(permit, self.tokens[t as usize].clone())
     }
@@ -103,7 +119,10 @@ fn q03_fast_path_cycle_does_not_allocate() {
             f.sched.try_enqueue(f.request(i)).unwrap().release();
         }
     });
-    assert_eq!(n, 0, "{n} allocations in {OPS} enqueue/grant/release cycles");
+    assert_eq!(
+        n, 0,
+        "{n} allocations in {OPS} enqueue/grant/release cycles"
+    );
 }
 
 #[test]
@@ -120,7 +139,10 @@ fn q03_queued_grant_and_cancel_cycles_do_not_allocate() {
         let mut cancelled = pin!(f.sched.enqueue(f.request(i + 1)));
         assert!(cancelled.as_mut().poll(&mut cx).is_pending());
         f.sched.cancel(cancelled.handle().unwrap()).unwrap();
-        assert!(matches!(cancelled.as_mut().poll(&mut cx), Poll::Ready(Err(_))));
+        assert!(matches!(
+            cancelled.as_mut().poll(&mut cx),
+            Poll::Ready(Err(_))
+        ));
         held.take().unwrap().release();
         match granted.as_mut().poll(&mut cx) {
             Poll::Ready(Ok(a)) => *held = Some(a),
@@ -136,7 +158,10 @@ fn q03_queued_grant_and_cancel_cycles_do_not_allocate() {
     });
     held = slot.take().unwrap();
     held.release();
-    assert_eq!(n, 0, "{n} allocations in {OPS} queued enqueue/cancel/grant/release operations");
+    assert_eq!(
+        n, 0,
+        "{n} allocations in {OPS} queued enqueue/cancel/grant/release operations"
+    );
     assert!(f.ledger.usage().is_zero());
 }
 

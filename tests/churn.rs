@@ -11,7 +11,8 @@
 
 use fairway::admission::{AdmissionRequest, ClassSpec, Ledger, LedgerConfig, Limits};
 use fairway::{
-    AdmittedRequest, Baseline, CancellationToken, ClassId, Code, LockFree, Mechanism, RequestId, Scheduler, TenantId,
+    AdmittedRequest, Baseline, CancellationToken, ClassId, Code, LockFree, Mechanism, RequestId,
+    Scheduler, TenantId,
 };
 use std::future::Future;
 use std::pin::pin;
@@ -50,7 +51,10 @@ impl Outcomes {
     }
 
     fn ended(&self) -> u64 {
-        [&self.granted, &self.cancelled, &self.expired, &self.refused].iter().map(|c| c.load(Ordering::Relaxed)).sum()
+        [&self.granted, &self.cancelled, &self.expired, &self.refused]
+            .iter()
+            .map(|c| c.load(Ordering::Relaxed))
+            .sum()
     }
 }
 
@@ -69,7 +73,10 @@ impl<M: Mechanism> World<M> {
         let ledger = Ledger::new(LedgerConfig {
             classes: vec![ClassSpec::new("a"), ClassSpec::new("b")],
             max_tenants: TENANTS,
-            tenant_limits: Limits { concurrency: 64, ..Limits::UNLIMITED },
+            tenant_limits: Limits {
+                concurrency: 64,
+                ..Limits::UNLIMITED
+            },
         })
         .unwrap();
         let sched = Scheduler::<u64>::builder(ledger.clone())
@@ -119,16 +126,13 @@ impl<M: Mechanism> World<M> {
     /// One random operation, driven synchronously on this thread.
     fn step(&self, rng: &mut u64) {
         let pull = next(rng) % 6 == 5;
-        let Some(req) = self.request_with(rng, !pull) else { return };
+        let Some(req) = self.request_with(rng, !pull) else {
+            return;
+        };
         if pull {
-            // Pull mode: submit, then serve whatever is next in the class.
-            let class = req.permit().class();
+            // Pull mode: the executor threads serve it.
             if self.sched.submit(req, 0).is_ok() {
                 self.out.submitted.fetch_add(1, Ordering::Relaxed);
-            }
-            if let Some(job) = self.sched.try_next(class) {
-                self.out.pulled.fetch_add(1, Ordering::Relaxed);
-                self.finish(job.assignment, rng);
             }
             return;
         }
@@ -137,7 +141,10 @@ impl<M: Mechanism> World<M> {
         let mut cx = Context::from_waker(waker);
         match next(rng) % 5 {
             0 | 1 => {
-                let r = self.sched.enqueue_blocking(req).map(|a| self.finish(a, rng));
+                let r = self
+                    .sched
+                    .enqueue_blocking(req)
+                    .map(|a| self.finish(a, rng));
                 self.out.end(&r);
             }
             2 => {
@@ -178,32 +185,45 @@ impl<M: Mechanism> World<M> {
         }
     }
 
-    /// Drains pull-mode work, shuts down, and checks conservation.
-    fn quiesce_and_check(&self) {
-        let mut drain = || {
-            for c in 0..2 {
-                while let Some(job) = self.sched.try_next(ClassId(c)) {
-                    self.out.pulled.fetch_add(1, Ordering::Relaxed);
-                    job.assignment.release();
-                }
-            }
-        };
-        drain();
-        let rejections = |w: &Self| (0..2).map(|c| w.sched.snapshot(ClassId(c)).unwrap().rejections).sum::<u64>();
-        let before = rejections(self);
-        self.sched.shutdown();
-        drain();
-        let failed_by_shutdown = rejections(self) - before;
+    /// An executor of `class`: serves pull-mode jobs until the scheduler shuts down.
+    fn executor(&self, class: u16, seed: u64) {
+        let mut rng = seed;
+        while let Some(job) = self.sched.next_blocking(ClassId(class)) {
+            self.out.pulled.fetch_add(1, Ordering::Relaxed);
+            self.finish(job.assignment, &mut rng);
+        }
+    }
+
+    fn rejections(&self) -> u64 {
+        (0..2)
+            .map(|c| self.sched.snapshot(ClassId(c)).unwrap().rejections)
+            .sum()
+    }
+
+    /// Checks conservation once everything has stopped. `failed_by_shutdown` is the number of
+    /// queued requests the shutdown failed (all pull-mode: no waiting request is left by then).
+    fn check(&self, failed_by_shutdown: u64) {
         for c in 0..2 {
             let s = self.sched.snapshot(ClassId(c)).unwrap();
-            assert_eq!(s.cells_available + s.cells_leased + s.cells_quarantined, s.cells_total);
+            assert_eq!(
+                s.cells_available + s.cells_leased + s.cells_quarantined,
+                s.cells_total
+            );
             assert_eq!(s.cells_leased, 0, "nothing is leased at quiescence");
             assert_eq!(s.queue_depth, 0);
             assert!(s.cells_quarantined < s.cells_total);
         }
-        assert!(self.ledger.usage().is_zero(), "every permit refunded: {:?}", self.ledger.usage());
+        assert!(
+            self.ledger.usage().is_zero(),
+            "every permit refunded: {:?}",
+            self.ledger.usage()
+        );
         let o = &self.out;
-        assert_eq!(o.started.load(Ordering::Relaxed), o.ended(), "every waiting request ended exactly once");
+        assert_eq!(
+            o.started.load(Ordering::Relaxed),
+            o.ended(),
+            "every waiting request ended exactly once"
+        );
         assert_eq!(
             o.submitted.load(Ordering::Relaxed),
             o.pulled.load(Ordering::Relaxed) + failed_by_shutdown,
@@ -242,23 +262,45 @@ fn next(s: &mut u64) -> u64 {
 
 fn threads<M: Mechanism>(threads: usize, ops: usize) {
     let w = World::<M>::new();
+    let mut failed_by_shutdown = 0;
     std::thread::scope(|s| {
-        for t in 0..threads {
-            let w = &w;
-            s.spawn(move || {
-                let mut rng = 0x9E37_79B9_7F4A_7C15 ^ (t as u64 + 1);
-                for _ in 0..ops {
-                    w.step(&mut rng);
-                }
-            });
+        let executors: Vec<_> = (0..2u16)
+            .map(|c| {
+                let w = &w;
+                s.spawn(move || w.executor(c, 0xABCD ^ u64::from(c)))
+            })
+            .collect();
+        let workers: Vec<_> = (0..threads)
+            .map(|t| {
+                let w = &w;
+                s.spawn(move || {
+                    let mut rng = 0x9E37_79B9_7F4A_7C15 ^ (t as u64 + 1);
+                    for _ in 0..ops {
+                        w.step(&mut rng);
+                    }
+                })
+            })
+            .collect();
+        for h in workers {
+            h.join().unwrap();
         }
+        let before = w.rejections();
+        w.sched.shutdown();
+        for h in executors {
+            h.join().unwrap();
+        }
+        failed_by_shutdown = w.rejections() - before;
     });
-    w.quiesce_and_check();
+    w.check(failed_by_shutdown);
 }
 
 fn tokio_tasks<M: Mechanism>(tasks: usize, ops: usize) {
     let w = World::<M>::new();
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_time().build().unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_time()
+        .build()
+        .unwrap();
     rt.block_on(async {
         let mut handles = Vec::new();
         for t in 0..tasks {
@@ -266,7 +308,9 @@ fn tokio_tasks<M: Mechanism>(tasks: usize, ops: usize) {
             handles.push(tokio::spawn(async move {
                 let mut rng = 0xD1B5_4A32_D192_ED03 ^ (t as u64 + 1);
                 for _ in 0..ops {
-                    let Some(req) = w.request(&mut rng) else { continue };
+                    let Some(req) = w.request(&mut rng) else {
+                        continue;
+                    };
                     w.out.started.fetch_add(1, Ordering::Relaxed);
                     let fut = w.sched.enqueue(req);
                     let r = if next(&mut rng) % 4 == 0 {
@@ -296,7 +340,8 @@ fn tokio_tasks<M: Mechanism>(tasks: usize, ops: usize) {
             h.await.unwrap();
         }
     });
-    w.quiesce_and_check();
+    w.sched.shutdown();
+    w.check(0);
 }
 
 const SHORT: usize = if cfg!(miri) { 20 } else { 3_000 };

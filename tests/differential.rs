@@ -15,9 +15,22 @@ use std::time::Duration;
 
 #[derive(Debug, Clone)]
 enum Op {
-    Enqueue { class: u16, tenant: u32, priority: u8, deadline_ms: Option<u64>, weight: u32 },
-    Submit { class: u16, tenant: u32, priority: u8 },
-    TryEnqueue { class: u16, tenant: u32 },
+    Enqueue {
+        class: u16,
+        tenant: u32,
+        priority: u8,
+        deadline_ms: Option<u64>,
+        weight: u32,
+    },
+    Submit {
+        class: u16,
+        tenant: u32,
+        priority: u8,
+    },
+    TryEnqueue {
+        class: u16,
+        tenant: u32,
+    },
     DropFuture(usize),
     CancelHandle(usize),
     CancelToken(usize),
@@ -46,7 +59,11 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
-type Fut<'a, M> = (Pin<Box<fairway::Enqueue<'a, u64, M>>>, fairway::CancellationToken, u64);
+type Fut<'a, M> = (
+    Pin<Box<fairway::Enqueue<'a, u64, M>>>,
+    fairway::CancellationToken,
+    u64,
+);
 
 /// Runs `ops` and returns a log of every observable outcome.
 fn run<M: Mechanism>(ops: &[Op]) -> Vec<String> {
@@ -57,7 +74,13 @@ fn run<M: Mechanism>(ops: &[Op]) -> Vec<String> {
     let mut next = 0u64;
     for op in ops {
         match *op {
-            Op::Enqueue { class, tenant, priority, deadline_ms, weight } => {
+            Op::Enqueue {
+                class,
+                tenant,
+                priority,
+                deadline_ms,
+                weight,
+            } => {
                 next += 1;
                 let req = h.admit_with(tenant, |r| {
                     let r = r.class(ClassId(class)).priority(priority).weight(weight);
@@ -70,11 +93,18 @@ fn run<M: Mechanism>(ops: &[Op]) -> Vec<String> {
                 futures.push((Box::pin(h.sched.enqueue(req)), token, next));
                 log.push(format!("enqueue #{next}"));
             }
-            Op::Submit { class, tenant, priority } => {
+            Op::Submit {
+                class,
+                tenant,
+                priority,
+            } => {
                 next += 1;
                 let req = h.admit_with(tenant, |r| r.class(ClassId(class)).priority(priority));
                 let r = h.sched.submit(req, next);
-                log.push(format!("submit #{next}: {:?}", r.map(|_| ()).map_err(|e| e.error)));
+                log.push(format!(
+                    "submit #{next}: {:?}",
+                    r.map(|_| ()).map_err(|e| e.error)
+                ));
             }
             Op::TryEnqueue { class, tenant } => {
                 next += 1;
@@ -112,7 +142,11 @@ fn run<M: Mechanism>(ops: &[Op]) -> Vec<String> {
             }
             Op::TryNext(class) => match h.sched.try_next(ClassId(class)) {
                 Some(job) => {
-                    log.push(format!("next: #{} on {:?}", job.payload, job.assignment.cell()));
+                    log.push(format!(
+                        "next: #{} on {:?}",
+                        job.payload,
+                        job.assignment.cell()
+                    ));
                     held.push((job.payload, job.assignment));
                 }
                 None => log.push("next: none".into()),
@@ -133,7 +167,12 @@ fn run<M: Mechanism>(ops: &[Op]) -> Vec<String> {
                     let (_, _, n) = futures.remove(i);
                     match r {
                         Ok(a) => {
-                            log.push(format!("  #{n} granted {:?}/{:?} after {:?}", a.class(), a.cell(), a.waited()));
+                            log.push(format!(
+                                "  #{n} granted {:?}/{:?} after {:?}",
+                                a.class(),
+                                a.cell(),
+                                a.waited()
+                            ));
                             held.push((n, a));
                         }
                         Err(e) => log.push(format!("  #{n} failed: {e}")),
@@ -168,7 +207,10 @@ fn run<M: Mechanism>(ops: &[Op]) -> Vec<String> {
 }
 
 fn cases() -> u32 {
-    std::env::var("FAIRWAY_DIFF_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(if cfg!(miri) { 2 } else { 256 })
+    std::env::var("FAIRWAY_DIFF_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(if cfg!(miri) { 2 } else { 256 })
 }
 
 proptest! {

@@ -5,9 +5,12 @@ mod common;
 use common::*;
 use fairway::admission::{Ledger, Limits};
 use fairway::pool::{CellPool, FixedCellPool, Lease, LeaseRequest, PoolCounters};
-use fairway::{AdmittedRequest, Baseline, CancellationToken, ClassId, Code, LockFree, Mechanism, RequestId, Scheduler};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use fairway::{
+    AdmittedRequest, Baseline, CancellationToken, ClassId, Code, LockFree, Mechanism, RequestId,
+    Scheduler,
+};
 use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Poll, Waker};
 use std::time::Duration;
@@ -71,17 +74,40 @@ fn f01_bad_config_fails_naming_the_field<M: Mechanism>() {
         assert_eq!(e.reason(), "configuration");
         e.field().unwrap()
     };
-    assert_eq!(field(Scheduler::<()>::builder(ledger.clone()).build_with::<M>()), "classes");
-    assert_eq!(field(Scheduler::<()>::builder(ledger.clone()).class(0, 4).build_with::<M>()), "cells");
     assert_eq!(
-        field(Scheduler::<()>::builder(ledger.clone()).class(1, 4).class(1, 4).build_with::<M>()),
+        field(Scheduler::<()>::builder(ledger.clone()).build_with::<M>()),
         "classes"
     );
     assert_eq!(
-        field(Scheduler::<()>::builder(ledger.clone()).class(1, 4).starvation_after(Duration::ZERO).build_with::<M>()),
+        field(
+            Scheduler::<()>::builder(ledger.clone())
+                .class(0, 4)
+                .build_with::<M>()
+        ),
+        "cells"
+    );
+    assert_eq!(
+        field(
+            Scheduler::<()>::builder(ledger.clone())
+                .class(1, 4)
+                .class(1, 4)
+                .build_with::<M>()
+        ),
+        "classes"
+    );
+    assert_eq!(
+        field(
+            Scheduler::<()>::builder(ledger.clone())
+                .class(1, 4)
+                .starvation_after(Duration::ZERO)
+                .build_with::<M>()
+        ),
         "starvation_after"
     );
-    assert!(Scheduler::<()>::builder(ledger).class(1, 4).build_with::<M>().is_ok());
+    assert!(Scheduler::<()>::builder(ledger)
+        .class(1, 4)
+        .build_with::<M>()
+        .is_ok());
     let mut cfg = ledger_config(1, 4);
     cfg.max_tenants = 0;
     assert_eq!(Ledger::new(cfg).unwrap_err().field(), Some("max_tenants"));
@@ -92,7 +118,15 @@ fn f03_quarantine_never_borrows_or_grows<M: Mechanism>() {
     let mut held = h.occupy(2);
     held.pop().unwrap().quarantine("uncertain");
     let s = h.sched.snapshot(ClassId(0)).unwrap();
-    assert_eq!((s.cells_total, s.cells_quarantined, s.cells_available, s.cells_leased), (2, 1, 0, 1));
+    assert_eq!(
+        (
+            s.cells_total,
+            s.cells_quarantined,
+            s.cells_available,
+            s.cells_leased
+        ),
+        (2, 1, 0, 1)
+    );
     // Class 1's free cell is never borrowed by class 0.
     let (mut f, _) = queue(&h, h.admit(1));
     held.pop().unwrap().release();
@@ -109,15 +143,33 @@ fn f04_foreign_permit_is_refused<M: Mechanism>() {
     let h = Harness::<M>::new(&[(1, 8)], 2);
     let twin = Ledger::new(ledger_config(1, 2)).unwrap();
     let id = RequestId(99);
-    let permit = twin.admit(fairway::admission::AdmissionRequest::new(id, fairway::TenantId(0))).unwrap();
-    let e = h.sched.try_enqueue(AdmittedRequest::new(permit, CancellationToken::new(id))).unwrap_err().error;
-    assert_eq!((e.code(), e.reason()), (Code::PermissionDenied, "foreign-admission"));
-    assert!(twin.usage().is_zero(), "the refused permit was refunded to its own ledger");
+    let permit = twin
+        .admit(fairway::admission::AdmissionRequest::new(
+            id,
+            fairway::TenantId(0),
+        ))
+        .unwrap();
+    let e = h
+        .sched
+        .try_enqueue(AdmittedRequest::new(permit, CancellationToken::new(id)))
+        .unwrap_err()
+        .error;
+    assert_eq!(
+        (e.code(), e.reason()),
+        (Code::PermissionDenied, "foreign-admission")
+    );
+    assert!(
+        twin.usage().is_zero(),
+        "the refused permit was refunded to its own ledger"
+    );
 }
 
 fn f05_policy_comes_from_the_permit<M: Mechanism>() {
     let h = Harness::<M>::new(&[(1, 8)], 4);
-    let a = h.sched.try_enqueue(h.admit_with(3, |r| r.priority(7).cpu_units(5).memory_units(6))).unwrap();
+    let a = h
+        .sched
+        .try_enqueue(h.admit_with(3, |r| r.priority(7).cpu_units(5).memory_units(6)))
+        .unwrap();
     assert_eq!(a.tenant(), fairway::TenantId(3));
     assert_eq!(a.class(), ClassId(0));
     assert_eq!((a.cpu_units(), a.memory_units()), (5, 6));
@@ -131,7 +183,10 @@ fn f06_zero_capacity_class_denies_even_with_free_cell<M: Mechanism>() {
         Poll::Ready(Err(e)) => e,
         other => panic!("expected queue-full, got {other:?}"),
     };
-    assert_eq!((e.code(), e.reason()), (Code::ResourceExhausted, "queue-full"));
+    assert_eq!(
+        (e.code(), e.reason()),
+        (Code::ResourceExhausted, "queue-full")
+    );
     drop(f);
     assert!(h.ledger.usage().is_zero());
 }
@@ -157,7 +212,10 @@ impl CellPool for HostPool {
             if let Some(l) = lease {
                 let cell = l.cell();
                 self.inner.release(l);
-                let wrong = LeaseRequest { request: RequestId(req.request.0 + 1), ..*req };
+                let wrong = LeaseRequest {
+                    request: RequestId(req.request.0 + 1),
+                    ..*req
+                };
                 let l = self.inner.try_acquire_now(&wrong)?.unwrap();
                 assert_eq!(l.cell(), cell);
                 return Ok(Some(l));
@@ -196,18 +254,34 @@ fn host_pool(class: u16, cells: u32) -> HostPool {
 fn f07_host_pools_are_validated<M: Mechanism>() {
     let ledger = Ledger::new(ledger_config(2, 2)).unwrap();
     let build = |pools: Vec<Arc<dyn CellPool>>| {
-        Scheduler::<()>::builder(ledger.clone()).class(2, 4).class(1, 4).pools(pools).build_with::<M>()
+        Scheduler::<()>::builder(ledger.clone())
+            .class(2, 4)
+            .class(1, 4)
+            .pools(pools)
+            .build_with::<M>()
     };
     let topology = |r: Result<Scheduler<(), M>, fairway::Error>| {
         let e = r.unwrap_err();
-        assert_eq!((e.code(), e.reason()), (Code::InvalidArgument, "pool-topology"));
+        assert_eq!(
+            (e.code(), e.reason()),
+            (Code::InvalidArgument, "pool-topology")
+        );
     };
     // Missing class, duplicate class, wrong capacity, a cell already leased.
     topology(build(vec![Arc::new(host_pool(0, 2))]));
-    topology(build(vec![Arc::new(host_pool(0, 2)), Arc::new(host_pool(0, 2))]));
-    topology(build(vec![Arc::new(host_pool(0, 3)), Arc::new(host_pool(1, 1))]));
     topology(build(vec![
-        Arc::new(HostPool { leased_at_start: true, ..host_pool(0, 2) }),
+        Arc::new(host_pool(0, 2)),
+        Arc::new(host_pool(0, 2)),
+    ]));
+    topology(build(vec![
+        Arc::new(host_pool(0, 3)),
+        Arc::new(host_pool(1, 1)),
+    ]));
+    topology(build(vec![
+        Arc::new(HostPool {
+            leased_at_start: true,
+            ..host_pool(0, 2)
+        }),
         Arc::new(host_pool(1, 1)),
     ]));
     // Any order is fine.
@@ -216,14 +290,36 @@ fn f07_host_pools_are_validated<M: Mechanism>() {
 
 fn f08_mismatched_lease_is_refused_and_not_reused<M: Mechanism>() {
     let ledger = Ledger::new(ledger_config(1, 2)).unwrap();
-    let pool = Arc::new(HostPool { lease_lie: true, ..host_pool(0, 2) });
-    let sched = Scheduler::<()>::builder(ledger.clone()).class(2, 4).pools(vec![pool.clone()]).build_with::<M>().unwrap();
+    let pool = Arc::new(HostPool {
+        lease_lie: true,
+        ..host_pool(0, 2)
+    });
+    let sched = Scheduler::<()>::builder(ledger.clone())
+        .class(2, 4)
+        .pools(vec![pool.clone()])
+        .build_with::<M>()
+        .unwrap();
     let id = RequestId(1);
-    let permit = ledger.admit(fairway::admission::AdmissionRequest::new(id, fairway::TenantId(0))).unwrap();
-    let e = sched.try_enqueue(AdmittedRequest::new(permit, CancellationToken::new(id))).unwrap_err().error;
-    assert_eq!((e.code(), e.reason()), (Code::Internal, "pool-lease-mismatch"));
+    let permit = ledger
+        .admit(fairway::admission::AdmissionRequest::new(
+            id,
+            fairway::TenantId(0),
+        ))
+        .unwrap();
+    let e = sched
+        .try_enqueue(AdmittedRequest::new(permit, CancellationToken::new(id)))
+        .unwrap_err()
+        .error;
+    assert_eq!(
+        (e.code(), e.reason()),
+        (Code::Internal, "pool-lease-mismatch")
+    );
     let c = pool.counters();
-    assert_eq!((c.quarantined, c.available), (1, 1), "the mismatched cell is never marked reusable");
+    assert_eq!(
+        (c.quarantined, c.available),
+        (1, 1),
+        "the mismatched cell is never marked reusable"
+    );
     assert!(ledger.usage().is_zero());
 }
 
@@ -231,8 +327,16 @@ fn f10_classes_are_independent<M: Mechanism>() {
     let h = Harness::<M>::new(&[(1, 8), (1, 8)], 2);
     let _held = h.occupy(1);
     let id = h.fresh_id();
-    let p = h.ledger.admit(fairway::admission::AdmissionRequest::new(id, fairway::TenantId(0)).class(ClassId(1))).unwrap();
-    let a = h.sched.try_enqueue(AdmittedRequest::new(p, CancellationToken::new(id))).expect("class 1 is free");
+    let p = h
+        .ledger
+        .admit(
+            fairway::admission::AdmissionRequest::new(id, fairway::TenantId(0)).class(ClassId(1)),
+        )
+        .unwrap();
+    let a = h
+        .sched
+        .try_enqueue(AdmittedRequest::new(p, CancellationToken::new(id)))
+        .expect("class 1 is free");
     a.release();
 }
 
@@ -240,7 +344,10 @@ fn f11_tenants_take_turns_round_robin<M: Mechanism>() {
     let h = Harness::<M>::new(&[(1, 64)], 4);
     let held = h.occupy(1).pop().unwrap();
     // Tenant 1 arrives with three, then 2 with two, then 3 with one.
-    let mut pending: Vec<_> = [1, 1, 1, 2, 2, 3].iter().map(|&t| queue(&h, h.admit(t))).collect();
+    let mut pending: Vec<_> = [1, 1, 1, 2, 2, 3]
+        .iter()
+        .map(|&t| queue(&h, h.admit(t)))
+        .collect();
     let ids: Vec<_> = pending.iter().map(|p| p.1).collect();
     let order = grant_order(held, &mut pending);
     // Turns: 1, 2, 3, 1, 2, 1 — new tenants join the tail, served tenants rotate to it.
@@ -250,7 +357,10 @@ fn f11_tenants_take_turns_round_robin<M: Mechanism>() {
 fn f11_all_cancelled_tenant_is_skipped_at_its_turn<M: Mechanism>() {
     let h = Harness::<M>::new(&[(1, 64)], 4);
     let held = h.occupy(1).pop().unwrap();
-    let mut pending: Vec<_> = [1, 2, 3, 1, 3].iter().map(|&t| queue(&h, h.admit(t))).collect();
+    let mut pending: Vec<_> = [1, 2, 3, 1, 3]
+        .iter()
+        .map(|&t| queue(&h, h.admit(t)))
+        .collect();
     let ids: Vec<_> = pending.iter().map(|p| p.1).collect();
     // Cancel all of tenant 2's work.
     pending.remove(1);
@@ -268,9 +378,15 @@ fn f12_weights_give_grants_per_turn<M: Mechanism>() {
     for _ in 0..4 {
         pending.push(queue(&h, h.admit(2)));
     }
-    let tenant_of: std::collections::HashMap<_, _> =
-        pending.iter().enumerate().map(|(i, p)| (p.1, if i < 4 { 1 } else { 2 })).collect();
-    let order: Vec<u32> = grant_order(held, &mut pending).into_iter().map(|id| tenant_of[&id]).collect();
+    let tenant_of: std::collections::HashMap<_, _> = pending
+        .iter()
+        .enumerate()
+        .map(|(i, p)| (p.1, if i < 4 { 1 } else { 2 }))
+        .collect();
+    let order: Vec<u32> = grant_order(held, &mut pending)
+        .into_iter()
+        .map(|id| tenant_of[&id])
+        .collect();
     assert_eq!(order, vec![1, 1, 1, 2, 1, 2, 2, 2]);
 }
 
@@ -316,7 +432,10 @@ fn f15_priority_flood_cannot_take_other_tenants_turns<M: Mechanism>() {
     }
     let low: Vec<_> = pending[6..].iter().map(|p| p.1).collect();
     let order = grant_order(held, &mut pending);
-    let positions: Vec<_> = low.iter().map(|id| order.iter().position(|o| o == id).unwrap()).collect();
+    let positions: Vec<_> = low
+        .iter()
+        .map(|id| order.iter().position(|o| o == id).unwrap())
+        .collect();
     assert_eq!(positions, vec![1, 3, 5], "tenant 0 gets every other turn");
 }
 
@@ -324,7 +443,10 @@ fn f16_try_enqueue_never_waits<M: Mechanism>() {
     let h = Harness::<M>::new(&[(1, 8)], 2);
     let held = h.occupy(1);
     let err = h.sched.try_enqueue(h.admit(1)).unwrap_err();
-    assert_eq!((err.error.code(), err.error.reason()), (Code::Unavailable, "no-capacity"));
+    assert_eq!(
+        (err.error.code(), err.error.reason()),
+        (Code::Unavailable, "no-capacity")
+    );
     let back = err.request.expect("the request is given back");
     drop(held);
     // The quarantined cell (dropped assignment) is gone; the class is now dead.
@@ -340,7 +462,10 @@ fn f17_release_racing_a_waiter_is_never_lost<M: Mechanism>() {
         let req = h.admit(1);
         std::thread::scope(|s| {
             s.spawn(move || held.release());
-            let a = h.sched.enqueue_blocking(req).expect("granted after the release");
+            let a = h
+                .sched
+                .enqueue_blocking(req)
+                .expect("granted after the release");
             a.release();
         });
     }
@@ -349,7 +474,10 @@ fn f17_release_racing_a_waiter_is_never_lost<M: Mechanism>() {
 
 fn f18_any_executor_drives_progress<M: Mechanism>() {
     let h = Arc::new(Harness::<M>::new(&[(2, 64)], 4));
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).build().unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .build()
+        .unwrap();
     rt.block_on(async {
         let mut tasks = Vec::new();
         for i in 0..64u32 {
@@ -386,11 +514,16 @@ fn f22_all_quarantined_fails_queued_and_new<M: Mechanism>() {
     assert!(poll_once(&mut f).is_pending(), "one usable cell remains");
     held.pop().unwrap().quarantine("b");
     match poll_once(&mut f) {
-        Poll::Ready(Err(e)) => assert_eq!((e.code(), e.reason()), (Code::Unavailable, "all-cells-quarantined")),
+        Poll::Ready(Err(e)) => assert_eq!(
+            (e.code(), e.reason()),
+            (Code::Unavailable, "all-cells-quarantined")
+        ),
         other => panic!("{other:?}"),
     }
     let mut g = Box::pin(h.sched.enqueue(h.admit(1)));
-    assert!(matches!(poll_once(&mut g), Poll::Ready(Err(e)) if e.reason() == "all-cells-quarantined"));
+    assert!(
+        matches!(poll_once(&mut g), Poll::Ready(Err(e)) if e.reason() == "all-cells-quarantined")
+    );
     drop((f, g));
     assert!(h.ledger.usage().is_zero());
 }
@@ -403,14 +536,17 @@ fn f23_pull_mode_hands_jobs_to_executors_fairly<M: Mechanism>() {
     }
     let job = h.sched.try_next(ClassId(0)).expect("a job");
     assert_eq!(job.payload, 10);
-    assert!(h.sched.try_next(ClassId(0)).is_none(), "one cell: the next job waits for it");
+    assert!(
+        h.sched.try_next(ClassId(0)).is_none(),
+        "one cell: the next job waits for it"
+    );
     job.assignment.release();
     // Tenant 1 left the ring when its only queued job was granted and re-joined behind nobody
     // with its second job, so it is next; tenant 2 arrived after.
     let j2 = h.sched.next_blocking(ClassId(0)).unwrap();
     assert_eq!(j2.payload, 11);
     j2.assignment.release(); // grants job 20 to the executors' ready queue
-    // Both modes on one scheduler: a waiting future and a pull executor share the class.
+                             // Both modes on one scheduler: a waiting future and a pull executor share the class.
     let (mut f, _) = queue(&h, h.admit(3));
     let j3 = h.sched.try_next(ClassId(0)).expect("tenant 2's job");
     assert_eq!(j3.payload, 20);
@@ -453,7 +589,9 @@ fn f31_cancel_deep_in_queue_touches_nothing_else<M: Mechanism>() {
     let victim = pending[DEPTH / 2].0.handle().unwrap();
     h.sched.cancel(victim).unwrap();
     let cancelled_id = pending[DEPTH / 2].1;
-    assert!(matches!(poll_once(&mut pending[DEPTH / 2].0), Poll::Ready(Err(e)) if e.code() == Code::Cancelled));
+    assert!(
+        matches!(poll_once(&mut pending[DEPTH / 2].0), Poll::Ready(Err(e)) if e.code() == Code::Cancelled)
+    );
     pending.remove(DEPTH / 2);
     // Every other request is granted in arrival order: releasing the cell grants exactly the
     // next one (polling only that one keeps the test linear in depth).
@@ -478,10 +616,16 @@ fn f32_token_cancel_wakes_and_keeps_first_reason<M: Mechanism>() {
     let mut f = Box::pin(h.sched.enqueue(req));
     let w = Arc::new(CountingWaker::default());
     let waker = Waker::from(w.clone());
-    assert!(f.as_mut().poll(&mut std::task::Context::from_waker(&waker)).is_pending());
+    assert!(f
+        .as_mut()
+        .poll(&mut std::task::Context::from_waker(&waker))
+        .is_pending());
     assert!(token.cancel("client-gone"));
     assert!(!token.cancel("again"));
-    assert!(w.0.load(Ordering::SeqCst) >= 1, "cancellation wakes the waiter");
+    assert!(
+        w.0.load(Ordering::SeqCst) >= 1,
+        "cancellation wakes the waiter"
+    );
     match poll_once(&mut f) {
         Poll::Ready(Err(e)) => assert_eq!((e.code(), e.reason()), (Code::Cancelled, "client-gone")),
         other => panic!("{other:?}"),
@@ -510,8 +654,17 @@ fn f33_cancel_of_unknown_or_finished_is_not_found<M: Mechanism>() {
 fn f34_token_of_another_request_is_refused<M: Mechanism>() {
     let h = Harness::<M>::new(&[(1, 8)], 2);
     let (permit, _) = h.admit(1).into_parts();
-    let e = h.sched.try_enqueue(AdmittedRequest::new(permit, CancellationToken::new(RequestId(12345)))).unwrap_err();
-    assert_eq!((e.error.code(), e.error.reason()), (Code::InvalidArgument, "cancellation-identity"));
+    let e = h
+        .sched
+        .try_enqueue(AdmittedRequest::new(
+            permit,
+            CancellationToken::new(RequestId(12345)),
+        ))
+        .unwrap_err();
+    assert_eq!(
+        (e.error.code(), e.error.reason()),
+        (Code::InvalidArgument, "cancellation-identity")
+    );
     assert!(h.ledger.usage().is_zero());
 }
 
@@ -535,14 +688,23 @@ impl<M: Mechanism> std::task::Wake for ReentrantWaker<M> {
 fn f35_wakers_run_outside_internal_locks<M: Mechanism>() {
     let h = Harness::<M>::new(&[(1, 8)], 2);
     let held = h.occupy(1).pop().unwrap();
-    let w = Arc::new(ReentrantWaker { sched: h.sched.clone(), wakes: AtomicUsize::new(0) });
+    let w = Arc::new(ReentrantWaker {
+        sched: h.sched.clone(),
+        wakes: AtomicUsize::new(0),
+    });
     let waker = Waker::from(w.clone());
     let mut f = Box::pin(h.sched.enqueue(h.admit(1)));
-    assert!(f.as_mut().poll(&mut std::task::Context::from_waker(&waker)).is_pending());
+    assert!(f
+        .as_mut()
+        .poll(&mut std::task::Context::from_waker(&waker))
+        .is_pending());
     held.release();
     assert_eq!(w.wakes.load(Ordering::SeqCst), 1);
     let mut g = Box::pin(h.sched.enqueue(h.admit(1)));
-    assert!(g.as_mut().poll(&mut std::task::Context::from_waker(&waker)).is_pending());
+    assert!(g
+        .as_mut()
+        .poll(&mut std::task::Context::from_waker(&waker))
+        .is_pending());
     h.sched.shutdown();
     assert!(w.wakes.load(Ordering::SeqCst) >= 2);
 }
@@ -550,7 +712,11 @@ fn f35_wakers_run_outside_internal_locks<M: Mechanism>() {
 fn f40_enqueue_consumes_the_permit<M: Mechanism>() {
     let h = Harness::<M>::new(&[(1, 8)], 2);
     let a = h.sched.enqueue_blocking(h.admit(1)).unwrap();
-    assert_eq!(h.ledger.usage().classes[0].concurrency, 1, "the assignment carries the quota");
+    assert_eq!(
+        h.ledger.usage().classes[0].concurrency,
+        1,
+        "the assignment carries the quota"
+    );
     a.release();
     assert!(h.ledger.usage().is_zero());
 }
@@ -601,43 +767,71 @@ fn f44_release_quarantine_and_drop_settle_pool_then_quota<M: Mechanism>() {
     held.pop().unwrap().quarantine("uncertain");
     drop(held.pop().unwrap());
     let s = h.sched.snapshot(ClassId(0)).unwrap();
-    assert_eq!((s.cells_available, s.cells_quarantined, s.cells_leased), (1, 2, 0));
+    assert_eq!(
+        (s.cells_available, s.cells_quarantined, s.cells_leased),
+        (1, 2, 0)
+    );
     assert!(h.ledger.usage().is_zero());
 }
 
 fn f45_grant_returns_only_the_queue_reservation<M: Mechanism>() {
     let h = Harness::<M>::new(&[(1, 8)], 2);
-    let a = h.sched.try_enqueue(h.admit_with(1, |r| r.cpu_units(3).memory_units(4))).unwrap();
+    let a = h
+        .sched
+        .try_enqueue(h.admit_with(1, |r| r.cpu_units(3).memory_units(4)))
+        .unwrap();
     let u = h.ledger.usage().tenants[1];
-    assert_eq!((u.queue_slots, u.concurrency, u.cpu_units, u.memory_units), (0, 1, 3, 4));
+    assert_eq!(
+        (u.queue_slots, u.concurrency, u.cpu_units, u.memory_units),
+        (0, 1, 3, 4)
+    );
     a.release();
 }
 
 fn f46_deadline_is_checked_in_queue_and_at_acceptance<M: Mechanism>() {
     let h = Harness::<M>::new(&[(1, 8)], 2);
     let held = h.occupy(1).pop().unwrap();
-    let (mut queued, _) = queue(&h, h.admit_with(1, |r| r.deadline(Duration::from_millis(10))));
+    let (mut queued, _) = queue(
+        &h,
+        h.admit_with(1, |r| r.deadline(Duration::from_millis(10))),
+    );
     h.advance(Duration::from_millis(20));
     // Failed at the next poll after the deadline...
-    assert!(matches!(poll_once(&mut queued), Poll::Ready(Err(e)) if e.code() == Code::DeadlineExceeded));
+    assert!(
+        matches!(poll_once(&mut queued), Poll::Ready(Err(e)) if e.code() == Code::DeadlineExceeded)
+    );
     // ...or by the next dispatch pass.
-    let (mut q2, _) = queue(&h, h.admit_with(1, |r| r.deadline(Duration::from_millis(10))));
+    let (mut q2, _) = queue(
+        &h,
+        h.admit_with(1, |r| r.deadline(Duration::from_millis(10))),
+    );
     let (mut q3, q3_id) = queue(&h, h.admit(1));
     h.advance(Duration::from_millis(20));
     held.release();
     // One expired at its poll above, one in the dispatch pass.
     assert_eq!(h.sched.snapshot(ClassId(0)).unwrap().expirations, 2);
-    assert!(matches!(poll_once(&mut q2), Poll::Ready(Err(e)) if e.code() == Code::DeadlineExceeded));
+    assert!(
+        matches!(poll_once(&mut q2), Poll::Ready(Err(e)) if e.code() == Code::DeadlineExceeded)
+    );
     let a = match poll_once(&mut q3) {
         Poll::Ready(Ok(a)) => a,
         other => panic!("{q3_id:?} {other:?}"),
     };
     // At acceptance: granted, then the deadline passes before the owner polls.
-    let (mut q4, _) = queue(&h, h.admit_with(1, |r| r.deadline(Duration::from_millis(10))));
+    let (mut q4, _) = queue(
+        &h,
+        h.admit_with(1, |r| r.deadline(Duration::from_millis(10))),
+    );
     a.release();
     h.advance(Duration::from_millis(20));
-    assert!(matches!(poll_once(&mut q4), Poll::Ready(Err(e)) if e.code() == Code::DeadlineExceeded));
-    assert_eq!(h.sched.snapshot(ClassId(0)).unwrap().cells_available, 1, "the unaccepted cell went back");
+    assert!(
+        matches!(poll_once(&mut q4), Poll::Ready(Err(e)) if e.code() == Code::DeadlineExceeded)
+    );
+    assert_eq!(
+        h.sched.snapshot(ClassId(0)).unwrap().cells_available,
+        1,
+        "the unaccepted cell went back"
+    );
     drop((queued, q2, q3, q4));
     assert!(h.ledger.usage().is_zero());
 }
@@ -655,7 +849,9 @@ fn f47_shutdown_fails_queued_and_keeps_accepted<M: Mechanism>() {
     let results = [poll_once(&mut granted_unaccepted), poll_once(&mut q)];
     for r in results {
         match r {
-            Poll::Ready(Err(e)) => assert_eq!((e.code(), e.reason()), (Code::Unavailable, "shutdown")),
+            Poll::Ready(Err(e)) => {
+                assert_eq!((e.code(), e.reason()), (Code::Unavailable, "shutdown"))
+            }
             other => panic!("{other:?}"),
         }
     }
@@ -697,7 +893,10 @@ fn f62_pool_view_is_consistent<M: Mechanism>() {
     let mut held = h.occupy(3);
     held.pop().unwrap().quarantine("x");
     let s = h.sched.snapshot(ClassId(0)).unwrap();
-    assert_eq!(s.cells_available + s.cells_leased + s.cells_quarantined, s.cells_total);
+    assert_eq!(
+        s.cells_available + s.cells_leased + s.cells_quarantined,
+        s.cells_total
+    );
 }
 
 fn f64_manual_clock_drives_deadlines<M: Mechanism>() {
@@ -716,6 +915,9 @@ fn f01_limits_unlimited_default() {
 }
 
 #[allow(dead_code)]
-fn _engines_are_nameable() -> (Option<Scheduler<(), LockFree>>, Option<Scheduler<(), Baseline>>) {
+fn _engines_are_nameable() -> (
+    Option<Scheduler<(), LockFree>>,
+    Option<Scheduler<(), Baseline>>,
+) {
     (None, None)
 }

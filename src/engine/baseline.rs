@@ -19,11 +19,11 @@ use crate::pool::{CellPool, Lease};
 use crate::raw::arena::Key;
 use crate::scheduler::stats::ClassStats;
 use crate::scheduler::ClassSnapshot;
-use std::sync::Arc;
 use crate::{ClassId, Code, Error};
 use arrayvec::ArrayVec;
 use core::task::{Context, Poll, Waker};
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 /// The mutex a baseline engine uses. Implemented by [`StdMutex`] and [`ParkingLotMutex`].
 pub trait BaselineLock: Send + Sync + 'static {
@@ -125,7 +125,12 @@ struct After<T> {
 
 impl<T> After<T> {
     fn new() -> Self {
-        Self { wakes: ArrayVec::new(), contents: ArrayVec::new(), exec: ArrayVec::new(), more: false }
+        Self {
+            wakes: ArrayVec::new(),
+            contents: ArrayVec::new(),
+            exec: ArrayVec::new(),
+            more: false,
+        }
     }
 
     fn finish(self) -> bool {
@@ -240,17 +245,42 @@ impl<T: Send + 'static, L: BaselineLock> BaselineClass<T, L> {
         let mut budget = PASS_BUDGET;
         let mut pulled = false;
         if inner.shut || inner.dead {
-            let why = if inner.shut { Ended::Shutdown } else { Ended::Quarantined };
-            let mut judge = EndJudge { class: self, inner, why, after };
+            let why = if inner.shut {
+                Ended::Shutdown
+            } else {
+                Ended::Quarantined
+            };
+            let mut judge = EndJudge {
+                class: self,
+                inner,
+                why,
+                after,
+            };
             while policy.select(0, &mut judge, &mut budget).is_some() {}
         } else if !policy.is_empty() {
             let now = self.clock.now();
             inner.recent_now = now;
-            policy.expire(now, &mut EndJudge { class: self, inner, why: Ended::Expired, after }, &mut budget);
+            policy.expire(
+                now,
+                &mut EndJudge {
+                    class: self,
+                    inner,
+                    why: Ended::Expired,
+                    after,
+                },
+                &mut budget,
+            );
             while budget > 0 && inner.free_cells > 0 && inner.queued > 0 {
                 inner.free_cells -= 1;
-                let mut judge =
-                    GrantJudge { class: self, inner, now, after, stop: false, keep_credit: false, pulled: &mut pulled };
+                let mut judge = GrantJudge {
+                    class: self,
+                    inner,
+                    now,
+                    after,
+                    stop: false,
+                    keep_credit: false,
+                    pulled: &mut pulled,
+                };
                 let granted = policy.select(now, &mut judge, &mut budget);
                 if granted.is_none() {
                     if !judge.keep_credit {
@@ -284,7 +314,11 @@ impl<T: Send + 'static, L: BaselineLock> Judge for GrantJudge<'_, '_, T, L> {
         }
         let ticket = {
             let s = &self.inner.slots[index as usize];
-            debug_assert_eq!(s.stage, Stage::Queued, "the baseline removes ended entries eagerly");
+            debug_assert_eq!(
+                s.stage,
+                Stage::Queued,
+                "the baseline removes ended entries eagerly"
+            );
             s.ticket
         };
         let lease = match self.class.acquire(self.inner, &ticket, self.now) {
@@ -301,7 +335,11 @@ impl<T: Send + 'static, L: BaselineLock> Judge for GrantJudge<'_, '_, T, L> {
         s.queued_ref = false;
         s.lease = Some(lease);
         s.waited = waited;
-        let key = Key { index, generation: s.generation }.to_u64();
+        let key = Key {
+            index,
+            generation: s.generation,
+        }
+        .to_u64();
         let pull = s.pull;
         let waker = s.waker.take();
         self.inner.queued -= 1;
@@ -415,7 +453,10 @@ impl<T: Send + 'static, L: BaselineLock> ClassEngine<T> for BaselineClass<T, L> 
             shut: false,
             dead: false,
             ready: VecDeque::with_capacity(s.cells as usize),
-            exec: ExecWaiters { claimed: 0, wakers: [const { None }; 64] },
+            exec: ExecWaiters {
+                claimed: 0,
+                wakers: [const { None }; 64],
+            },
             recent_now: s.clock.now(),
             lease_since: vec![u64::MAX; s.cells as usize],
         };
@@ -429,11 +470,19 @@ impl<T: Send + 'static, L: BaselineLock> ClassEngine<T> for BaselineClass<T, L> 
         })
     }
 
-    fn enqueue(&self, ticket: Ticket, pull: Option<(Permit, T)>) -> Result<Enqueued, (Error, Option<(Permit, T)>)> {
+    fn enqueue(
+        &self,
+        ticket: Ticket,
+        pull: Option<(Permit, T)>,
+    ) -> Result<Enqueued, (Error, Option<(Permit, T)>)> {
         if self.queue_capacity == 0 {
             return Err((Error::new(Code::ResourceExhausted, "queue-full"), pull));
         }
-        let now = if pull.is_some() { self.clock.now() } else { u64::MAX };
+        let now = if pull.is_some() {
+            self.clock.now()
+        } else {
+            u64::MAX
+        };
         let res = self.with(|policy, inner| {
             if inner.shut {
                 return Err((Error::new(Code::Unavailable, "shutdown"), pull));
@@ -463,7 +512,11 @@ impl<T: Send + 'static, L: BaselineLock> ClassEngine<T> for BaselineClass<T, L> 
             let Some(index) = inner.free_slots.pop() else {
                 return Err((Error::new(Code::ResourceExhausted, "queue-full"), pull));
             };
-            let at = if now == u64::MAX { self.clock.now() } else { now };
+            let at = if now == u64::MAX {
+                self.clock.now()
+            } else {
+                now
+            };
             let meta = EntryMeta {
                 tenant: ticket.tenant,
                 priority: ticket.priority,
@@ -479,7 +532,11 @@ impl<T: Send + 'static, L: BaselineLock> ClassEngine<T> for BaselineClass<T, L> 
             s.ticket = ticket;
             s.enqueued_at = at;
             s.content = pull;
-            let key = Key { index, generation: s.generation }.to_u64();
+            let key = Key {
+                index,
+                generation: s.generation,
+            }
+            .to_u64();
             inner.queued += 1;
             if let Err(err) = policy.insert(index, meta) {
                 let mut after = After::new();
@@ -544,7 +601,9 @@ impl<T: Send + 'static, L: BaselineLock> ClassEngine<T> for BaselineClass<T, L> 
                 }
                 Stage::Granted => match s.lease.take() {
                     Some(l) => Polled::Granted(l, s.waited),
-                    None => Polled::Ended(Ended::Failed(Error::new(Code::Internal, "lease-missing"))),
+                    None => {
+                        Polled::Ended(Ended::Failed(Error::new(Code::Internal, "lease-missing")))
+                    }
                 },
                 Stage::Ended(why) => Polled::Ended(why),
                 Stage::Free => unreachable!("`slot` filters free slots"),
@@ -631,12 +690,20 @@ impl<T: Send + 'static, L: BaselineLock> ClassEngine<T> for BaselineClass<T, L> 
         self.with(|_, inner| {
             let raw = inner.ready.pop_front()?;
             let (index, s) = inner.slot(raw).expect("ready entries are live");
-            let ((permit, payload), lease) =
-                s.content.take().zip(s.lease.take()).expect("granted pull entry holds content and lease");
+            let ((permit, payload), lease) = s
+                .content
+                .take()
+                .zip(s.lease.take())
+                .expect("granted pull entry holds content and lease");
             let waited = s.waited;
             s.owner_ref = false;
             inner.maybe_free(index);
-            Some(Pulled { payload, permit, lease, waited })
+            Some(Pulled {
+                payload,
+                permit,
+                lease,
+                waited,
+            })
         })
     }
 
@@ -671,6 +738,15 @@ impl<T: Send + 'static, L: BaselineLock> ClassEngine<T> for BaselineClass<T, L> 
         });
     }
 
+    fn count_refused(&self, expired: bool) {
+        let c = if expired {
+            &self.stats.expirations
+        } else {
+            &self.stats.rejections
+        };
+        crate::scheduler::stats::saturating_add(c, 1);
+    }
+
     fn shutdown(&self) {
         let mut exec = ArrayVec::<Waker, 64>::new();
         self.with(|_, inner| {
@@ -683,12 +759,18 @@ impl<T: Send + 'static, L: BaselineLock> ClassEngine<T> for BaselineClass<T, L> 
 
     fn snapshot(&self) -> ClassSnapshot {
         let (queued, tenants, oldest) = self.with(|policy, inner| {
-            let oldest = inner.lease_since.iter().copied().filter(|&s| s != u64::MAX).min();
+            let oldest = inner
+                .lease_since
+                .iter()
+                .copied()
+                .filter(|&s| s != u64::MAX)
+                .min();
             (inner.queued, policy.queued_tenants() as u32, oldest)
         });
         let pool = self.pool.counters();
         let now = self.clock.now();
-        self.stats.snapshot(pool, queued, tenants, oldest.map(|s| now.saturating_sub(s)))
+        self.stats
+            .snapshot(pool, queued, tenants, oldest.map(|s| now.saturating_sub(s)))
     }
 
     fn clock(&self) -> &Arc<dyn Clock> {

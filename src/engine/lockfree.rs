@@ -57,11 +57,11 @@ use crate::raw::ring::Ring;
 use crate::scheduler::stats::ClassStats;
 use crate::scheduler::ClassSnapshot;
 use crate::sync::{AtomicU32, AtomicU64, AtomicWaker, Ordering, UnsafeCell};
-use std::sync::Arc;
 use crate::{ClassId, Code, Error};
 use arrayvec::ArrayVec;
 use core::task::{Context, Poll, Waker};
 use crossbeam_utils::CachePadded;
+use std::sync::Arc;
 
 const FREE: Field = Field::first(24);
 const QUEUED: Field = FREE.next(24);
@@ -168,7 +168,10 @@ struct ExecWaiters {
 
 impl ExecWaiters {
     fn new() -> Self {
-        Self { claimed: AtomicU64::new(0), slots: (0..EXEC_WAITERS).map(|_| AtomicWaker::new()).collect() }
+        Self {
+            claimed: AtomicU64::new(0),
+            slots: (0..EXEC_WAITERS).map(|_| AtomicWaker::new()).collect(),
+        }
     }
 
     fn claim(&self) -> Option<usize> {
@@ -180,7 +183,12 @@ impl ExecWaiters {
                 return None;
             }
             let i = free.trailing_zeros() as usize;
-            match self.claimed.compare_exchange_weak(cur, cur | (1 << i), Ordering::Relaxed, Ordering::Relaxed) {
+            match self.claimed.compare_exchange_weak(
+                cur,
+                cur | (1 << i),
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
                 Ok(_) => return Some(i),
                 Err(a) => cur = a,
             }
@@ -309,7 +317,12 @@ impl<T: Send + 'static> LockFreeClass<T> {
                     }
                     // Release: our inbox push / count change happens-before the holder's re-run;
                     // pairs with the Acquire of the holder's token-release CAS.
-                    match self.ctl.compare_exchange_weak(cur, cur | DIRTY, Ordering::AcqRel, Ordering::Acquire) {
+                    match self.ctl.compare_exchange_weak(
+                        cur,
+                        cur | DIRTY,
+                        Ordering::AcqRel,
+                        Ordering::Acquire,
+                    ) {
                         Ok(_) => return,
                         Err(actual) => cur = actual,
                     }
@@ -317,7 +330,12 @@ impl<T: Send + 'static> LockFreeClass<T> {
                     return;
                 } else {
                     // Acquire: taking the token; pairs with the Release that gave it up.
-                    match self.ctl.compare_exchange_weak(cur, cur | TOKEN, Ordering::Acquire, Ordering::Acquire) {
+                    match self.ctl.compare_exchange_weak(
+                        cur,
+                        cur | TOKEN,
+                        Ordering::Acquire,
+                        Ordering::Acquire,
+                    ) {
                         Ok(_) => break,
                         Err(actual) => cur = actual,
                     }
@@ -334,14 +352,19 @@ impl<T: Send + 'static> LockFreeClass<T> {
     /// One bounded pass. The caller holds the token; it is released before returning. Returns
     /// whether another pass may be needed.
     fn pass(&self, compact: bool) -> bool {
-        let mut after = After { wakes: ArrayVec::new(), contents: ArrayVec::new(), pulled: false };
+        let mut after = After {
+            wakes: ArrayVec::new(),
+            contents: ArrayVec::new(),
+            pulled: false,
+        };
         let mut budget = PASS_BUDGET;
         self.policy.with_mut(|p| {
             // SAFETY: we hold the dispatch token, which makes us the only user of the policy.
             let policy = unsafe { &mut *p };
             self.run_pass(policy, &mut budget, compact, &mut after);
             // Relaxed: an observation for snapshots.
-            self.queued_tenants.store(policy.queued_tenants() as u32, Ordering::Relaxed);
+            self.queued_tenants
+                .store(policy.queued_tenants() as u32, Ordering::Relaxed);
         });
         // Release the token, consuming DIRTY. Release: publishes our policy writes to the next
         // holder (pairs with the Acquire token take in `kick_with`); Acquire: sees what the
@@ -362,8 +385,16 @@ impl<T: Send + 'static> LockFreeClass<T> {
         // Acquire: pairs with the Release RMWs of releasers and producers.
         let cur = self.ctl.load(Ordering::Acquire);
         if cur & (SHUT | DEAD) != 0 {
-            let why = if cur & SHUT != 0 { Ended::Shutdown } else { Ended::Quarantined };
-            let mut judge = EndJudge { class: self, why, after };
+            let why = if cur & SHUT != 0 {
+                Ended::Shutdown
+            } else {
+                Ended::Quarantined
+            };
+            let mut judge = EndJudge {
+                class: self,
+                why,
+                after,
+            };
             while policy.select(0, &mut judge, budget).is_some() {}
             return;
         }
@@ -376,9 +407,23 @@ impl<T: Send + 'static> LockFreeClass<T> {
         let now = self.clock.now();
         // Relaxed: an observation for lease ages.
         self.recent_now.store(now, Ordering::Relaxed);
-        policy.expire(now, &mut EndJudge { class: self, why: Ended::Expired, after }, budget);
+        policy.expire(
+            now,
+            &mut EndJudge {
+                class: self,
+                why: Ended::Expired,
+                after,
+            },
+            budget,
+        );
         while *budget > 0 && self.reserve_cell() {
-            let mut judge = GrantJudge { class: self, now, after, stop: false, keep_credit: false };
+            let mut judge = GrantJudge {
+                class: self,
+                now,
+                after,
+                stop: false,
+                keep_credit: false,
+            };
             let granted = policy.select(now, &mut judge, budget);
             if granted.is_none() {
                 if !judge.keep_credit {
@@ -397,7 +442,13 @@ impl<T: Send + 'static> LockFreeClass<T> {
             // SAFETY: the producer wrote `ticket`/`enqueued_at` before its Release inbox push;
             // `take_all` is Acquire; they are read-only from then on.
             let (t, at) = unsafe { (e.ticket.with(|t| *t), e.enqueued_at.with(|a| *a)) };
-            let meta = EntryMeta { tenant: t.tenant, priority: t.priority, deadline: t.deadline, enqueued_at: at, weight: t.weight };
+            let meta = EntryMeta {
+                tenant: t.tenant,
+                priority: t.priority,
+                deadline: t.deadline,
+                enqueued_at: at,
+                weight: t.weight,
+            };
             if let Err(err) = policy.insert(index, meta) {
                 // SAFETY: only the winner of the QUEUED → FAILED CAS below lets anyone read it,
                 // and nobody else writes `error`.
@@ -412,7 +463,9 @@ impl<T: Send + 'static> LockFreeClass<T> {
     fn end_queued(&self, key: Key, stage: u8, after: &mut After<T>) -> bool {
         let won = self
             .arena
-            .update(key, |s| (s & STAGE == QUEUED_S).then_some((s & !(STAGE | QREF)) | stage))
+            .update(key, |s| {
+                (s & STAGE == QUEUED_S).then_some((s & !(STAGE | QREF)) | stage)
+            })
             .is_ok();
         if won {
             // Release: pairs with the Acquire loads of `ctl` (the count is only arithmetic, but
@@ -460,7 +513,12 @@ impl<T: Send + 'static> LockFreeClass<T> {
             }
             // Acquire: pairs with the Release `fetch_add` in `release`, so the returned cell's
             // pool state is visible before we acquire it from the pool.
-            match self.ctl.compare_exchange_weak(cur, cur - FREE_ONE, Ordering::Acquire, Ordering::Relaxed) {
+            match self.ctl.compare_exchange_weak(
+                cur,
+                cur - FREE_ONE,
+                Ordering::Acquire,
+                Ordering::Relaxed,
+            ) {
                 Ok(_) => return true,
                 Err(actual) => cur = actual,
             }
@@ -477,7 +535,9 @@ impl<T: Send + 'static> LockFreeClass<T> {
     fn compact(&self, policy: &mut Policy) {
         for index in 0..self.arena.capacity() as u32 {
             let key = self.arena.key_at(index);
-            let Some(s) = self.arena.state(key) else { continue };
+            let Some(s) = self.arena.state(key) else {
+                continue;
+            };
             if s & QREF != 0 && s & STAGE != QUEUED_S && policy.remove(index) {
                 self.drop_ref(key, QREF);
             }
@@ -505,7 +565,12 @@ impl<T: Send + 'static> LockFreeClass<T> {
                 return Ok(None);
             }
             // Acquire: pairs with the Release `fetch_add` in `release`.
-            match self.ctl.compare_exchange_weak(cur, cur - FREE_ONE, Ordering::Acquire, Ordering::Relaxed) {
+            match self.ctl.compare_exchange_weak(
+                cur,
+                cur - FREE_ONE,
+                Ordering::Acquire,
+                Ordering::Relaxed,
+            ) {
                 Ok(_) => break,
                 Err(actual) => cur = actual,
             }
@@ -552,7 +617,10 @@ impl<T: Send + 'static> LockFreeClass<T> {
             };
             // AcqRel: Acquire pairs with `release` (cell credit); Release orders nothing yet
             // (the entry is published later by the inbox push) but keeps `ctl` RMWs uniform.
-            match self.ctl.compare_exchange_weak(cur, next, Ordering::AcqRel, Ordering::Relaxed) {
+            match self
+                .ctl
+                .compare_exchange_weak(cur, next, Ordering::AcqRel, Ordering::Relaxed)
+            {
                 Ok(_) => return Ok(took_cell),
                 Err(actual) => cur = actual,
             }
@@ -611,7 +679,9 @@ impl<T: Send + 'static> Judge for GrantJudge<'_, T> {
         e.waited.with_mut(|w| unsafe { *w = waited });
         // AcqRel inside `update`: Release publishes `lease`/`waited` to the owner, which reads
         // them after an Acquire load that sees GRANTED.
-        match c.arena.update(key, |s| (s & STAGE == QUEUED_S).then_some((s & !(STAGE | QREF)) | GRANTED_S)) {
+        match c.arena.update(key, |s| {
+            (s & STAGE == QUEUED_S).then_some((s & !(STAGE | QREF)) | GRANTED_S)
+        }) {
             Ok((old, _)) => {
                 // Release: see `end_queued`.
                 c.ctl.fetch_sub(QUEUED_ONE, Ordering::Release);
@@ -695,14 +765,23 @@ impl<T: Send + 'static> ClassEngine<T> for LockFreeClass<T> {
         })
     }
 
-    fn enqueue(&self, ticket: Ticket, pull: Option<(Permit, T)>) -> Result<Enqueued, (Error, Option<(Permit, T)>)> {
+    fn enqueue(
+        &self,
+        ticket: Ticket,
+        pull: Option<(Permit, T)>,
+    ) -> Result<Enqueued, (Error, Option<(Permit, T)>)> {
         if self.queue_capacity == 0 {
             return Err((Error::new(Code::ResourceExhausted, "queue-full"), pull));
         }
         // Pull-mode requests always go through a slot (the executor takes them from there).
         match self.count_in(pull.is_none()) {
             Err(e) => return Err((e, pull)),
-            Ok(true) => return self.finish_fast(&ticket).map(Enqueued::Granted).map_err(|e| (e, pull)),
+            Ok(true) => {
+                return self
+                    .finish_fast(&ticket)
+                    .map(Enqueued::Granted)
+                    .map_err(|e| (e, pull))
+            }
             Ok(false) => {}
         }
         let state = QUEUED_S | QREF | HREF | if pull.is_some() { PULL } else { 0 };
@@ -756,10 +835,14 @@ impl<T: Send + 'static> ClassEngine<T> for LockFreeClass<T> {
             GRANTED_S => {
                 // SAFETY: we hold HREF and observed GRANTED with Acquire (inside `state`), so the
                 // dispatcher's writes are visible and nobody else touches the lease now.
-                let (lease, waited) = e.lease.with_mut(|l| unsafe { ((*l).take(), e.waited.with(|w| *w)) });
+                let (lease, waited) = e
+                    .lease
+                    .with_mut(|l| unsafe { ((*l).take(), e.waited.with(|w| *w)) });
                 match lease {
                     Some(l) => Polled::Granted(l, waited),
-                    None => Polled::Ended(Ended::Failed(Error::new(Code::Internal, "lease-missing"))),
+                    None => {
+                        Polled::Ended(Ended::Failed(Error::new(Code::Internal, "lease-missing")))
+                    }
                 }
             }
             CANCELLED_S => Polled::Ended(Ended::Cancelled),
@@ -768,7 +851,9 @@ impl<T: Send + 'static> ClassEngine<T> for LockFreeClass<T> {
             DEAD_S => Polled::Ended(Ended::Quarantined),
             // SAFETY: written before the FAILED CAS, read after observing it; no other writer.
             _ => Polled::Ended(Ended::Failed(
-                e.error.with(|x| unsafe { *x }).unwrap_or(Error::new(Code::Internal, "failed")),
+                e.error
+                    .with(|x| unsafe { *x })
+                    .unwrap_or(Error::new(Code::Internal, "failed")),
             )),
         };
         self.drop_ref(key, HREF);
@@ -778,17 +863,28 @@ impl<T: Send + 'static> ClassEngine<T> for LockFreeClass<T> {
     fn withdraw(&self, raw: u64, why: Ended) -> Option<Lease> {
         let key = self.key(raw)?;
         let stage = stage_of(why);
-        let res = self.arena.update(key, |s| (s & STAGE == QUEUED_S).then_some((s & !STAGE) | stage));
+        let res = self.arena.update(key, |s| {
+            (s & STAGE == QUEUED_S).then_some((s & !STAGE) | stage)
+        });
         let lease = match res {
             Ok(_) => {
                 // Release: see `end_queued`.
                 self.ctl.fetch_sub(QUEUED_ONE, Ordering::Release);
-                let counter = if why == Ended::Expired { &self.stats.expirations } else { &self.stats.cancellations };
+                let counter = if why == Ended::Expired {
+                    &self.stats.expirations
+                } else {
+                    &self.stats.cancellations
+                };
                 crate::scheduler::stats::saturating_add(counter, 1);
                 None
             }
             // SAFETY: GRANTED and we hold HREF: the lease is ours (see `poll`).
-            Err(_) if self.arena.state(key).is_some_and(|s| s & STAGE == GRANTED_S) => {
+            Err(_)
+                if self
+                    .arena
+                    .state(key)
+                    .is_some_and(|s| s & STAGE == GRANTED_S) =>
+            {
                 self.entry(key).lease.with_mut(|l| unsafe { (*l).take() })
             }
             Err(_) => None,
@@ -801,12 +897,18 @@ impl<T: Send + 'static> ClassEngine<T> for LockFreeClass<T> {
         let not_found = Error::new(Code::NotFound, "unknown-request");
         let key = self.key(raw).ok_or(not_found)?;
         self.arena
-            .update(key, |s| (s & STAGE == QUEUED_S).then_some((s & !STAGE) | CANCELLED_S))
+            .update(key, |s| {
+                (s & STAGE == QUEUED_S).then_some((s & !STAGE) | CANCELLED_S)
+            })
             .map_err(|_| not_found)?;
         // Release: see `end_queued`.
         self.ctl.fetch_sub(QUEUED_ONE, Ordering::Release);
         crate::scheduler::stats::saturating_add(&self.stats.cancellations, 1);
-        let mut after = After { wakes: ArrayVec::new(), contents: ArrayVec::new(), pulled: false };
+        let mut after = After {
+            wakes: ArrayVec::new(),
+            contents: ArrayVec::new(),
+            pulled: false,
+        };
         self.collect_ended(key, &mut after);
         for w in after.wakes {
             w.wake();
@@ -858,8 +960,15 @@ impl<T: Send + 'static> ClassEngine<T> for LockFreeClass<T> {
                     )
                 };
                 self.drop_ref(key, HREF);
-                let ((permit, payload), lease) = content.zip(lease).expect("granted pull entry holds content and lease");
-                return Some(Pulled { payload, permit, lease, waited });
+                let ((permit, payload), lease) = content
+                    .zip(lease)
+                    .expect("granted pull entry holds content and lease");
+                return Some(Pulled {
+                    payload,
+                    permit,
+                    lease,
+                    waited,
+                });
             }
             // Acquire: pairs with producers' and releasers' RMWs.
             if !Self::wants_pass(self.ctl.load(Ordering::Acquire)) {
@@ -898,6 +1007,15 @@ impl<T: Send + 'static> ClassEngine<T> for LockFreeClass<T> {
 
     fn forget_waiter(&self, slot: usize) {
         self.exec.forget(slot);
+    }
+
+    fn count_refused(&self, expired: bool) {
+        let c = if expired {
+            &self.stats.expirations
+        } else {
+            &self.stats.rejections
+        };
+        crate::scheduler::stats::saturating_add(c, 1);
     }
 
     fn shutdown(&self) {
@@ -941,7 +1059,12 @@ impl<T> Drop for LockFreeClass<T> {
         while let Some(raw) = self.ready.pop() {
             let key = Key::from_u64(raw);
             // SAFETY: `&mut self`: no other user exists.
-            if let Some(l) = self.arena.get(key.index).lease.with_mut(|l| unsafe { (*l).take() }) {
+            if let Some(l) = self
+                .arena
+                .get(key.index)
+                .lease
+                .with_mut(|l| unsafe { (*l).take() })
+            {
                 self.pool.release(l);
             }
         }

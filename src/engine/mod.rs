@@ -18,9 +18,9 @@ use crate::admission::Permit;
 use crate::clock::Clock;
 use crate::pool::{CellPool, Lease, LeaseRequest};
 use crate::scheduler::ClassSnapshot;
-use std::sync::Arc;
 use crate::{ClassId, Error, RequestId};
 use core::task::{Context, Poll};
+use std::sync::Arc;
 
 /// Everything an engine needs to build one class.
 pub struct ClassSetup {
@@ -134,7 +134,6 @@ pub trait ClassEngine<T: Send + 'static>: Send + Sync + Sized + 'static {
     /// Cancels a queued request by handle (SPEC F33): `not-found` unless it is still queued.
     fn cancel(&self, key: u64) -> Result<(), Error>;
 
-
     /// Returns a cell: the pool first, then the class's free count (SPEC F44).
     fn release(&self, lease: Lease);
 
@@ -150,6 +149,9 @@ pub trait ClassEngine<T: Send + 'static>: Send + Sync + Sized + 'static {
 
     /// Gives up an executor waiter slot taken by `poll_next`.
     fn forget_waiter(&self, slot: usize);
+
+    /// Counts a granted request refused at acceptance (expired, or the scheduler shut down).
+    fn count_refused(&self, expired: bool);
 
     /// Stops admissions and fails every queued request (SPEC F47).
     fn shutdown(&self);

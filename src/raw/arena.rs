@@ -393,7 +393,10 @@ impl<T> Arena<T> {
         // Acquire: pairs with the Release half of the CAS or store that last wrote the word
         // (`alloc` is ordered before the index reached the caller by whatever carried it).
         let word = self.slots[index as usize].word.load(Acquire);
-        Key { index, generation: self.generation.get(word) as u32 }
+        Key {
+            index,
+            generation: self.generation.get(word) as u32,
+        }
     }
 
     /// The user's value of slot `index` (from [`Key::index`]).

@@ -3,10 +3,10 @@
 use super::CellReturn;
 use crate::admission::ExecutionPermit;
 use crate::pool::Lease;
-use std::sync::Arc;
 use crate::{CellId, ClassId, RequestId, TenantId};
 use core::fmt;
 use core::time::Duration;
+use std::sync::Arc;
 
 /// A cell of a class, held for one request, together with its execution permit.
 ///
@@ -22,16 +22,30 @@ pub struct Assignment {
 }
 
 impl Assignment {
-    pub(crate) fn new(home: Arc<dyn CellReturn>, lease: Lease, permit: ExecutionPermit, waited: u64) -> Self {
-        Self { lease: Some(lease), permit: Some(permit), waited, home }
+    pub(crate) fn new(
+        home: Arc<dyn CellReturn>,
+        lease: Lease,
+        permit: ExecutionPermit,
+        waited: u64,
+    ) -> Self {
+        Self {
+            lease: Some(lease),
+            permit: Some(permit),
+            waited,
+            home,
+        }
     }
 
     fn lease(&self) -> &Lease {
-        self.lease.as_ref().expect("an assignment holds its lease until it ends")
+        self.lease
+            .as_ref()
+            .expect("an assignment holds its lease until it ends")
     }
 
     fn permit(&self) -> &ExecutionPermit {
-        self.permit.as_ref().expect("an assignment holds its permit until it ends")
+        self.permit
+            .as_ref()
+            .expect("an assignment holds its permit until it ends")
     }
 
     /// The cell.

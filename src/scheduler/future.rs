@@ -1,6 +1,8 @@
 //! The enqueue and pull futures.
 
-use super::{give_up, AdmittedRequest, Assignment, Job, Mechanism, RequestHandle, Scheduler, Shared};
+use super::{
+    give_up, AdmittedRequest, Assignment, Job, Mechanism, RequestHandle, Scheduler, Shared,
+};
 use crate::admission::Permit;
 use crate::cancel::CancellationToken;
 use crate::engine::{ended_error, ClassEngine, Ended, Enqueued, Polled, Ticket};
@@ -38,14 +40,22 @@ pub struct Enqueue<'a, T: Send + 'static, M: Mechanism> {
 
 impl<T: Send + 'static, M: Mechanism> fmt::Debug for Enqueue<'_, T, M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Enqueue").field("class", &self.class).finish_non_exhaustive()
+        f.debug_struct("Enqueue")
+            .field("class", &self.class)
+            .finish_non_exhaustive()
     }
 }
 
 impl<'a, T: Send + 'static, M: Mechanism> Enqueue<'a, T, M> {
     pub(super) fn start(shared: &'a Arc<Shared<T, M>>, request: AdmittedRequest) -> Self {
         let class = request.permit.class();
-        let failed = |error| Self { shared, class, stage: Stage::Failed(error), permit: None, token: None };
+        let failed = |error| Self {
+            shared,
+            class,
+            stage: Stage::Failed(error),
+            permit: None,
+            token: None,
+        };
         if let Err(e) = shared.check(&request) {
             return failed(e);
         }
@@ -59,13 +69,22 @@ impl<'a, T: Send + 'static, M: Mechanism> Enqueue<'a, T, M> {
             Ok(Enqueued::Granted(lease)) => Stage::Granted(lease),
             Err((e, _)) => return failed(e),
         };
-        Self { shared, class, stage, permit: Some(permit), token: Some(token) }
+        Self {
+            shared,
+            class,
+            stage,
+            permit: Some(permit),
+            token: Some(token),
+        }
     }
 
     /// A handle for [`Scheduler::cancel`] while the request is queued.
     pub fn handle(&self) -> Option<RequestHandle> {
         match self.stage {
-            Stage::Queued(key) => Some(RequestHandle { class: self.class, key }),
+            Stage::Queued(key) => Some(RequestHandle {
+                class: self.class,
+                key,
+            }),
             _ => None,
         }
     }
@@ -81,8 +100,14 @@ impl<'a, T: Send + 'static, M: Mechanism> Enqueue<'a, T, M> {
             return Some((Ended::Cancelled, Error::new(Code::Cancelled, reason)));
         }
         let permit = self.permit.as_ref()?;
-        if permit.deadline().is_some_and(|d| self.shared.clock.now() >= d) {
-            return Some((Ended::Expired, Error::new(Code::DeadlineExceeded, "deadline-exceeded")));
+        if permit
+            .deadline()
+            .is_some_and(|d| self.shared.clock.now() >= d)
+        {
+            return Some((
+                Ended::Expired,
+                Error::new(Code::DeadlineExceeded, "deadline-exceeded"),
+            ));
         }
         None
     }
@@ -100,8 +125,16 @@ impl<'a, T: Send + 'static, M: Mechanism> Enqueue<'a, T, M> {
             self.permit = None;
             return Err(e);
         }
-        let permit = self.permit.take().expect("permit held until the request ends");
-        Ok(Assignment::new(self.shared.clone(), lease, permit.into_execution(), waited))
+        let permit = self
+            .permit
+            .take()
+            .expect("permit held until the request ends");
+        Ok(Assignment::new(
+            self.shared.clone(),
+            lease,
+            permit.into_execution(),
+            waited,
+        ))
     }
 }
 
@@ -162,13 +195,19 @@ pub struct Next<'a, T: Send + 'static, M: Mechanism> {
 
 impl<T: Send + 'static, M: Mechanism> fmt::Debug for Next<'_, T, M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Next").field("class", &self.class).finish_non_exhaustive()
+        f.debug_struct("Next")
+            .field("class", &self.class)
+            .finish_non_exhaustive()
     }
 }
 
 impl<'a, T: Send + 'static, M: Mechanism> Next<'a, T, M> {
     pub(super) fn new(scheduler: &'a Scheduler<T, M>, class: ClassId) -> Self {
-        Self { scheduler, class, slot: None }
+        Self {
+            scheduler,
+            class,
+            slot: None,
+        }
     }
 }
 

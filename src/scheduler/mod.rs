@@ -19,11 +19,11 @@ use crate::engine::lockfree::LockFreeClass;
 use crate::engine::{ClassEngine, ClassSetup, Ended, Enqueued, Ticket};
 use crate::pool::{validate_pools, CellPool, FixedCellPool, Lease};
 use crate::sync::{AtomicBool, Ordering};
-use std::sync::Arc;
 use crate::{ClassId, Code, Error};
 use core::fmt;
 use core::marker::PhantomData;
 use core::time::Duration;
+use std::sync::Arc;
 
 mod sealed {
     pub trait Sealed {}
@@ -137,7 +137,9 @@ pub struct SubmitError<T> {
 
 impl<T> fmt::Debug for SubmitError<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SubmitError").field("error", &self.error).finish_non_exhaustive()
+        f.debug_struct("SubmitError")
+            .field("error", &self.error)
+            .finish_non_exhaustive()
     }
 }
 
@@ -217,7 +219,9 @@ impl<T: Send + 'static, M: Mechanism> CellReturn for Shared<T, M> {
 
 impl<T: Send + 'static, M: Mechanism> Shared<T, M> {
     fn class(&self, class: ClassId) -> Result<&M::Class<T>, Error> {
-        self.classes.get(usize::from(class.0)).ok_or(Error::new(Code::InvalidArgument, "class"))
+        self.classes
+            .get(usize::from(class.0))
+            .ok_or(Error::new(Code::InvalidArgument, "class"))
     }
 
     fn is_shut(&self) -> bool {
@@ -268,13 +272,17 @@ pub struct Scheduler<T: Send + 'static = (), M: Mechanism = LockFree> {
 
 impl<T: Send + 'static, M: Mechanism> Clone for Scheduler<T, M> {
     fn clone(&self) -> Self {
-        Self { shared: self.shared.clone() }
+        Self {
+            shared: self.shared.clone(),
+        }
     }
 }
 
 impl<T: Send + 'static, M: Mechanism> fmt::Debug for Scheduler<T, M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Scheduler").field("classes", &self.shared.classes.len()).finish_non_exhaustive()
+        f.debug_struct("Scheduler")
+            .field("classes", &self.shared.classes.len())
+            .finish_non_exhaustive()
     }
 }
 
@@ -299,7 +307,10 @@ impl<T> fmt::Debug for Builder<T> {
 impl<T: Send + 'static> Builder<T> {
     /// Adds the next class (its [`ClassId`] is its position, matching the ledger's classes).
     pub fn class(mut self, cells: u32, queue_capacity: u32) -> Self {
-        self.classes.push(ClassConfig { cells, queue_capacity });
+        self.classes.push(ClassConfig {
+            cells,
+            queue_capacity,
+        });
         self
     }
 
@@ -360,12 +371,19 @@ impl<T: Send + 'static> Builder<T> {
         }
         let pools: Vec<Arc<dyn CellPool>> = match self.pools {
             Some(pools) => {
-                let expected: Vec<(ClassId, u32)> =
-                    self.classes.iter().enumerate().map(|(i, c)| (ClassId(i as u16), c.cells)).collect();
+                let expected: Vec<(ClassId, u32)> = self
+                    .classes
+                    .iter()
+                    .enumerate()
+                    .map(|(i, c)| (ClassId(i as u16), c.cells))
+                    .collect();
                 validate_pools(&expected, &pools)?;
                 let mut ordered = Vec::with_capacity(pools.len());
                 for i in 0..self.classes.len() {
-                    let p = pools.iter().find(|p| p.class() == ClassId(i as u16)).expect("validated");
+                    let p = pools
+                        .iter()
+                        .find(|p| p.class() == ClassId(i as u16))
+                        .expect("validated");
                     ordered.push(p.clone());
                 }
                 ordered
@@ -374,7 +392,10 @@ impl<T: Send + 'static> Builder<T> {
                 .classes
                 .iter()
                 .enumerate()
-                .map(|(i, c)| FixedCellPool::new(ClassId(i as u16), c.cells).map(|p| Arc::new(p) as Arc<dyn CellPool>))
+                .map(|(i, c)| {
+                    FixedCellPool::new(ClassId(i as u16), c.cells)
+                        .map(|p| Arc::new(p) as Arc<dyn CellPool>)
+                })
                 .collect::<Result<_, _>>()?,
         };
         let clock = self.ledger.clock().clone();
@@ -397,7 +418,12 @@ impl<T: Send + 'static> Builder<T> {
             .collect::<Result<Vec<_>, _>>()?
             .into_boxed_slice();
         Ok(Scheduler {
-            shared: Arc::new(Shared { ledger: self.ledger, classes, shut: AtomicBool::new(false), clock }),
+            shared: Arc::new(Shared {
+                ledger: self.ledger,
+                classes,
+                shut: AtomicBool::new(false),
+                clock,
+            }),
         })
     }
 }
@@ -447,21 +473,37 @@ impl<T: Send + 'static, M: Mechanism> Scheduler<T, M> {
     pub fn try_enqueue(&self, request: AdmittedRequest) -> Result<Assignment, TryEnqueueError> {
         let s = &*self.shared;
         if let Err(error) = s.check(&request) {
-            return Err(TryEnqueueError { error, request: None });
+            return Err(TryEnqueueError {
+                error,
+                request: None,
+            });
         }
         let class = request.permit.class();
         let engine = match s.class(class) {
             Ok(e) => e,
-            Err(error) => return Err(TryEnqueueError { error, request: None }),
+            Err(error) => {
+                return Err(TryEnqueueError {
+                    error,
+                    request: None,
+                })
+            }
         };
         let ticket = Ticket::from_permit(&request.permit);
         match engine.try_grant_now(&ticket) {
-            Ok(Some(lease)) => Ok(Assignment::new(self.shared.clone(), lease, request.permit.into_execution(), 0)),
+            Ok(Some(lease)) => Ok(Assignment::new(
+                self.shared.clone(),
+                lease,
+                request.permit.into_execution(),
+                0,
+            )),
             Ok(None) => Err(TryEnqueueError {
                 error: Error::new(Code::Unavailable, "no-capacity"),
                 request: Some(request),
             }),
-            Err(error) => Err(TryEnqueueError { error, request: None }),
+            Err(error) => Err(TryEnqueueError {
+                error,
+                request: None,
+            }),
         }
     }
 
@@ -480,17 +522,29 @@ impl<T: Send + 'static, M: Mechanism> Scheduler<T, M> {
     /// # Errors
     ///
     /// As [`enqueue`](Self::enqueue); the payload and permit are given back where possible.
-    pub fn submit(&self, request: AdmittedRequest, payload: T) -> Result<RequestHandle, SubmitError<T>> {
+    pub fn submit(
+        &self,
+        request: AdmittedRequest,
+        payload: T,
+    ) -> Result<RequestHandle, SubmitError<T>> {
         let s = &*self.shared;
         let (permit, token) = request.into_parts();
         let req = AdmittedRequest { permit, token };
         if let Err(error) = s.check(&req) {
-            return Err(SubmitError { error, returned: Some((req.permit, payload)) });
+            return Err(SubmitError {
+                error,
+                returned: Some((req.permit, payload)),
+            });
         }
         let class = req.permit.class();
         let engine = match s.class(class) {
             Ok(e) => e,
-            Err(error) => return Err(SubmitError { error, returned: Some((req.permit, payload)) }),
+            Err(error) => {
+                return Err(SubmitError {
+                    error,
+                    returned: Some((req.permit, payload)),
+                })
+            }
         };
         let ticket = Ticket::from_permit(&req.permit);
         match engine.enqueue(ticket, Some((req.permit, payload))) {
@@ -499,7 +553,10 @@ impl<T: Send + 'static, M: Mechanism> Scheduler<T, M> {
                 // Pull-mode requests always queue; give the cell straight back if an engine
                 // ever grants one directly.
                 engine.release(lease);
-                Err(SubmitError { error: Error::new(Code::Internal, "pull-granted-directly"), returned: None })
+                Err(SubmitError {
+                    error: Error::new(Code::Internal, "pull-granted-directly"),
+                    returned: None,
+                })
             }
             Err((error, returned)) => Err(SubmitError { error, returned }),
         }
@@ -533,12 +590,21 @@ impl<T: Send + 'static, M: Mechanism> Scheduler<T, M> {
         let engine = s.class(p.permit.class()).ok()?;
         let expired = p.permit.deadline().is_some_and(|d| s.clock.now() >= d);
         if expired || s.is_shut() {
+            engine.count_refused(expired);
             engine.release(p.lease);
             drop(p.permit);
             return None;
         }
-        let assignment = Assignment::new(self.shared.clone(), p.lease, p.permit.into_execution(), p.waited);
-        Some(Job { payload: p.payload, assignment })
+        let assignment = Assignment::new(
+            self.shared.clone(),
+            p.lease,
+            p.permit.into_execution(),
+            p.waited,
+        );
+        Some(Job {
+            payload: p.payload,
+            assignment,
+        })
     }
 
     /// Cancels a queued request in O(1) (SPEC F31, F33).
@@ -588,4 +654,3 @@ pub(crate) fn give_up<T: Send + 'static, E: ClassEngine<T>>(engine: &E, key: u64
         engine.release(lease);
     }
 }
-

@@ -5,9 +5,9 @@
 //! [`hdrhistogram::Histogram`] handed out by snapshots is built from fixed log-linear buckets at
 //! snapshot time.
 
-use crate::sync::{AtomicU64, Ordering};
 use super::ClassSnapshot;
 use crate::pool::PoolCounters;
+use crate::sync::{AtomicU64, Ordering};
 use core::time::Duration;
 use hdrhistogram::Histogram;
 
@@ -42,7 +42,9 @@ fn bucket_floor(b: usize) -> u64 {
 #[inline]
 pub(crate) fn saturating_add(a: &AtomicU64, n: u64) {
     // Relaxed: a statistics counter; no other memory is published through it.
-    let _ = a.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| v.checked_add(n).or(Some(u64::MAX)));
+    let _ = a.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
+        v.checked_add(n).or(Some(u64::MAX))
+    });
 }
 
 /// Counters of one class.

@@ -4,8 +4,8 @@
 
 use fairway::admission::{AdmissionRequest, ClassSpec, Ledger, LedgerConfig, Limits};
 use fairway::{
-    AdmittedRequest, Assignment, CancellationToken, ClassId, Error, ManualClock, Mechanism, RequestId, Scheduler,
-    TenantId,
+    AdmittedRequest, Assignment, CancellationToken, ClassId, Error, ManualClock, Mechanism,
+    RequestId, Scheduler, TenantId,
 };
 use std::future::Future;
 use std::pin::Pin;
@@ -55,15 +55,25 @@ impl<M: Mechanism> Harness<M> {
         Self::with_starvation(classes, tenants, Duration::from_secs(3600))
     }
 
-    pub fn with_starvation(classes: &[(u32, u32)], tenants: u32, starvation_after: Duration) -> Self {
+    pub fn with_starvation(
+        classes: &[(u32, u32)],
+        tenants: u32,
+        starvation_after: Duration,
+    ) -> Self {
         let clock = Arc::new(ManualClock::new());
-        let ledger = Ledger::with_clock(ledger_config(classes.len(), tenants), clock.clone()).unwrap();
+        let ledger =
+            Ledger::with_clock(ledger_config(classes.len(), tenants), clock.clone()).unwrap();
         let mut b = Scheduler::<u64>::builder(ledger.clone()).starvation_after(starvation_after);
         for &(cells, cap) in classes {
             b = b.class(cells, cap);
         }
         let sched = b.build_with::<M>().unwrap();
-        Self { clock, ledger, sched, next_id: AtomicUsize::new(1) }
+        Self {
+            clock,
+            ledger,
+            sched,
+            next_id: AtomicUsize::new(1),
+        }
     }
 
     pub fn fresh_id(&self) -> RequestId {
@@ -71,9 +81,18 @@ impl<M: Mechanism> Harness<M> {
     }
 
     /// Admits a request built by `f` from a fresh id for `tenant` in class 0.
-    pub fn admit_with(&self, tenant: u32, f: impl FnOnce(AdmissionRequest) -> AdmissionRequest) -> AdmittedRequest {
+    pub fn admit_with(
+        &self,
+        tenant: u32,
+        f: impl FnOnce(AdmissionRequest) -> AdmissionRequest,
+    ) -> AdmittedRequest {
         let id = self.fresh_id();
-        let permit = self.ledger.admit(f(AdmissionRequest::new(id, TenantId(tenant)).class(ClassId(0)))).unwrap();
+        let permit = self
+            .ledger
+            .admit(f(
+                AdmissionRequest::new(id, TenantId(tenant)).class(ClassId(0))
+            ))
+            .unwrap();
         AdmittedRequest::new(permit, CancellationToken::new(id))
     }
 
@@ -87,7 +106,9 @@ impl<M: Mechanism> Harness<M> {
 
     /// Takes every cell of class 0 on the fast path and returns the assignments.
     pub fn occupy(&self, cells: usize) -> Vec<Assignment> {
-        (0..cells).map(|_| self.sched.try_enqueue(self.admit(0)).expect("a free cell")).collect()
+        (0..cells)
+            .map(|_| self.sched.try_enqueue(self.admit(0)).expect("a free cell"))
+            .collect()
     }
 
     pub fn advance(&self, d: Duration) {
@@ -102,13 +123,18 @@ pub type Pending<'a, M> = (Pin<Box<fairway::Enqueue<'a, u64, M>>>, RequestId);
 pub fn queue<'a, M: Mechanism>(h: &'a Harness<M>, req: AdmittedRequest) -> Pending<'a, M> {
     let id = req.permit().id();
     let mut f = Box::pin(h.sched.enqueue(req));
-    assert!(poll_once(&mut f).is_pending(), "request {id:?} should have queued");
+    assert!(
+        poll_once(&mut f).is_pending(),
+        "request {id:?} should have queued"
+    );
     (f, id)
 }
 
 /// Polls every pending future once; returns the ids that completed, in `pending` order, and the
 /// results.
-pub fn poll_all<M: Mechanism>(pending: &mut Vec<Pending<'_, M>>) -> Vec<(RequestId, Result<Assignment, Error>)> {
+pub fn poll_all<M: Mechanism>(
+    pending: &mut Vec<Pending<'_, M>>,
+) -> Vec<(RequestId, Result<Assignment, Error>)> {
     let mut done = Vec::new();
     let mut i = 0;
     while i < pending.len() {
@@ -124,7 +150,10 @@ pub fn poll_all<M: Mechanism>(pending: &mut Vec<Pending<'_, M>>) -> Vec<(Request
 
 /// Releases `held` one at a time, recording which queued request each release granted.
 /// Every granted assignment is itself released before the next step, so `held` cells cycle.
-pub fn grant_order<M: Mechanism>(mut held: Assignment, pending: &mut Vec<Pending<'_, M>>) -> Vec<RequestId> {
+pub fn grant_order<M: Mechanism>(
+    mut held: Assignment,
+    pending: &mut Vec<Pending<'_, M>>,
+) -> Vec<RequestId> {
     let mut order = Vec::new();
     loop {
         held.release();
