@@ -56,7 +56,7 @@ use crate::raw::pack::Field;
 use crate::raw::ring::Ring;
 use crate::scheduler::stats::ClassStats;
 use crate::scheduler::ClassSnapshot;
-use crate::sync::{AtomicU32, AtomicU64, AtomicWaker, Ordering, UnsafeCell};
+use crate::sync::{register_waker, AtomicU32, AtomicU64, AtomicWaker, Ordering, UnsafeCell};
 use crate::{ClassId, Code, Error};
 use arrayvec::ArrayVec;
 use core::task::{Context, Poll, Waker};
@@ -175,7 +175,7 @@ impl ExecWaiters {
     }
 
     fn claim(&self) -> Option<usize> {
-        // Relaxed: the bitmap only hands out slot ownership; the AtomicWaker orders the waker.
+        // Relaxed first read; the CAS orders.
         let mut cur = self.claimed.load(Ordering::Relaxed);
         loop {
             let free = !cur;
@@ -183,12 +183,12 @@ impl ExecWaiters {
                 return None;
             }
             let i = free.trailing_zeros() as usize;
-            match self.claimed.compare_exchange_weak(
-                cur,
-                cur | (1 << i),
-                Ordering::Relaxed,
-                Ordering::Relaxed,
-            ) {
+            // AcqRel: pairs with the AcqRel read-modify-write in `wake_all`. Both are RMWs on
+            // `claimed`, so one comes first: if `wake_all` came first, this Acquire makes the
+            // ready-ring push before it visible to the claimer's re-check; if the claim came
+            // first, `wake_all` sees the bit and wakes the slot (and the waker cell resolves a
+            // race with the registration).
+            match self.claimed.compare_exchange_weak(cur, cur | (1 << i), Ordering::AcqRel, Ordering::Relaxed) {
                 Ok(_) => return Some(i),
                 Err(a) => cur = a,
             }
@@ -196,13 +196,15 @@ impl ExecWaiters {
     }
 
     fn forget(&self, i: usize) {
-        // Relaxed: see `claim`.
+        // Relaxed: giving a slot up publishes nothing.
         self.claimed.fetch_and(!(1 << i), Ordering::Relaxed);
     }
 
+    /// Wakes every registered executor. Called after pushing to the ready ring.
     fn wake_all(&self) {
-        // Relaxed: a slot claimed concurrently registers and then re-checks the ready ring.
-        let mut bits = self.claimed.load(Ordering::Relaxed);
+        // AcqRel read-modify-write (not a plain load): see `claim`. A plain load could miss a
+        // concurrent first claim whose re-check also missed our push (store-buffering).
+        let mut bits = self.claimed.fetch_or(0, Ordering::AcqRel);
         while bits != 0 {
             let i = bits.trailing_zeros() as usize;
             bits &= bits - 1;
@@ -819,7 +821,7 @@ impl<T: Send + 'static> ClassEngine<T> for LockFreeClass<T> {
             return Polled::Ended(Ended::Failed(Error::new(Code::Internal, "stale-handle")));
         };
         if s & STAGE == QUEUED_S {
-            e.waker.register(cx.waker());
+            register_waker(&e.waker, cx.waker());
             // Re-check after registering: a grant between the first load and the registration
             // would otherwise be missed (its waker `take` could have run before `register`).
             s = self.arena.state(key).unwrap_or(FAILED_S);
@@ -989,7 +991,7 @@ impl<T: Send + 'static> ClassEngine<T> for LockFreeClass<T> {
             *slot = self.exec.claim();
         }
         match *slot {
-            Some(i) => self.exec.slots[i].register(cx.waker()),
+            Some(i) => register_waker(&self.exec.slots[i], cx.waker()),
             // More concurrent executors than waiter slots: poll again soon.
             None => cx.waker().wake_by_ref(),
         }
