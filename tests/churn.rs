@@ -104,7 +104,7 @@ impl<M: Mechanism> World<M> {
         let mut a = AdmissionRequest::new(id, TenantId((r % u64::from(TENANTS)) as u32))
             .class(ClassId(((r >> 8) % 2) as u16))
             .priority(((r >> 16) % 4) as u8);
-        if deadlines && (r >> 24) % 4 == 0 {
+        if deadlines && (r >> 24).is_multiple_of(4) {
             a = a.deadline(Duration::from_micros((r >> 32) % 300));
         }
         let permit = self.ledger.admit(a).ok()?;
@@ -116,7 +116,9 @@ impl<M: Mechanism> World<M> {
     fn finish(&self, a: fairway::Assignment, rng: &mut u64) {
         std::hint::black_box((0..(next(rng) % 64)).sum::<u64>());
         let budget = &self.quarantine_budget[usize::from(a.class().0)];
-        if next(rng) % 500 == 0 && budget.fetch_add(1, Ordering::Relaxed) < u64::from(CELLS - 1) {
+        if next(rng).is_multiple_of(500)
+            && budget.fetch_add(1, Ordering::Relaxed) < u64::from(CELLS - 1)
+        {
             a.quarantine("churn");
         } else {
             a.release();
@@ -313,7 +315,7 @@ fn tokio_tasks<M: Mechanism>(tasks: usize, ops: usize) {
                     };
                     w.out.started.fetch_add(1, Ordering::Relaxed);
                     let fut = w.sched.enqueue(req);
-                    let r = if next(&mut rng) % 4 == 0 {
+                    let r = if next(&mut rng).is_multiple_of(4) {
                         // Cancel by dropping after a short timeout.
                         match tokio::time::timeout(Duration::from_micros(50), fut).await {
                             Ok(r) => r,
@@ -324,7 +326,7 @@ fn tokio_tasks<M: Mechanism>(tasks: usize, ops: usize) {
                     };
                     let r = match r {
                         Ok(a) => {
-                            if next(&mut rng) % 3 == 0 {
+                            if next(&mut rng).is_multiple_of(3) {
                                 tokio::task::yield_now().await;
                             }
                             w.finish(a, &mut rng);

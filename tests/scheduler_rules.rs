@@ -5,10 +5,7 @@ mod common;
 use common::*;
 use fairway::admission::{Ledger, Limits};
 use fairway::pool::{CellPool, FixedCellPool, Lease, LeaseRequest, PoolCounters};
-use fairway::{
-    AdmittedRequest, Baseline, CancellationToken, ClassId, Code, LockFree, Mechanism, RequestId,
-    Scheduler,
-};
+use fairway::{AdmittedRequest, CancellationToken, ClassId, Code, Mechanism, RequestId, Scheduler};
 use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -363,7 +360,7 @@ fn f11_all_cancelled_tenant_is_skipped_at_its_turn<M: Mechanism>() {
         .collect();
     let ids: Vec<_> = pending.iter().map(|p| p.1).collect();
     // Cancel all of tenant 2's work.
-    pending.remove(1);
+    drop(pending.remove(1));
     let order = grant_order(held, &mut pending);
     assert_eq!(order, vec![ids[0], ids[2], ids[3], ids[4]]);
 }
@@ -592,7 +589,7 @@ fn f31_cancel_deep_in_queue_touches_nothing_else<M: Mechanism>() {
     assert!(
         matches!(poll_once(&mut pending[DEPTH / 2].0), Poll::Ready(Err(e)) if e.code() == Code::Cancelled)
     );
-    pending.remove(DEPTH / 2);
+    drop(pending.remove(DEPTH / 2));
     // Every other request is granted in arrival order: releasing the cell grants exactly the
     // next one (polling only that one keeps the test linear in depth).
     let mut held = held;
@@ -912,12 +909,4 @@ fn f64_manual_clock_drives_deadlines<M: Mechanism>() {
 #[test]
 fn f01_limits_unlimited_default() {
     assert_eq!(Limits::default(), Limits::UNLIMITED);
-}
-
-#[allow(dead_code)]
-fn _engines_are_nameable() -> (
-    Option<Scheduler<(), LockFree>>,
-    Option<Scheduler<(), Baseline>>,
-) {
-    (None, None)
 }

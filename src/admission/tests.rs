@@ -380,9 +380,9 @@ impl Model {
         for &c in candidates {
             match Self::fits(&self.classes[c], &add, &self.class_limits[c]) {
                 None => {
-                    for k in 0..KINDS {
-                        self.tenants[tenant][k] += add[k];
-                        self.classes[c][k] += add[k];
+                    for (k, a) in add.iter().enumerate() {
+                        self.tenants[tenant][k] += a;
+                        self.classes[c][k] += a;
                     }
                     return Ok(c);
                 }

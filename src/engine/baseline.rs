@@ -166,13 +166,10 @@ impl<T: Send> Inner<T> {
         let s = &mut self.slots[index as usize];
         if !s.queued_ref && !s.owner_ref {
             s.stage = Stage::Free;
-            match s.generation.checked_add(1) {
-                Some(g) => {
-                    s.generation = g;
-                    self.free_slots.push(index);
-                }
-                // Generation exhausted: the slot is retired, never reused (SPEC F21).
-                None => {}
+            // A slot whose generation is exhausted is retired, never reused (SPEC F21).
+            if let Some(g) = s.generation.checked_add(1) {
+                s.generation = g;
+                self.free_slots.push(index);
             }
         }
     }

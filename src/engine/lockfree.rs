@@ -188,7 +188,12 @@ impl ExecWaiters {
             // ready-ring push before it visible to the claimer's re-check; if the claim came
             // first, `wake_all` sees the bit and wakes the slot (and the waker cell resolves a
             // race with the registration).
-            match self.claimed.compare_exchange_weak(cur, cur | (1 << i), Ordering::AcqRel, Ordering::Relaxed) {
+            match self.claimed.compare_exchange_weak(
+                cur,
+                cur | (1 << i),
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            ) {
                 Ok(_) => return Some(i),
                 Err(a) => cur = a,
             }
@@ -880,14 +885,16 @@ impl<T: Send + 'static> ClassEngine<T> for LockFreeClass<T> {
                 crate::scheduler::stats::saturating_add(counter, 1);
                 None
             }
-            // SAFETY: GRANTED and we hold HREF: the lease is ours (see `poll`).
             Err(_)
                 if self
                     .arena
                     .state(key)
                     .is_some_and(|s| s & STAGE == GRANTED_S) =>
             {
-                self.entry(key).lease.with_mut(|l| unsafe { (*l).take() })
+                self.entry(key).lease.with_mut(|l| {
+                    // SAFETY: GRANTED and we hold HREF: the lease is ours (see `poll`).
+                    unsafe { (*l).take() }
+                })
             }
             Err(_) => None,
         };
@@ -1060,13 +1067,11 @@ impl<T> Drop for LockFreeClass<T> {
         // leases of granted-but-untaken pull entries go back to the pool.
         while let Some(raw) = self.ready.pop() {
             let key = Key::from_u64(raw);
-            // SAFETY: `&mut self`: no other user exists.
-            if let Some(l) = self
-                .arena
-                .get(key.index)
-                .lease
-                .with_mut(|l| unsafe { (*l).take() })
-            {
+            let lease = self.arena.get(key.index).lease.with_mut(|l| {
+                // SAFETY: `&mut self`: no other user exists.
+                unsafe { (*l).take() }
+            });
+            if let Some(l) = lease {
                 self.pool.release(l);
             }
         }

@@ -180,6 +180,10 @@ pub(super) fn remove<N, O: Order<N>>(nodes: &mut [N], root: u32, x: u32) -> u32 
 /// Restores the heap order after `x`'s key moved *earlier* (it now precedes at least what it
 /// preceded before); returns the new root.
 #[inline]
+#[allow(
+    dead_code,
+    reason = "used by `Policy::set_priority` for the graph layer (SPEC D30)"
+)]
 pub(super) fn decrease<N, O: Order<N>>(nodes: &mut [N], root: u32, x: u32) -> u32 {
     if x == root {
         return root;

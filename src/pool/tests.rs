@@ -341,11 +341,11 @@ fn f07_pool_topology_validation() {
         })
     };
     assert_eq!(
-        validate_pools(&expected, &vec![fixed(0, 2), host(true)]),
+        validate_pools(&expected, &[fixed(0, 2), host(true)]),
         Ok(())
     );
     assert_eq!(
-        validate_pools(&expected, &vec![fixed(0, 2), host(false)]),
+        validate_pools(&expected, &[fixed(0, 2), host(false)]),
         topology,
         "no change notification"
     );

@@ -97,11 +97,13 @@ pub(crate) struct Key {
 
 impl Key {
     /// The slot's index, for [`Arena::get`] and for index-based structures (inboxes, rings).
+    #[cfg(test)]
     pub(crate) const fn index(self) -> u32 {
         self.index
     }
 
     /// The generation of the allocation this key names.
+    #[cfg(test)]
     pub(crate) const fn generation(self) -> u32 {
         self.generation
     }
@@ -322,6 +324,7 @@ impl<T> Arena<T> {
     ///
     /// [`Refused::Stale`] if the key is stale; [`Refused::Rejected`] with the current state if it
     /// is not `from`. Orderings as in [`Arena::update`].
+    #[cfg(test)]
     pub(crate) fn compare_exchange(&self, key: Key, from: u8, to: u8) -> Result<(), Refused> {
         debug_assert!(from != FREE && to != FREE, "FREE is reserved by the arena");
         let slot = self.slot(key).ok_or(Refused::Stale)?;

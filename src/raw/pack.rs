@@ -57,11 +57,6 @@ impl Field {
         self.shift + self.width
     }
 
-    /// The field's width in bits.
-    pub(crate) const fn width(self) -> u32 {
-        self.width
-    }
-
     /// The largest value the field holds: `2^width - 1`.
     pub(crate) const fn max(self) -> u64 {
         u64::MAX >> (64 - self.width)
