@@ -293,4 +293,55 @@ mod tests {
             .filter(|r| r.backend == workloads::ring::FAIRWAY)
             .all(|r| r.ratio.mops == 1.0));
     }
+
+    #[test]
+    fn no_ring_flag() {
+        assert!(parse("--no-ring").unwrap().no_ring);
+        assert!(!parse("").unwrap().no_ring);
+    }
+
+    /// A short full run (1 and 2 threads, 2 repetitions, a few ms each): every engine reports
+    /// every configuration, the lock-free engine allocates nothing, the targets it covers are
+    /// present, the plots are valid-looking SVG, and the JSON document parses.
+    #[test]
+    fn short_full_run_reports_everything_and_json_parses() {
+        let args = Args {
+            quick: true,
+            json: true,
+            reps: 2,
+            threads: vec![1, 2],
+            no_ring: false,
+        };
+        let timer = timer::Timer::calibrate();
+        let results = measure(&args, &timer);
+        // 1 cycle + (wait, pull) x (1, 2 threads) x (1, 4 cells) configurations, 3 engines each.
+        assert_eq!(results.sched.len(), 9 * 3);
+        for r in &results.sched {
+            assert!(r.tput > 0.0, "{r:?}");
+            assert_eq!(r.reps, 2);
+            assert_eq!(
+                r.vs_std.is_some(),
+                r.engine == workloads::sched::LOCK_FREE,
+                "{r:?}"
+            );
+            if r.engine == workloads::sched::LOCK_FREE {
+                assert_eq!(r.allocs_per_op, 0.0, "{r:?}");
+            }
+        }
+        let ids: Vec<&str> = results.targets.iter().map(|t| t.id).collect();
+        for id in ["P1", "P3", "P4", "P10", "P11"] {
+            assert!(ids.contains(&id), "{id} missing from {ids:?}");
+        }
+        assert_eq!(results.fairness.len(), 3);
+        let svg = svg::latency_plot(2, &results.sched);
+        assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
+        assert_eq!(svg.matches("<polyline").count(), 4 * 3);
+        let system = report::System::detect(&timer);
+        let doc = json_document(&system, &results, &["a.svg".to_owned()]);
+        let v: serde_json::Value = serde_json::from_str(&doc).expect("valid JSON");
+        assert_eq!(v["sched"]["rows"].as_array().unwrap().len(), 27);
+        assert_eq!(v["rows"].as_array().unwrap().len(), 8);
+        assert!(v["sched"]["targets"][0]["pass"].is_boolean());
+        assert_eq!(v["sched"]["plots"][0], "a.svg");
+    }
 }

@@ -413,7 +413,7 @@ fn run_job<M: Mechanism>(s: &Shared<M>, job: fairway::Job<u64>, hold_n: u32, tal
 
 /// Pull mode, 1 thread: submit one, pull one.
 fn pull_alone<M: Mechanism>(s: &Shared<M>, src: &mut Requests, tally: &mut Tally) {
-    let mut step = |tally: &mut Tally, src: &mut Requests| {
+    let step = |tally: &mut Tally, src: &mut Requests| {
         submit_one(s, src, tally);
         if let Some(job) = s.sched.try_next(ClassId(0)) {
             let h = src.draw(s).hold;
