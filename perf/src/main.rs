@@ -13,11 +13,18 @@
 //! Layout: `timer` (cheap timestamps), `stats` (histograms, medians, ratios), `report` (text and
 //! JSON), and one module per workload under `workloads`.
 
+mod alloc_count;
 mod report;
+mod sched_report;
 mod stats;
+mod svg;
 mod timer;
 mod workloads;
 
+#[global_allocator]
+static GLOBAL: alloc_count::Counting = alloc_count::Counting;
+
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -32,12 +39,16 @@ struct Args {
     reps: usize,
     /// Thread counts to run.
     threads: Vec<usize>,
+    /// Skip the ring section.
+    no_ring: bool,
 }
 
 /// Usage text for `--help` and argument errors.
-const USAGE: &str = "usage: fairway-perf [--quick] [--json] [--reps N] [--threads 1,2,8]
+const USAGE: &str =
+    "usage: fairway-perf [--quick] [--json] [--reps N] [--threads 1,2,8] [--no-ring]
 
-  --quick          short runs (a few seconds in all)
+  --quick          short runs (seconds in all)
+  --no-ring        skip the ring section, run only the scheduler comparison
   --json           print one JSON document instead of the table
   --reps N         interleaved repetitions per backend (default 5, 3 with --quick)
   --threads LIST   comma-separated thread counts (default 1,2,8)";
@@ -49,12 +60,14 @@ impl Args {
         let mut json = false;
         let mut reps = None;
         let mut threads = vec![1, 2, 8];
+        let mut no_ring = false;
         let mut it = args.into_iter();
         while let Some(arg) = it.next() {
             let mut value = |name: &str| it.next().ok_or_else(|| format!("{name} needs a value"));
             match arg.as_str() {
                 "--quick" => quick = true,
                 "--json" => json = true,
+                "--no-ring" => no_ring = true,
                 "--reps" => {
                     let v = value("--reps")?;
                     reps = Some(match v.parse() {
@@ -81,13 +94,114 @@ impl Args {
             json,
             reps: reps.unwrap_or(if quick { 3 } else { 5 }),
             threads,
+            no_ring,
         })
     }
 
-    /// Wall time of one measured run.
-    fn run_for(&self) -> Duration {
-        Duration::from_millis(if self.quick { 25 } else { 200 })
+    /// Wall time of one measured ring run.
+    fn ring_for(&self) -> Duration {
+        Duration::from_millis(if self.quick { 10 } else { 50 })
     }
+
+    /// Wall time of one measured scheduler run.
+    fn sched_for(&self) -> Duration {
+        Duration::from_millis(if self.quick { 40 } else { 400 })
+    }
+
+    /// Wall time of one P11 fairness run.
+    fn fairness_for(&self) -> Duration {
+        Duration::from_millis(if self.quick { 40 } else { 300 })
+    }
+}
+
+/// Where the plots go: `target/fairway-perf/` of the workspace.
+fn plot_dir() -> PathBuf {
+    PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../target/fairway-perf"
+    ))
+}
+
+/// Everything one invocation measured.
+struct Results {
+    ring: Vec<report::Row>,
+    sched: Vec<sched_report::Row>,
+    fairness: Vec<sched_report::Fairness>,
+    targets: Vec<sched_report::Target>,
+}
+
+/// Runs the ring section (unless skipped), the scheduler comparison and the P11 run.
+fn measure(args: &Args, timer: &timer::Timer) -> Results {
+    let progress = |s: String| {
+        if !args.json {
+            eprintln!("{s}");
+        }
+    };
+    let ring = if args.no_ring {
+        Vec::new()
+    } else {
+        progress(format!(
+            "ring: 4 backends x threads {:?} x {} reps, {} ms each...",
+            args.threads,
+            args.reps,
+            args.ring_for().as_millis()
+        ));
+        let samples = workloads::ring::run(timer, &args.threads, args.reps, args.ring_for());
+        report::rows("ring", &samples, workloads::ring::FAIRWAY, timer)
+    };
+    let hold100 = workloads::sched::calibrate_hold();
+    let configs = workloads::sched::configs(&args.threads);
+    progress(format!(
+        "scheduler: 3 engines x {} configurations x {} reps, {} ms each...",
+        configs.len(),
+        args.reps,
+        args.sched_for().as_millis()
+    ));
+    let samples = workloads::sched::run(timer, &configs, args.reps, args.sched_for(), hold100);
+    let sched = sched_report::rows(&samples, timer);
+    progress(format!(
+        "fairness (P11): 3 engines x {} reps, {} ms each...",
+        args.reps,
+        args.fairness_for().as_millis()
+    ));
+    let windows = workloads::sched::fairness(timer, args.reps, args.fairness_for());
+    let fairness = sched_report::fairness(&windows);
+    let targets = sched_report::targets(&sched, &fairness);
+    Results {
+        ring,
+        sched,
+        fairness,
+        targets,
+    }
+}
+
+/// Writes one latency plot per thread count; returns the paths written.
+fn write_plots(args: &Args, rows: &[sched_report::Row]) -> Vec<String> {
+    let dir = plot_dir();
+    if let Err(e) = std::fs::create_dir_all(&dir) {
+        eprintln!("cannot create {}: {e}", dir.display());
+        return Vec::new();
+    }
+    let mut written = Vec::new();
+    for &t in &args.threads {
+        let path = dir.join(format!("latency-{t}-threads.svg"));
+        match std::fs::write(&path, svg::latency_plot(t, rows)) {
+            Ok(()) => written.push(path.display().to_string()),
+            Err(e) => eprintln!("cannot write {}: {e}", path.display()),
+        }
+    }
+    written
+}
+
+/// The whole report as one JSON document.
+fn json_document(system: &report::System, r: &Results, plots: &[String]) -> String {
+    let mut doc = report::json(system, workloads::ring::FAIRWAY, &r.ring);
+    // `report::json` closes the document with its last `}`: reopen it for the scheduler part.
+    doc.pop();
+    doc.push(',');
+    sched_report::json(&mut doc, &r.sched, &r.fairness, &r.targets, plots);
+    doc.push('}');
+    doc
 }
 
 fn main() -> ExitCode {
@@ -104,22 +218,27 @@ fn main() -> ExitCode {
     };
     let timer = timer::Timer::calibrate();
     let system = report::System::detect(&timer);
-    if !args.json {
-        eprintln!(
-            "ring: {} backends x threads {:?} x {} reps, {} ms each...",
-            4,
-            args.threads,
-            args.reps,
-            args.run_for().as_millis()
-        );
-    }
-    let samples = workloads::ring::run(&timer, &args.threads, args.reps, args.run_for());
-    let baseline = workloads::ring::FAIRWAY;
-    let rows = report::rows("ring", &samples, baseline, &timer);
+    let results = measure(&args, &timer);
+    let plots = write_plots(&args, &results.sched);
     if args.json {
-        println!("{}", report::json(&system, baseline, &rows));
+        println!("{}", json_document(&system, &results, &plots));
     } else {
-        print!("{}", report::text(&system, baseline, &rows));
+        if results.ring.is_empty() {
+            print!("{}", sched_report::header(&system));
+        } else {
+            print!(
+                "{}",
+                report::text(&system, workloads::ring::FAIRWAY, &results.ring)
+            );
+        }
+        println!();
+        print!(
+            "{}",
+            sched_report::text(&results.sched, &results.fairness, &results.targets)
+        );
+        for p in &plots {
+            println!("plot: {p}");
+        }
     }
     ExitCode::SUCCESS
 }
@@ -173,5 +292,56 @@ mod tests {
             .iter()
             .filter(|r| r.backend == workloads::ring::FAIRWAY)
             .all(|r| r.ratio.mops == 1.0));
+    }
+
+    #[test]
+    fn no_ring_flag() {
+        assert!(parse("--no-ring").unwrap().no_ring);
+        assert!(!parse("").unwrap().no_ring);
+    }
+
+    /// A short full run (1 and 2 threads, 2 repetitions, a few ms each): every engine reports
+    /// every configuration, the lock-free engine allocates nothing, the targets it covers are
+    /// present, the plots are valid-looking SVG, and the JSON document parses.
+    #[test]
+    fn short_full_run_reports_everything_and_json_parses() {
+        let args = Args {
+            quick: true,
+            json: true,
+            reps: 2,
+            threads: vec![1, 2],
+            no_ring: false,
+        };
+        let timer = timer::Timer::calibrate();
+        let results = measure(&args, &timer);
+        // 1 cycle + (wait, pull) x (1, 2 threads) x (1, 4 cells) configurations, 3 engines each.
+        assert_eq!(results.sched.len(), 9 * 3);
+        for r in &results.sched {
+            assert!(r.tput > 0.0, "{r:?}");
+            assert_eq!(r.reps, 2);
+            assert_eq!(
+                r.vs_std.is_some(),
+                r.engine == workloads::sched::LOCK_FREE,
+                "{r:?}"
+            );
+            if r.engine == workloads::sched::LOCK_FREE {
+                assert_eq!(r.allocs_per_op, 0.0, "{r:?}");
+            }
+        }
+        let ids: Vec<&str> = results.targets.iter().map(|t| t.id).collect();
+        for id in ["P1", "P3", "P4", "P10", "P11"] {
+            assert!(ids.contains(&id), "{id} missing from {ids:?}");
+        }
+        assert_eq!(results.fairness.len(), 3);
+        let svg = svg::latency_plot(2, &results.sched);
+        assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
+        assert_eq!(svg.matches("<polyline").count(), 4 * 3);
+        let system = report::System::detect(&timer);
+        let doc = json_document(&system, &results, &["a.svg".to_owned()]);
+        let v: serde_json::Value = serde_json::from_str(&doc).expect("valid JSON");
+        assert_eq!(v["sched"]["rows"].as_array().unwrap().len(), 27);
+        assert_eq!(v["rows"].as_array().unwrap().len(), 8);
+        assert!(v["sched"]["targets"][0]["pass"].is_boolean());
+        assert_eq!(v["sched"]["plots"][0], "a.svg");
     }
 }

@@ -42,8 +42,12 @@ impl System {
             .unwrap_or_else(|_| "unknown".to_owned());
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         let timer = match timer.source() {
-            Source::Tsc => format!("tsc {:.2} GHz", timer.ghz()),
-            Source::Instant => "Instant".to_owned(),
+            Source::Tsc => format!(
+                "tsc {:.2} GHz, resolution {:.2} ns",
+                timer.ghz(),
+                1.0 / timer.ghz()
+            ),
+            Source::Instant => "Instant, resolution 1 ns (reads cost ~50 ns)".to_owned(),
         };
         Self {
             cpu,
@@ -201,7 +205,7 @@ pub fn text(system: &System, baseline: &str, rows: &[Row]) -> String {
 }
 
 /// Appends `s` as a JSON string literal.
-fn json_str(out: &mut String, s: &str) {
+pub fn json_str(out: &mut String, s: &str) {
     out.push('"');
     for c in s.chars() {
         match c {
@@ -220,7 +224,7 @@ fn json_str(out: &mut String, s: &str) {
 }
 
 /// Appends `x` as a JSON number (`null` when not finite: JSON has no NaN).
-fn json_num(out: &mut String, x: f64) {
+pub fn json_num(out: &mut String, x: f64) {
     if x.is_finite() {
         let _ = write!(out, "{x}");
     } else {

@@ -3,6 +3,7 @@
 //! medians and same-run ratios.
 
 pub mod ring;
+pub mod sched;
 
 use crate::stats::Latency;
 

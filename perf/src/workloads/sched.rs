@@ -1,0 +1,753 @@
+//! The scheduler comparison: the lock-free engine against the std-Mutex and parking_lot
+//! baselines on one "multi-tenant mix" workload, plus the P11 fairness run.
+//!
+//! # The multi-tenant mix
+//!
+//! 16 tenants chosen with a Zipf(1) skew (tenant 0 about 30 % of requests, tenant 15 about 2 %),
+//! priorities 0-3 uniformly, a generous 1 s deadline on a quarter of the requests (they rarely
+//! expire but take the deadline path), about 1.6 % of requests cancelled, and executors that hold
+//! their cell for 100-300 ns of `black_box` work before releasing it. One class of 1 or 4 cells.
+//!
+//! * [`Mode::Wait`]: every thread loops admit → `enqueue_blocking` → hold → release. A cancelled
+//!   request is polled once and its future dropped if it is still queued.
+//! * [`Mode::Pull`] (SPEC F23): half the threads `submit` (backing off while the queue is full)
+//!   and the other half `try_next`, spinning then yielding while there is nothing, and finally
+//!   parking in `next_blocking`; a cancelled request is withdrawn by its handle right after
+//!   submission. At 1 thread the thread alternates one submit and one `try_next`.
+//! * [`Mode::Cycle`] (P1): 1 thread, 1 cell, the wait-mode loop without the hold: the cost of one
+//!   enqueue → grant → release cycle.
+//!
+//! Latency is enqueue-to-grant, in timer ticks: stamped just before `enqueue_blocking`/`submit`
+//! (the pull-mode stamp travels as the payload), read when the grant is in hand. Every grant is
+//! timed with the TSC; with the `Instant` fallback one in [`Timer::sample_every`].
+//!
+//! Steady state allocates nothing: request ids and cancellation tokens are reused (one token per
+//! thread and tenant), per-thread histograms and tallies are allocated before the start barrier,
+//! and each thread runs one warm-up cycle first (the blocking waker is created lazily).
+
+use std::future::Future;
+use std::hint::black_box;
+use std::pin::pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Barrier};
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+use crossbeam_utils::Backoff;
+use fairway::admission::{AdmissionRequest, ClassSpec, Ledger, LedgerConfig, Limits};
+use fairway::{
+    AdmittedRequest, Baseline, CancellationToken, ClassId, Code, LockFree, Mechanism,
+    ParkingLotMutex, RequestId, Scheduler, StdMutex, TenantId,
+};
+
+use crate::alloc_count;
+use crate::stats::Latency;
+use crate::timer::{Source, Timer};
+
+/// Tenants of the mix.
+pub const TENANTS: usize = 16;
+/// Label of the lock-free engine (the numerator of every ratio).
+pub const LOCK_FREE: &str = "lock-free";
+/// Label of the std-Mutex baseline.
+pub const STD: &str = "std Mutex";
+/// Label of the parking_lot baseline.
+pub const PARKING_LOT: &str = "parking_lot";
+/// The engines in report (and interleaving) order.
+pub const ENGINES: [&str; 3] = [LOCK_FREE, STD, PARKING_LOT];
+
+/// Class queue capacity in pull mode: producers back off when it is full, so pull-mode latency
+/// includes queueing behind up to this many requests.
+const PULL_CAPACITY: u32 = 32;
+/// Class queue capacity in wait mode (at most one request per thread is queued).
+const WAIT_CAPACITY: u32 = 64;
+/// The generous deadline of a quarter of the requests.
+const DEADLINE: Duration = Duration::from_secs(1);
+
+/// How the threads drive the scheduler.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Mode {
+    /// 1 thread, no hold: the P1 cycle.
+    Cycle,
+    /// Waiting futures.
+    Wait,
+    /// Producers and executors (SPEC F23).
+    Pull,
+}
+
+impl Mode {
+    /// Label in the report.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Cycle => "cycle",
+            Mode::Wait => "wait",
+            Mode::Pull => "pull",
+        }
+    }
+}
+
+/// One configuration of the mix.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Config {
+    /// Driving mode.
+    pub mode: Mode,
+    /// Threads.
+    pub threads: usize,
+    /// Cells of the class.
+    pub cells: u32,
+}
+
+/// One run of one engine on one configuration.
+#[derive(Debug)]
+pub struct Sample {
+    /// Engine label.
+    pub engine: &'static str,
+    /// What ran.
+    pub config: Config,
+    /// Repetition index (samples with the same index ran back to back).
+    pub rep: usize,
+    /// Grants per second.
+    pub grants_per_sec: f64,
+    /// Enqueue-to-grant latency, merged over threads, in ticks.
+    pub latency: Latency,
+    /// Heap allocations in the timed region per grant.
+    pub allocs_per_op: f64,
+    /// Grants per tenant.
+    pub per_tenant: [u64; TENANTS],
+    /// Requests withdrawn before their grant.
+    pub cancelled: u64,
+}
+
+impl Sample {
+    /// Jain's fairness index over grants per tenant: `(Σx)² / (n Σx²)`, 1 when equal.
+    pub fn jain(&self) -> f64 {
+        jain(&self.per_tenant.map(|x| x as f64))
+    }
+}
+
+/// Jain's fairness index of `xs`; NaN when all are zero.
+pub fn jain(xs: &[f64]) -> f64 {
+    let sum: f64 = xs.iter().sum();
+    let squares: f64 = xs.iter().map(|x| x * x).sum();
+    sum * sum / (xs.len() as f64 * squares)
+}
+
+/// Busy work standing in for the executor's job: `n` iterations of a `black_box` loop.
+#[inline(never)]
+fn hold(n: u32) {
+    for i in 0..n {
+        black_box(i);
+    }
+}
+
+/// Iterations of [`hold`] that take about 100 ns on this machine.
+pub fn calibrate_hold() -> u32 {
+    const N: u32 = 2_000_000;
+    hold(N / 10);
+    let t = Instant::now();
+    hold(N);
+    let ns_per_iter = t.elapsed().as_nanos() as f64 / f64::from(N);
+    ((100.0 / ns_per_iter.max(0.01)) as u32).max(1)
+}
+
+/// A xorshift64* generator: a few cycles a number, no allocation.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+}
+
+/// 1024 entries mapping a uniform 10-bit number to a tenant with probability `∝ 1/(k+1)`.
+fn zipf_table() -> [u8; 1024] {
+    let weights: Vec<f64> = (0..TENANTS).map(|k| 1.0 / (k as f64 + 1.0)).collect();
+    let total: f64 = weights.iter().sum();
+    let mut table = [0u8; 1024];
+    let (mut k, mut acc) = (0, weights[0] / total);
+    for (i, slot) in table.iter_mut().enumerate() {
+        while (i as f64 + 0.5) / 1024.0 > acc && k + 1 < TENANTS {
+            k += 1;
+            acc += weights[k] / total;
+        }
+        *slot = k as u8;
+    }
+    table
+}
+
+/// What one run shares between its threads.
+struct Shared<M: Mechanism> {
+    ledger: Ledger,
+    sched: Scheduler<u64, M>,
+    stop: AtomicBool,
+    start: Barrier,
+    timer: Timer,
+    /// Record one grant in this many (1 with the TSC).
+    every: u64,
+    /// [`hold`] iterations for 100 ns; 0 in cycle mode.
+    hold100: u32,
+    zipf: [u8; 1024],
+}
+
+impl<M: Mechanism> Shared<M> {
+    fn stopped(&self) -> bool {
+        // Relaxed: a stop hint; the joins synchronise the results.
+        self.stop.load(Ordering::Relaxed)
+    }
+}
+
+/// What one thread counts.
+struct Tally {
+    latency: Latency,
+    grants: u64,
+    per_tenant: [u64; TENANTS],
+    cancelled: u64,
+    allocs: u64,
+    timed: u64,
+}
+
+impl Tally {
+    fn new() -> Self {
+        Self {
+            latency: Latency::new(),
+            grants: 0,
+            per_tenant: [0; TENANTS],
+            cancelled: 0,
+            allocs: 0,
+            timed: 0,
+        }
+    }
+
+    /// Counts one grant to `tenant`, stamped `t0` at enqueue and read now.
+    #[inline(always)]
+    fn grant(&mut self, s: &Shared<impl Mechanism>, tenant: TenantId, t0: u64) {
+        self.timed += 1;
+        if self.timed.is_multiple_of(s.every) {
+            let t1 = s.timer.now();
+            self.latency.record(t1.saturating_sub(t0));
+        }
+        self.grants += 1;
+        self.per_tenant[tenant.0 as usize % TENANTS] += 1;
+    }
+}
+
+/// A thread's request source: random tenants, priorities, deadlines and cancellations, with one
+/// reusable token per tenant.
+struct Requests {
+    rng: Rng,
+    tokens: Vec<CancellationToken>,
+    id_base: u64,
+}
+
+/// One drawn request.
+struct Draw {
+    tenant: u32,
+    request: AdmissionRequest,
+    cancel: bool,
+    hold: u32,
+}
+
+impl Requests {
+    fn new(thread: usize) -> Self {
+        let id_base = (thread * TENANTS) as u64;
+        Self {
+            rng: Rng(
+                0x9e37_79b9_7f4a_7c15 ^ (thread as u64 + 1).wrapping_mul(0xbf58_476d_1ce4_e5b9)
+            ),
+            tokens: (0..TENANTS as u64)
+                .map(|t| CancellationToken::new(RequestId(id_base + t)))
+                .collect(),
+            id_base,
+        }
+    }
+
+    fn draw<M: Mechanism>(&mut self, s: &Shared<M>) -> Draw {
+        let r = self.rng.next();
+        let tenant = u32::from(s.zipf[(r & 1023) as usize]);
+        let mut request = AdmissionRequest::new(
+            RequestId(self.id_base + u64::from(tenant)),
+            TenantId(tenant),
+        )
+        .class(ClassId(0))
+        .priority(((r >> 10) & 3) as u8);
+        if (r >> 12) & 3 == 0 {
+            request = request.deadline(DEADLINE);
+        }
+        let hold = if s.hold100 == 0 {
+            0
+        } else {
+            s.hold100 + ((r >> 20) % u64::from(2 * s.hold100)) as u32
+        };
+        Draw {
+            tenant,
+            request,
+            cancel: (r >> 14) & 63 == 0,
+            hold,
+        }
+    }
+
+    fn token(&self, tenant: u32) -> CancellationToken {
+        self.tokens[tenant as usize].clone()
+    }
+}
+
+/// Builds the ledger and scheduler of one run.
+fn setup<M: Mechanism>(
+    timer: &Timer,
+    config: Config,
+    hold100: u32,
+    tenant_limits: Limits,
+    capacity: u32,
+) -> Arc<Shared<M>> {
+    let ledger = Ledger::new(LedgerConfig {
+        classes: vec![ClassSpec::new("cells")],
+        max_tenants: TENANTS as u32,
+        tenant_limits,
+    })
+    .expect("valid ledger");
+    let sched = Scheduler::<u64>::builder(ledger.clone())
+        .class(config.cells, capacity)
+        .build_with::<M>()
+        .expect("valid scheduler");
+    Arc::new(Shared {
+        ledger,
+        sched,
+        stop: AtomicBool::new(false),
+        start: Barrier::new(config.threads + 1),
+        timer: *timer,
+        every: if timer.source() == Source::Tsc {
+            1
+        } else {
+            timer.sample_every()
+        },
+        hold100: if config.mode == Mode::Cycle {
+            0
+        } else {
+            hold100
+        },
+        zipf: zipf_table(),
+    })
+}
+
+/// Wait mode: admit → enqueue (blocking) → hold → release, until stopped.
+fn wait_worker<M: Mechanism>(s: &Shared<M>, src: &mut Requests, tally: &mut Tally) {
+    let mut cx = Context::from_waker(Waker::noop());
+    let backoff = Backoff::new();
+    let mut step = |tally: &mut Tally, src: &mut Requests| {
+        let d = src.draw(s);
+        let Ok(permit) = s.ledger.admit(d.request) else {
+            backoff.snooze();
+            return;
+        };
+        let request = AdmittedRequest::new(permit, src.token(d.tenant));
+        let t0 = s.timer.now();
+        if d.cancel {
+            // Poll once; withdraw by dropping the future if it has to wait.
+            let mut fut = pin!(s.sched.enqueue(request));
+            match fut.as_mut().poll(&mut cx) {
+                Poll::Ready(Ok(a)) => {
+                    tally.grant(s, a.tenant(), t0);
+                    hold(d.hold);
+                    a.release();
+                }
+                Poll::Ready(Err(_)) => {}
+                Poll::Pending => tally.cancelled += 1,
+            }
+            return;
+        }
+        if let Ok(a) = s.sched.enqueue_blocking(request) {
+            tally.grant(s, a.tenant(), t0);
+            hold(d.hold);
+            a.release();
+        }
+    };
+    // Warm-up outside the timed region (lazily created thread-locals).
+    step(&mut Tally::new(), src);
+    s.start.wait();
+    let before = alloc_count::thread_allocs();
+    while !s.stopped() {
+        step(tally, src);
+    }
+    tally.allocs = alloc_count::thread_allocs() - before;
+}
+
+/// Pull mode, producer side: one submission (retried while the queue is full). Returns whether
+/// it was queued.
+fn submit_one<M: Mechanism>(s: &Shared<M>, src: &mut Requests, tally: &mut Tally) -> bool {
+    let d = src.draw(s);
+    let backoff = Backoff::new();
+    let Ok(mut permit) = s.ledger.admit(d.request) else {
+        return false;
+    };
+    loop {
+        let t0 = s.timer.now();
+        match s
+            .sched
+            .submit(AdmittedRequest::new(permit, src.token(d.tenant)), t0)
+        {
+            Ok(handle) => {
+                if d.cancel && s.sched.cancel(handle).is_ok() {
+                    tally.cancelled += 1;
+                }
+                return true;
+            }
+            Err(e) => match e.returned {
+                Some((p, _)) if e.error.code() == Code::ResourceExhausted && !s.stopped() => {
+                    permit = p;
+                    backoff.snooze();
+                }
+                _ => return false,
+            },
+        }
+    }
+}
+
+/// Pull mode, executor side: one grant counted and held.
+fn run_job<M: Mechanism>(s: &Shared<M>, job: fairway::Job<u64>, hold_n: u32, tally: &mut Tally) {
+    tally.grant(s, job.assignment.tenant(), job.payload);
+    hold(hold_n);
+    job.assignment.release();
+}
+
+/// Pull mode, 1 thread: submit one, pull one.
+fn pull_alone<M: Mechanism>(s: &Shared<M>, src: &mut Requests, tally: &mut Tally) {
+    let step = |tally: &mut Tally, src: &mut Requests| {
+        submit_one(s, src, tally);
+        if let Some(job) = s.sched.try_next(ClassId(0)) {
+            let h = src.draw(s).hold;
+            run_job(s, job, h, tally);
+        }
+    };
+    step(&mut Tally::new(), src);
+    s.start.wait();
+    let before = alloc_count::thread_allocs();
+    while !s.stopped() {
+        step(tally, src);
+    }
+    tally.allocs = alloc_count::thread_allocs() - before;
+}
+
+/// Pull mode, producer thread.
+fn producer<M: Mechanism>(s: &Shared<M>, src: &mut Requests, tally: &mut Tally) {
+    s.start.wait();
+    let before = alloc_count::thread_allocs();
+    while !s.stopped() {
+        submit_one(s, src, tally);
+    }
+    tally.allocs = alloc_count::thread_allocs() - before;
+}
+
+/// Pull mode, executor thread: `try_next`, spinning then yielding while empty, then parking in
+/// `next_blocking` (woken by work or by the shutdown that ends the run).
+fn executor<M: Mechanism>(s: &Shared<M>, src: &mut Requests, tally: &mut Tally) {
+    let backoff = Backoff::new();
+    // Warm-up of the thread's blocking waker (created on first use): one blocking enqueue, granted
+    // at once or as soon as another warming executor releases, before any producer starts.
+    let d = src.draw(s);
+    if let Ok(permit) = s.ledger.admit(d.request) {
+        let request = AdmittedRequest::new(permit, src.token(d.tenant));
+        if let Ok(a) = s.sched.enqueue_blocking(request) {
+            a.release();
+        }
+    }
+    s.start.wait();
+    let before = alloc_count::thread_allocs();
+    while !s.stopped() {
+        let h = src.draw(s).hold;
+        match s.sched.try_next(ClassId(0)) {
+            Some(job) => {
+                backoff.reset();
+                run_job(s, job, h, tally);
+            }
+            None if backoff.is_completed() => match s.sched.next_blocking(ClassId(0)) {
+                Some(job) => {
+                    backoff.reset();
+                    run_job(s, job, h, tally);
+                }
+                None => break,
+            },
+            None => backoff.snooze(),
+        }
+    }
+    tally.allocs = alloc_count::thread_allocs() - before;
+}
+
+/// One run of engine `M` on `config` for `run_for`.
+fn run_once<M: Mechanism>(
+    timer: &Timer,
+    config: Config,
+    hold100: u32,
+    run_for: Duration,
+) -> (f64, Latency, f64, [u64; TENANTS], u64) {
+    let capacity = if config.mode == Mode::Pull {
+        PULL_CAPACITY
+    } else {
+        WAIT_CAPACITY
+    };
+    let s = setup::<M>(timer, config, hold100, Limits::UNLIMITED, capacity);
+    let handles: Vec<_> = (0..config.threads)
+        .map(|i| {
+            let s = s.clone();
+            let producers = config.threads / 2;
+            std::thread::spawn(move || {
+                let mut tally = Tally::new();
+                let mut src = Requests::new(i);
+                match config.mode {
+                    Mode::Cycle | Mode::Wait => wait_worker(&s, &mut src, &mut tally),
+                    Mode::Pull if config.threads == 1 => pull_alone(&s, &mut src, &mut tally),
+                    Mode::Pull if i < producers => producer(&s, &mut src, &mut tally),
+                    Mode::Pull => executor(&s, &mut src, &mut tally),
+                }
+                tally
+            })
+        })
+        .collect();
+    s.start.wait();
+    let begin = Instant::now();
+    std::thread::sleep(run_for);
+    // Relaxed: see `Shared::stopped`.
+    s.stop.store(true, Ordering::Relaxed);
+    let elapsed = begin.elapsed();
+    // Producers (and wait-mode threads) first, then wake parked executors by shutting down.
+    let (first, executors): (Vec<_>, Vec<_>) =
+        handles.into_iter().enumerate().partition(|(i, _)| {
+            config.mode != Mode::Pull || config.threads == 1 || *i < config.threads / 2
+        });
+    let mut tallies = Vec::with_capacity(config.threads);
+    for (_, h) in first {
+        tallies.push(h.join().expect("workload thread panicked"));
+    }
+    s.sched.shutdown();
+    for (_, h) in executors {
+        tallies.push(h.join().expect("workload thread panicked"));
+    }
+    let mut latency = Latency::new();
+    let (mut grants, mut allocs, mut cancelled) = (0u64, 0u64, 0u64);
+    let mut per_tenant = [0u64; TENANTS];
+    for t in &tallies {
+        latency.merge(&t.latency);
+        grants += t.grants;
+        allocs += t.allocs;
+        cancelled += t.cancelled;
+        for (a, b) in per_tenant.iter_mut().zip(t.per_tenant) {
+            *a += b;
+        }
+    }
+    (
+        grants as f64 / elapsed.as_secs_f64(),
+        latency,
+        allocs as f64 / grants.max(1) as f64,
+        per_tenant,
+        cancelled,
+    )
+}
+
+/// A type-erased engine for the interleaving loop.
+struct Engine {
+    name: &'static str,
+    run: fn(&Timer, Config, u32, Duration) -> (f64, Latency, f64, [u64; TENANTS], u64),
+    fairness: fn(&Timer, Duration) -> Vec<f64>,
+}
+
+fn engines() -> [Engine; 3] {
+    [
+        Engine {
+            name: LOCK_FREE,
+            run: run_once::<LockFree>,
+            fairness: fairness_once::<LockFree>,
+        },
+        Engine {
+            name: STD,
+            run: run_once::<Baseline<StdMutex>>,
+            fairness: fairness_once::<Baseline<StdMutex>>,
+        },
+        Engine {
+            name: PARKING_LOT,
+            run: run_once::<Baseline<ParkingLotMutex>>,
+            fairness: fairness_once::<Baseline<ParkingLotMutex>>,
+        },
+    ]
+}
+
+/// The configurations for `threads`: the P1 cycle (if 1 is among them), then wait and pull mode
+/// at each thread count with 1 and 4 cells.
+pub fn configs(threads: &[usize]) -> Vec<Config> {
+    let mut v = Vec::new();
+    if threads.contains(&1) {
+        v.push(Config {
+            mode: Mode::Cycle,
+            threads: 1,
+            cells: 1,
+        });
+    }
+    for mode in [Mode::Wait, Mode::Pull] {
+        for &threads in threads {
+            for cells in [1, 4] {
+                v.push(Config {
+                    mode,
+                    threads,
+                    cells,
+                });
+            }
+        }
+    }
+    v
+}
+
+/// Runs every engine on every configuration, interleaved (A B C, A B C, ...), `reps` times,
+/// after one discarded warm-up round per configuration.
+pub fn run(
+    timer: &Timer,
+    configs: &[Config],
+    reps: usize,
+    run_for: Duration,
+    hold100: u32,
+) -> Vec<Sample> {
+    let engines = engines();
+    let mut samples = Vec::new();
+    for &config in configs {
+        for e in &engines {
+            (e.run)(timer, config, hold100, run_for / 4);
+        }
+        for rep in 0..reps {
+            for e in &engines {
+                let (grants_per_sec, latency, allocs_per_op, per_tenant, cancelled) =
+                    (e.run)(timer, config, hold100, run_for);
+                samples.push(Sample {
+                    engine: e.name,
+                    config,
+                    rep,
+                    grants_per_sec,
+                    latency,
+                    allocs_per_op,
+                    per_tenant,
+                    cancelled,
+                });
+            }
+        }
+    }
+    samples
+}
+
+/// Grants in one P11 window.
+pub const WINDOW: usize = 1_000;
+/// Tenants of the P11 run.
+const FAIR_TENANTS: u32 = 4;
+
+/// P11 for every engine, interleaved: per engine and repetition, the Jain index of every
+/// 1,000-grant window.
+pub fn fairness(timer: &Timer, reps: usize, run_for: Duration) -> Vec<(&'static str, Vec<f64>)> {
+    let engines = engines();
+    let mut out: Vec<(&'static str, Vec<f64>)> =
+        engines.iter().map(|e| (e.name, Vec::new())).collect();
+    for _ in 0..reps {
+        for (e, (_, windows)) in engines.iter().zip(out.iter_mut()) {
+            windows.extend((e.fairness)(timer, run_for));
+        }
+    }
+    out
+}
+
+/// One P11 run: 4 equal-weight tenants, each held at its queue limit (16) by one producer thread,
+/// drained by one executor thread through a single cell; returns the Jain index of each full
+/// 1,000-grant window.
+fn fairness_once<M: Mechanism>(timer: &Timer, run_for: Duration) -> Vec<f64> {
+    let limits = Limits {
+        queue_slots: 16,
+        ..Limits::UNLIMITED
+    };
+    let config = Config {
+        mode: Mode::Pull,
+        threads: 2,
+        cells: 1,
+    };
+    let s = setup::<M>(timer, config, 0, limits, 64);
+    let order_cap = 4_000_000;
+    let producer = {
+        let s = s.clone();
+        std::thread::spawn(move || {
+            let tokens: Vec<_> = (0..FAIR_TENANTS)
+                .map(|t| CancellationToken::new(RequestId(u64::from(t))))
+                .collect();
+            s.start.wait();
+            let backoff = Backoff::new();
+            while !s.stopped() {
+                let mut queued = false;
+                for t in 0..FAIR_TENANTS {
+                    // Tenant limit: at most 16 queued each; refusals mean "already saturated".
+                    let req = AdmissionRequest::new(RequestId(u64::from(t)), TenantId(t))
+                        .class(ClassId(0));
+                    if let Ok(p) = s.ledger.admit(req) {
+                        let r = AdmittedRequest::new(p, tokens[t as usize].clone());
+                        queued |= s.sched.submit(r, 0).is_ok();
+                    }
+                }
+                if queued {
+                    backoff.reset();
+                } else {
+                    backoff.snooze();
+                }
+            }
+        })
+    };
+    let executor = {
+        let s = s.clone();
+        std::thread::spawn(move || {
+            let mut order: Vec<u8> = Vec::with_capacity(order_cap);
+            s.start.wait();
+            let backoff = Backoff::new();
+            while !s.stopped() && order.len() < order_cap {
+                match s.sched.try_next(ClassId(0)) {
+                    Some(job) => {
+                        order.push(job.assignment.tenant().0 as u8);
+                        job.assignment.release();
+                        backoff.reset();
+                    }
+                    None => backoff.snooze(),
+                }
+            }
+            order
+        })
+    };
+    s.start.wait();
+    std::thread::sleep(run_for);
+    // Relaxed: see `Shared::stopped`.
+    s.stop.store(true, Ordering::Relaxed);
+    producer.join().expect("producer panicked");
+    let order = executor.join().expect("executor panicked");
+    s.sched.shutdown();
+    // Skip the first window: the queues are still filling.
+    order
+        .chunks_exact(WINDOW)
+        .skip(1)
+        .map(|w| {
+            let mut counts = [0f64; FAIR_TENANTS as usize];
+            for &t in w {
+                counts[usize::from(t)] += 1.0;
+            }
+            jain(&counts)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jain_index_bounds() {
+        assert!((jain(&[5.0, 5.0, 5.0, 5.0]) - 1.0).abs() < 1e-12);
+        assert!((jain(&[4.0, 0.0, 0.0, 0.0]) - 0.25).abs() < 1e-12);
+    }
+
+    #[test]
+    fn zipf_table_is_skewed_and_covers_every_tenant() {
+        let t = zipf_table();
+        let count = |k: u8| t.iter().filter(|&&x| x == k).count();
+        assert!(count(0) > 250 && count(0) < 380, "{}", count(0));
+        assert!((0..TENANTS as u8).all(|k| count(k) > 0));
+        assert!(count(0) > count(15) * 10);
+    }
+}
