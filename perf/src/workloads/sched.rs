@@ -480,7 +480,7 @@ fn run_once<M: Mechanism>(
     config: Config,
     hold100: u32,
     run_for: Duration,
-) -> (f64, Latency, f64, [u64; TENANTS], u64) {
+) -> Measured {
     let capacity = if config.mode == Mode::Pull {
         PULL_CAPACITY
     } else {
@@ -544,10 +544,14 @@ fn run_once<M: Mechanism>(
     )
 }
 
+/// One timed run: grants per second, latency, allocations per grant, grants per tenant, and
+/// requests cancelled.
+type Measured = (f64, Latency, f64, [u64; TENANTS], u64);
+
 /// A type-erased engine for the interleaving loop.
 struct Engine {
     name: &'static str,
-    run: fn(&Timer, Config, u32, Duration) -> (f64, Latency, f64, [u64; TENANTS], u64),
+    run: fn(&Timer, Config, u32, Duration) -> Measured,
     fairness: fn(&Timer, Duration) -> Vec<f64>,
 }
 
