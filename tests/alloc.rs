@@ -194,3 +194,29 @@ fn q03_ring_and_arena_do_not_allocate() {
     });
     assert_eq!(n, 0, "{n} allocations in {OPS} ring and arena cycles");
 }
+
+#[test]
+fn f02_after_build_no_operation_allocates() {
+    // Building allocates; afterwards enqueue (fast and queued), cancel by handle and by drop,
+    // release, quarantine and shutdown do not.
+    let f = Fixture::<LockFree>::new(2);
+    let waker = Waker::noop();
+    let mut cx = Context::from_waker(waker);
+    let n = count(|| {
+        let a = f.sched.try_enqueue(f.request(1)).unwrap();
+        let b = f.sched.try_enqueue(f.request(2)).unwrap();
+        let mut queued = pin!(f.sched.enqueue(f.request(3)));
+        assert!(queued.as_mut().poll(&mut cx).is_pending());
+        let mut dropped = Box::new(0u8); // the only allocation below: a control
+        *dropped += 1;
+        let mut cancelled = pin!(f.sched.enqueue(f.request(4)));
+        assert!(cancelled.as_mut().poll(&mut cx).is_pending());
+        f.sched.cancel(cancelled.handle().unwrap()).unwrap();
+        a.quarantine("test");
+        b.release();
+        f.sched.shutdown();
+        assert!(matches!(queued.as_mut().poll(&mut cx), Poll::Ready(Err(_))));
+    });
+    assert_eq!(n, 1, "only the test's own control allocation");
+    assert!(f.ledger.usage().is_zero());
+}

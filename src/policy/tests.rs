@@ -602,3 +602,25 @@ proptest::proptest! {
         proptest::prop_assert_eq!(drain(&mut p, 0), want);
     }
 }
+
+#[test]
+fn f20_selection_visits_only_queued_tenants() {
+    // A million possible tenants, two with work: a pass shows the judge exactly the queued
+    // entries, and the ring holds exactly the two active tenants.
+    let mut p = policy(8, 1_000_000);
+    p.insert(0, meta(999_999)).unwrap();
+    p.insert(1, meta(7)).unwrap();
+    assert_eq!(p.queued_tenants(), 2);
+    let mut judge = Script::new(&[]);
+    let mut budget = 64;
+    assert_eq!(p.select(0, &mut judge, &mut budget), Some(0));
+    assert_eq!(p.select(0, &mut judge, &mut budget), Some(1));
+    assert_eq!(p.select(0, &mut judge, &mut budget), None);
+    assert_eq!(judge.shown, vec![0, 1]);
+    assert_eq!(budget, 62, "only the two live candidates were shown");
+    assert_eq!(
+        p.queued_tenants(),
+        0,
+        "served tenants leave and keep no state"
+    );
+}
