@@ -174,6 +174,18 @@ impl<T: Send> Inner<T> {
         }
     }
 
+    /// Hands the oldest granted pull-mode job to an executor.
+    fn take_ready(&mut self) -> Option<Pulled<T>> {
+        let raw = self.ready.pop_front()?;
+        let (index, s) = self.slot(raw).expect("ready entries are live");
+        let ((permit, payload), lease) =
+            s.content.take().zip(s.lease.take()).expect("granted pull entry holds content and lease");
+        let waited = s.waited;
+        s.owner_ref = false;
+        self.maybe_free(index);
+        Some(Pulled { payload, permit, lease, waited })
+    }
+
     fn exec_wakers(&mut self, out: &mut ArrayVec<Waker, 64>) {
         let mut bits = self.exec.claimed;
         while bits != 0 {
@@ -684,32 +696,17 @@ impl<T: Send + 'static, L: BaselineLock> ClassEngine<T> for BaselineClass<T, L> 
     }
 
     fn try_next(&self) -> Option<Pulled<T>> {
-        self.with(|_, inner| {
-            let raw = inner.ready.pop_front()?;
-            let (index, s) = inner.slot(raw).expect("ready entries are live");
-            let ((permit, payload), lease) = s
-                .content
-                .take()
-                .zip(s.lease.take())
-                .expect("granted pull entry holds content and lease");
-            let waited = s.waited;
-            s.owner_ref = false;
-            inner.maybe_free(index);
-            Some(Pulled {
-                payload,
-                permit,
-                lease,
-                waited,
-            })
-        })
+        self.with(|_, inner| inner.take_ready())
     }
 
     fn poll_next(&self, cx: &mut Context<'_>, slot: &mut Option<usize>) -> Poll<Option<Pulled<T>>> {
-        if let Some(p) = self.try_next() {
-            return Poll::Ready(Some(p));
-        }
+        // One critical section: the ready check and the registration cannot be split by a
+        // dispatch that grants a job and finds no executor registered.
         self.with(|_, inner| {
-            if (inner.shut || inner.dead) && inner.queued == 0 && inner.ready.is_empty() {
+            if let Some(p) = inner.take_ready() {
+                return Poll::Ready(Some(p));
+            }
+            if (inner.shut || inner.dead) && inner.queued == 0 {
                 return Poll::Ready(None);
             }
             if slot.is_none() {
