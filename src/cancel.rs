@@ -118,7 +118,7 @@ impl CancellationToken {
 
     /// Registers the scheduler's waker; the caller re-checks `is_cancelled` afterwards.
     pub(crate) fn register_scheduler(&self, waker: &Waker) {
-        self.inner.scheduler.register(waker);
+        crate::sync::register_waker(&self.inner.scheduler, waker);
     }
 
     /// Whether both handles share one state.
@@ -149,7 +149,7 @@ impl Future for Cancelled<'_> {
         if let Some(r) = self.token.reason() {
             return Poll::Ready(r);
         }
-        self.token.inner.host.register(cx.waker());
+        crate::sync::register_waker(&self.token.inner.host, cx.waker());
         // Re-check after registering: a cancel between the check and the registration would
         // otherwise be missed.
         match self.token.reason() {
