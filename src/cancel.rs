@@ -3,7 +3,7 @@
 //! A [`CancellationToken`] is the host's own cancellation signal for one request. The scheduler
 //! observes it; it keeps no second registry. Clones share one state.
 
-use crate::sync::{register_waker, Arc, AtomicU32, AtomicWaker, Ordering, UnsafeCell};
+use crate::sync::{Arc, AtomicU32, AtomicWaker, Ordering, UnsafeCell};
 use crate::RequestId;
 use core::future::Future;
 use core::pin::Pin;
@@ -118,7 +118,7 @@ impl CancellationToken {
 
     /// Registers the scheduler's waker; the caller re-checks `is_cancelled` afterwards.
     pub(crate) fn register_scheduler(&self, waker: &Waker) {
-        register_waker(&self.inner.scheduler, waker);
+        crate::sync::register_waker(&self.inner.scheduler, waker);
     }
 
     /// Whether both handles share one state.
@@ -149,7 +149,7 @@ impl Future for Cancelled<'_> {
         if let Some(r) = self.token.reason() {
             return Poll::Ready(r);
         }
-        register_waker(&self.token.inner.host, cx.waker());
+        crate::sync::register_waker(&self.token.inner.host, cx.waker());
         // Re-check after registering: a cancel between the check and the registration would
         // otherwise be missed.
         match self.token.reason() {

@@ -18,6 +18,13 @@ mod imp {
         cell.register(waker);
     }
 
+    /// Takes the registered waker out of `cell`, if any (spelled differently by `atomic-waker`
+    /// and loom).
+    #[inline]
+    pub(crate) fn take_waker(cell: &AtomicWaker) -> Option<std::task::Waker> {
+        cell.take()
+    }
+
     /// `UnsafeCell` with loom's closure API, so the same code compiles under both.
     #[derive(Debug)]
     pub(crate) struct UnsafeCell<T>(std::cell::UnsafeCell<T>);
@@ -52,6 +59,13 @@ mod imp {
     #[inline]
     pub(crate) fn register_waker(cell: &AtomicWaker, waker: &std::task::Waker) {
         cell.register_by_ref(waker);
+    }
+
+    /// Takes the registered waker out of `cell`, if any (spelled differently by `atomic-waker`
+    /// and loom).
+    #[inline]
+    pub(crate) fn take_waker(cell: &AtomicWaker) -> Option<std::task::Waker> {
+        cell.take_waker()
     }
 }
 

@@ -178,12 +178,20 @@ impl<T: Send> Inner<T> {
     fn take_ready(&mut self) -> Option<Pulled<T>> {
         let raw = self.ready.pop_front()?;
         let (index, s) = self.slot(raw).expect("ready entries are live");
-        let ((permit, payload), lease) =
-            s.content.take().zip(s.lease.take()).expect("granted pull entry holds content and lease");
+        let ((permit, payload), lease) = s
+            .content
+            .take()
+            .zip(s.lease.take())
+            .expect("granted pull entry holds content and lease");
         let waited = s.waited;
         s.owner_ref = false;
         self.maybe_free(index);
-        Some(Pulled { payload, permit, lease, waited })
+        Some(Pulled {
+            payload,
+            permit,
+            lease,
+            waited,
+        })
     }
 
     fn exec_wakers(&mut self, out: &mut ArrayVec<Waker, 64>) {

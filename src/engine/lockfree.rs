@@ -56,12 +56,16 @@ use crate::raw::pack::Field;
 use crate::raw::ring::Ring;
 use crate::scheduler::stats::ClassStats;
 use crate::scheduler::ClassSnapshot;
-use crate::sync::{register_waker, AtomicU32, AtomicU64, AtomicWaker, Ordering, UnsafeCell};
+use crate::sync::{AtomicU32, AtomicU64, AtomicWaker, Ordering, UnsafeCell};
 use crate::{ClassId, Code, Error};
 use arrayvec::ArrayVec;
 use core::task::{Context, Poll, Waker};
 use crossbeam_utils::CachePadded;
 use std::sync::Arc;
+
+#[cfg(all(test, loom))]
+#[path = "loom_lockfree.rs"]
+mod loom_lockfree;
 
 const FREE: Field = Field::first(24);
 const QUEUED: Field = FREE.next(24);
@@ -99,8 +103,12 @@ const PULL: u8 = 0x40;
 /// Candidates one pass may grant or reject (SPEC F19).
 pub const PASS_BUDGET: u32 = 64;
 
-/// Executor waiter slots per class for async/blocking pull (`poll_next`).
-const EXEC_WAITERS: usize = 64;
+/// Executor waiter slots per class for async/blocking pull (`poll_next`); one bit each in
+/// [`ExecWaiters::claimed`]. Shrunk under loom, where every slot is a modelled object.
+const EXEC_WAITERS: usize = if cfg!(loom) { 2 } else { 64 };
+const _: () = assert!(EXEC_WAITERS >= 1 && EXEC_WAITERS <= 64);
+/// The bits of [`ExecWaiters::claimed`] that name a slot.
+const EXEC_WAITER_BITS: u64 = u64::MAX >> (64 - EXEC_WAITERS);
 
 fn stage_of(why: Ended) -> u8 {
     match why {
@@ -175,23 +183,21 @@ impl ExecWaiters {
     }
 
     fn claim(&self) -> Option<usize> {
-        // Relaxed first read; the CAS orders.
+        // Relaxed first read; the CAS below orders.
         let mut cur = self.claimed.load(Ordering::Relaxed);
         loop {
-            let free = !cur;
+            let free = !cur & EXEC_WAITER_BITS;
             if free == 0 {
                 return None;
             }
             let i = free.trailing_zeros() as usize;
-            // AcqRel: pairs with the AcqRel read-modify-write in `wake_all`. Both are RMWs on
-            // `claimed`, so one comes first: if `wake_all` came first, this Acquire makes the
-            // ready-ring push before it visible to the claimer's re-check; if the claim came
-            // first, `wake_all` sees the bit and wakes the slot (and the waker cell resolves a
-            // race with the registration).
+            // Acquire: if this CAS comes after a `wake_all` in `claimed`'s modification order,
+            // it reads from that `wake_all`'s Release RMW, so the ready-ring pushes before it are
+            // visible to the re-check that follows the registration (see `wake_all`).
             match self.claimed.compare_exchange_weak(
                 cur,
                 cur | (1 << i),
-                Ordering::AcqRel,
+                Ordering::Acquire,
                 Ordering::Relaxed,
             ) {
                 Ok(_) => return Some(i),
@@ -207,9 +213,14 @@ impl ExecWaiters {
 
     /// Wakes every registered executor. Called after pushing to the ready ring.
     fn wake_all(&self) {
-        // AcqRel read-modify-write (not a plain load): see `claim`. A plain load could miss a
-        // concurrent first claim whose re-check also missed our push (store-buffering).
-        let mut bits = self.claimed.fetch_or(0, Ordering::AcqRel);
+        // An RMW, not a load. The executor claims a slot, registers, then re-checks the ready
+        // ring; we push to the ring, then read `claimed`. With a plain load both reads could be
+        // stale (store buffering): we miss the new claim and it misses our push, and the
+        // executor sleeps with work ready. As an RMW this read is ordered against the claim's
+        // CAS: either we see the bit and wake the slot, or the claim reads from us (Acquire in
+        // `claim`) and its re-check sees the push.
+        // Release: publishes the ready-ring pushes before this call to a later claim.
+        let mut bits = self.claimed.fetch_or(0, Ordering::Release);
         while bits != 0 {
             let i = bits.trailing_zeros() as usize;
             bits &= bits - 1;
@@ -246,6 +257,12 @@ pub struct LockFreeClass<T> {
     recent_now: AtomicU64,
     queued_tenants: AtomicU32,
     lease_since: Box<[AtomicU64]>,
+    /// How often a kick found the token held and left `DIRTY` (the models prove that path runs).
+    #[cfg(all(test, loom))]
+    dirty_marks: crate::sync::AtomicUsize,
+    /// How often a grant lost its CAS to a canceller and gave the cell back (models only).
+    #[cfg(all(test, loom))]
+    lost_grants: crate::sync::AtomicUsize,
 }
 
 // SAFETY: `policy` is only accessed by the holder of the dispatch token (TOKEN bit of `ctl`,
@@ -314,9 +331,17 @@ impl<T: Send + 'static> LockFreeClass<T> {
 
     fn kick_with(&self, mut force: bool) {
         loop {
-            // Acquire: pairs with the Release token release in `pass`, so a new holder sees the
-            // previous holder's policy writes.
-            let mut cur = self.ctl.load(Ordering::Acquire);
+            // An RMW, not a load: a caller that has just published work outside `ctl` (a
+            // producer's inbox push) must not conclude "no pass needed" from a stale `ctl`.
+            // Being an RMW, this read takes a place in `ctl`'s modification order relative to a
+            // releaser's `fetch_add`: either it sees the returned credit, or the releaser's later
+            // Acquire reads of `ctl` (its token CAS) read from our release sequence, so its pass
+            // drains our push. A plain load allows the store-buffering outcome where the
+            // producer reads the old `FREE == 0` while the releaser's pass finds the inbox
+            // empty, stranding the request with a free cell.
+            // AcqRel: Release for the above; Acquire pairs with the Release token release in
+            // `pass`, so a new holder sees the previous holder's policy writes.
+            let mut cur = self.ctl.fetch_add(0, Ordering::AcqRel);
             loop {
                 if cur & TOKEN != 0 {
                     if cur & DIRTY != 0 {
@@ -330,7 +355,12 @@ impl<T: Send + 'static> LockFreeClass<T> {
                         Ordering::AcqRel,
                         Ordering::Acquire,
                     ) {
-                        Ok(_) => return,
+                        Ok(_) => {
+                            // Relaxed: read by the models after joining the threads.
+                            #[cfg(all(test, loom))]
+                            self.dirty_marks.fetch_add(1, Ordering::Relaxed);
+                            return;
+                        }
                         Err(actual) => cur = actual,
                     }
                 } else if !force && !Self::wants_pass(cur) {
@@ -503,7 +533,7 @@ impl<T: Send + 'static> LockFreeClass<T> {
                 }
             }
             self.drop_ref(key, HREF);
-        } else if let Some(w) = e.waker.take() {
+        } else if let Some(w) = crate::sync::take_waker(&e.waker) {
             if let Err(e) = after.wakes.try_push(w) {
                 e.element().wake();
             }
@@ -699,7 +729,7 @@ impl<T: Send + 'static> Judge for GrantJudge<'_, T> {
                     let pushed = c.ready.push(key.to_u64());
                     debug_assert!(pushed.is_ok());
                     self.after.pulled = true;
-                } else if let Some(w) = e.waker.take() {
+                } else if let Some(w) = crate::sync::take_waker(&e.waker) {
                     if let Err(e) = self.after.wakes.try_push(w) {
                         e.element().wake();
                     }
@@ -708,6 +738,9 @@ impl<T: Send + 'static> Judge for GrantJudge<'_, T> {
             }
             Err(_) => {
                 // Lost to a canceller: take the lease back, keep the credit for the next one.
+                // Relaxed: read by the models after joining the threads.
+                #[cfg(all(test, loom))]
+                c.lost_grants.fetch_add(1, Ordering::Relaxed);
                 // SAFETY: the entry is not GRANTED, so the lease is still ours.
                 if let Some(l) = e.lease.with_mut(|l| unsafe { (*l).take() }) {
                     c.pool.release(l);
@@ -767,6 +800,10 @@ impl<T: Send + 'static> ClassEngine<T> for LockFreeClass<T> {
             recent_now: AtomicU64::new(s.clock.now()),
             queued_tenants: AtomicU32::new(0),
             lease_since: (0..s.cells).map(|_| AtomicU64::new(u64::MAX)).collect(),
+            #[cfg(all(test, loom))]
+            dirty_marks: crate::sync::AtomicUsize::new(0),
+            #[cfg(all(test, loom))]
+            lost_grants: crate::sync::AtomicUsize::new(0),
             pool: s.pool,
             clock: s.clock,
         })
@@ -826,7 +863,7 @@ impl<T: Send + 'static> ClassEngine<T> for LockFreeClass<T> {
             return Polled::Ended(Ended::Failed(Error::new(Code::Internal, "stale-handle")));
         };
         if s & STAGE == QUEUED_S {
-            register_waker(&e.waker, cx.waker());
+            crate::sync::register_waker(&e.waker, cx.waker());
             // Re-check after registering: a grant between the first load and the registration
             // would otherwise be missed (its waker `take` could have run before `register`).
             s = self.arena.state(key).unwrap_or(FAILED_S);
@@ -998,7 +1035,7 @@ impl<T: Send + 'static> ClassEngine<T> for LockFreeClass<T> {
             *slot = self.exec.claim();
         }
         match *slot {
-            Some(i) => register_waker(&self.exec.slots[i], cx.waker()),
+            Some(i) => crate::sync::register_waker(&self.exec.slots[i], cx.waker()),
             // More concurrent executors than waiter slots: poll again soon.
             None => cx.waker().wake_by_ref(),
         }

@@ -1,0 +1,454 @@
+//! loom models of the lock-free engine: the races between producers, releasers, cancellers,
+//! withdrawing owners and executors on one small class.
+//!
+//! Every model builds a fresh [`LockFreeClass`] with one or two cells and a queue of two, sets up
+//! whatever is held or queued before spawning, lets two threads race, and after joining checks
+//! that the class is quiescent: every cell back in the pool and counted free in `ctl`, nothing
+//! queued, the token and `DIRTY` clear, and (after a compacting pass) every arena slot free. A
+//! waiter that is never woken parks forever, which loom reports as a deadlock, so a lost wake-up
+//! fails the model rather than passing silently.
+
+use super::{LockFreeClass, DIRTY, FREE, QUEUED, TOKEN};
+use crate::admission::{AdmissionRequest, ClassSpec, Ledger, LedgerConfig, Limits};
+use crate::clock::Clock;
+use crate::engine::{ClassEngine, ClassSetup, Ended, Enqueued, Polled, Pulled, Ticket};
+use crate::pool::{CellPool, FixedCellPool, Lease};
+use crate::sync::model::{model, Outcomes};
+use crate::sync::{Arc, Ordering};
+use crate::{ClassId, Code, RequestId, TenantId};
+use core::task::{Context, Poll, Waker};
+
+/// A clock that never moves: the models are about interleavings, not time, and a constant clock
+/// adds no modelled accesses.
+struct Frozen;
+
+impl Clock for Frozen {
+    fn now(&self) -> u64 {
+        0
+    }
+}
+
+/// One class under test and a handle on its pool, to check the pool's counters at the end.
+struct Rig {
+    engine: Arc<LockFreeClass<u32>>,
+    pool: std::sync::Arc<FixedCellPool>,
+    cells: u32,
+}
+
+fn rig(cells: u32) -> Rig {
+    let pool = std::sync::Arc::new(FixedCellPool::new(ClassId(0), cells).unwrap());
+    let engine = LockFreeClass::new(ClassSetup {
+        class: ClassId(0),
+        cells,
+        queue_capacity: 2,
+        max_tenants: 2,
+        starvation_after: u64::MAX,
+        pool: pool.clone(),
+        clock: std::sync::Arc::new(Frozen),
+    })
+    .unwrap();
+    Rig {
+        engine: Arc::new(engine),
+        pool,
+        cells,
+    }
+}
+
+/// A future-mode ticket of `tenant`.
+fn ticket(id: u64, tenant: u32) -> Ticket {
+    Ticket {
+        id: RequestId(id),
+        tenant,
+        priority: 0,
+        deadline: u64::MAX,
+        weight: 1,
+        cpu_units: 0,
+        memory_units: 0,
+    }
+}
+
+/// Takes a cell on an idle class (setup only: nothing races yet).
+fn hold(engine: &LockFreeClass<u32>, id: u64) -> Lease {
+    match engine.enqueue(ticket(id, 0), None) {
+        Ok(Enqueued::Granted(lease)) => lease,
+        other => panic!(
+            "setup expected a fast grant, got {:?}",
+            other.map_err(|e| e.0)
+        ),
+    }
+}
+
+/// Queues a request behind held cells (setup only).
+fn queue(engine: &LockFreeClass<u32>, id: u64, tenant: u32) -> u64 {
+    match engine.enqueue(ticket(id, tenant), None) {
+        Ok(Enqueued::Queued(key)) => key,
+        other => panic!("setup expected to queue, got {:?}", other.map_err(|e| e.0)),
+    }
+}
+
+/// Polls `key` once with a waker that does nothing.
+fn poll_once(engine: &LockFreeClass<u32>, key: u64) -> Polled {
+    engine.poll(key, &mut Context::from_waker(Waker::noop()))
+}
+
+/// Waits for `key` the way an enqueue future does (parks until woken). Returns what it ended
+/// with and how many polls that took.
+fn wait(engine: &LockFreeClass<u32>, key: u64) -> (Polled, usize) {
+    let mut polls = 0;
+    let out = loom::future::block_on(core::future::poll_fn(|cx| {
+        polls += 1;
+        match engine.poll(key, cx) {
+            Polled::Pending => Poll::Pending,
+            done => Poll::Ready(done),
+        }
+    }));
+    (out, polls)
+}
+
+/// Waits for `key` and expects a grant; returns the lease and whether the first poll had it.
+fn wait_granted(engine: &LockFreeClass<u32>, key: u64) -> (Lease, bool) {
+    match wait(engine, key) {
+        (Polled::Granted(lease, _), polls) => {
+            // The handle is consumed: presenting it again is refused (SPEC F30).
+            assert!(
+                matches!(poll_once(engine, key), Polled::Ended(Ended::Failed(e)) if e.reason() == "stale-handle"),
+                "a granted handle stayed live"
+            );
+            (lease, polls == 1)
+        }
+        (other, _) => panic!("expected a grant, got {other:?}"),
+    }
+}
+
+/// After the threads are joined: the class is back at rest with nothing lost or stranded.
+fn assert_quiescent(rig: &Rig) {
+    let engine = &*rig.engine;
+    // Relaxed: the threads are joined.
+    let cur = engine.ctl.load(Ordering::Relaxed);
+    assert_eq!(
+        FREE.get(cur),
+        u64::from(rig.cells),
+        "cell credits lost or doubled: {cur:#x}"
+    );
+    assert_eq!(QUEUED.get(cur), 0, "queued count left over: {cur:#x}");
+    assert_eq!(
+        cur & (TOKEN | DIRTY),
+        0,
+        "token or DIRTY left set: {cur:#x}"
+    );
+    let pool = rig.pool.counters();
+    assert_eq!(
+        pool.available, rig.cells,
+        "a cell never came back: {pool:?}"
+    );
+    assert_eq!(pool.leased, 0, "{pool:?}");
+    assert_eq!(engine.snapshot().queue_depth, 0);
+    // Cancelled entries stay in the inbox or the policy until a pass meets them; a compacting
+    // pass must drain them and free every slot (no reference bit leaked).
+    engine.kick_with(true);
+    assert!(engine.inbox.is_empty());
+    assert_eq!(
+        engine.arena.available(),
+        engine.arena.capacity(),
+        "an arena slot leaked"
+    );
+    assert!(engine.try_next().is_none());
+}
+
+fn dirty_marks(rig: &Rig) -> usize {
+    // Relaxed: the threads are joined.
+    rig.engine.dirty_marks.load(Ordering::Relaxed)
+}
+
+fn lost_grants(rig: &Rig) -> usize {
+    // Relaxed: the threads are joined.
+    rig.engine.lost_grants.load(Ordering::Relaxed)
+}
+
+/// SPEC F17: a request queues behind the only cell while another thread releases that cell. The
+/// request is always granted: on the fast path if the release came first, else by the releaser's
+/// pass or its own poll's kick — before it parks or by waking it.
+#[test]
+fn f17_enqueue_racing_release_is_never_lost() {
+    let outcomes: &'static Outcomes = Box::leak(Box::new(Outcomes::new()));
+    model(move || {
+        let rig = rig(1);
+        let held = hold(&rig.engine, 1);
+        let waiter = {
+            let engine = rig.engine.clone();
+            loom::thread::spawn(move || match engine.enqueue(ticket(2, 1), None) {
+                Ok(Enqueued::Granted(lease)) => {
+                    engine.release(lease);
+                    "fast-path"
+                }
+                Ok(Enqueued::Queued(key)) => {
+                    let (lease, first) = wait_granted(&engine, key);
+                    engine.release(lease);
+                    if first {
+                        "granted-on-first-poll"
+                    } else {
+                        "granted-after-wake"
+                    }
+                }
+                Err((e, _)) => panic!("enqueue refused: {e:?}"),
+            })
+        };
+        let releaser = {
+            let engine = rig.engine.clone();
+            loom::thread::spawn(move || engine.release(held))
+        };
+        let outcome = waiter.join().unwrap();
+        releaser.join().unwrap();
+        assert_quiescent(&rig);
+        outcomes.hit(outcome);
+    });
+    outcomes.assert_exactly(&["fast-path", "granted-after-wake", "granted-on-first-poll"]);
+}
+
+/// SPEC F31/F30: the owner cancels a queued request while another thread releases the cell it
+/// waits for. Exactly one of cancel and grant wins; a grant is taken exactly once; a grant that
+/// loses its CAS to the cancel gives the cell straight back.
+#[test]
+fn f31_cancel_racing_grant_exactly_one_wins() {
+    let outcomes: &'static Outcomes = Box::leak(Box::new(Outcomes::new()));
+    model(move || {
+        let rig = rig(1);
+        let held = hold(&rig.engine, 1);
+        let key = queue(&rig.engine, 2, 1);
+        let owner = {
+            let engine = rig.engine.clone();
+            loom::thread::spawn(move || match engine.cancel(key) {
+                Ok(()) => {
+                    // Cancelled while queued: the owner sees exactly that, and nothing else.
+                    let seen = poll_once(&engine, key);
+                    assert!(matches!(seen, Polled::Ended(Ended::Cancelled)), "{seen:?}");
+                    assert!(engine.cancel(key).is_err(), "cancelled twice");
+                    "cancelled"
+                }
+                Err(e) => {
+                    assert_eq!(e.code(), Code::NotFound);
+                    // Not queued any more, so it was granted and the lease is waiting for us.
+                    let (lease, first) = wait_granted(&engine, key);
+                    assert!(first, "a non-queued entry must be ready at once");
+                    engine.release(lease);
+                    "granted"
+                }
+            })
+        };
+        let releaser = {
+            let engine = rig.engine.clone();
+            loom::thread::spawn(move || engine.release(held))
+        };
+        let outcome = owner.join().unwrap();
+        releaser.join().unwrap();
+        let outcome = match (outcome, lost_grants(&rig)) {
+            ("cancelled", 0) => "cancelled",
+            ("cancelled", 1) => "cancelled-grant-lost-cas",
+            ("granted", 0) => "granted",
+            other => panic!("impossible {other:?}"),
+        };
+        assert_quiescent(&rig);
+        outcomes.hit(outcome);
+    });
+    outcomes.assert_exactly(&["cancelled", "cancelled-grant-lost-cas", "granted"]);
+}
+
+/// SPEC F42: the enqueue future is dropped (`withdraw`) while another thread releases the cell it
+/// waits for. If the grant got there first the withdrawing owner gets the untouched lease and
+/// returns it; either way the cell ends up back in the pool exactly once.
+#[test]
+fn f42_dropped_future_racing_grant_returns_the_cell_once() {
+    let outcomes: &'static Outcomes = Box::leak(Box::new(Outcomes::new()));
+    model(move || {
+        let rig = rig(1);
+        let held = hold(&rig.engine, 1);
+        let key = queue(&rig.engine, 2, 1);
+        let owner = {
+            let engine = rig.engine.clone();
+            loom::thread::spawn(move || match engine.withdraw(key, Ended::Cancelled) {
+                Some(lease) => {
+                    engine.release(lease);
+                    "withdrew-granted"
+                }
+                None => "withdrew-queued",
+            })
+        };
+        let releaser = {
+            let engine = rig.engine.clone();
+            loom::thread::spawn(move || engine.release(held))
+        };
+        let outcome = owner.join().unwrap();
+        releaser.join().unwrap();
+        let outcome = match (outcome, lost_grants(&rig)) {
+            ("withdrew-queued", 1) => "withdrew-queued-grant-lost-cas",
+            (o, 0) => o,
+            other => panic!("impossible {other:?}"),
+        };
+        // The handle is consumed either way.
+        assert!(rig.engine.withdraw(key, Ended::Cancelled).is_none());
+        assert_quiescent(&rig);
+        outcomes.hit(outcome);
+    });
+    outcomes.assert_exactly(&[
+        "withdrew-granted",
+        "withdrew-queued",
+        "withdrew-queued-grant-lost-cas",
+    ]);
+}
+
+/// Two producers race for the only (free) cell: one takes the fast path; the other either also
+/// does after the first released, or queues and is granted on that release. Never both queued,
+/// never both holding the cell at once.
+#[test]
+fn two_producers_one_free_cell() {
+    let outcomes: &'static Outcomes = Box::leak(Box::new(Outcomes::new()));
+    model(move || {
+        let rig = rig(1);
+        let producers: Vec<_> = (1..=2u32)
+            .map(|t| {
+                let engine = rig.engine.clone();
+                loom::thread::spawn(move || {
+                    match engine.enqueue(ticket(u64::from(t), t - 1), None) {
+                        Ok(Enqueued::Granted(lease)) => {
+                            engine.release(lease);
+                            true
+                        }
+                        Ok(Enqueued::Queued(key)) => {
+                            let (lease, _) = wait_granted(&engine, key);
+                            engine.release(lease);
+                            false
+                        }
+                        Err((e, _)) => panic!("enqueue refused: {e:?}"),
+                    }
+                })
+            })
+            .collect();
+        let fast = producers
+            .into_iter()
+            .map(|h| h.join().unwrap())
+            .filter(|&f| f)
+            .count();
+        assert_quiescent(&rig);
+        outcomes.hit(match fast {
+            2 => "both-fast",
+            1 => "one-queued",
+            _ => panic!("both producers queued on a free cell"),
+        });
+    });
+    outcomes.assert_exactly(&["both-fast", "one-queued"]);
+}
+
+/// Pull mode: a producer hands a payload and its permit to the class while an executor asks for
+/// work. The executor gets the payload exactly once, with a lease; the permit is refunded exactly
+/// once (SPEC F51); a waiting executor is always woken.
+#[test]
+fn pull_enqueue_racing_executor_delivers_once() {
+    let outcomes: &'static Outcomes = Box::leak(Box::new(Outcomes::new()));
+    model(move || {
+        let rig = rig(1);
+        let ledger = Ledger::new(LedgerConfig {
+            classes: vec![ClassSpec::new("a")],
+            max_tenants: 2,
+            tenant_limits: Limits::UNLIMITED,
+        })
+        .unwrap();
+        let permit = ledger
+            .admit(AdmissionRequest::new(RequestId(1), TenantId(1)))
+            .unwrap();
+        let producer = {
+            let engine = rig.engine.clone();
+            loom::thread::spawn(move || {
+                let ticket = Ticket::from_permit(&permit);
+                match engine.enqueue(ticket, Some((permit, 7))) {
+                    Ok(Enqueued::Queued(_)) => {}
+                    Ok(Enqueued::Granted(_)) => panic!("pull mode took the fast path"),
+                    Err((e, _)) => panic!("enqueue refused: {e:?}"),
+                }
+            })
+        };
+        let executor = {
+            let engine = rig.engine.clone();
+            loom::thread::spawn(move || {
+                let (pulled, outcome) = match engine.try_next() {
+                    Some(p) => (p, "taken-by-try-next"),
+                    None => {
+                        let mut slot = None;
+                        let mut polls = 0;
+                        let p = loom::future::block_on(core::future::poll_fn(|cx| {
+                            polls += 1;
+                            engine.poll_next(cx, &mut slot)
+                        }));
+                        if let Some(i) = slot {
+                            engine.forget_waiter(i);
+                        }
+                        let p: Pulled<u32> = p.expect("class is live");
+                        (
+                            p,
+                            if polls == 1 {
+                                "taken-on-first-poll"
+                            } else {
+                                "taken-after-wake"
+                            },
+                        )
+                    }
+                };
+                assert_eq!(pulled.payload, 7);
+                assert!(engine.try_next().is_none(), "delivered twice");
+                engine.release(pulled.lease);
+                drop(pulled.permit);
+                outcome
+            })
+        };
+        producer.join().unwrap();
+        let outcome = executor.join().unwrap();
+        assert!(
+            ledger.usage().is_zero(),
+            "permit not refunded: {:?}",
+            ledger.usage()
+        );
+        assert_quiescent(&rig);
+        outcomes.hit(outcome);
+    });
+    outcomes.assert_exactly(&[
+        "taken-after-wake",
+        "taken-by-try-next",
+        "taken-on-first-poll",
+    ]);
+}
+
+/// The dispatch token is try-only: two cells come back on two threads while two requests wait.
+/// Both releasers want a pass; when one finds the token held it only leaves `DIRTY`, and the
+/// holder must run again, so neither request is stranded with a free cell (each owner parks until
+/// granted, so a stranded request deadlocks the model).
+#[test]
+fn token_dirty_handoff_strands_nothing() {
+    let outcomes: &'static Outcomes = Box::leak(Box::new(Outcomes::new()));
+    model(move || {
+        let rig = rig(2);
+        let held = [hold(&rig.engine, 1), hold(&rig.engine, 2)];
+        let keys = [queue(&rig.engine, 3, 0), queue(&rig.engine, 4, 1)];
+        let threads: Vec<_> = held
+            .into_iter()
+            .zip(keys)
+            .map(|(lease, key)| {
+                let engine = rig.engine.clone();
+                loom::thread::spawn(move || {
+                    engine.release(lease);
+                    let (lease, _) = wait_granted(&engine, key);
+                    engine.release(lease);
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        let outcome = if dirty_marks(&rig) > 0 {
+            "dirty-seen"
+        } else {
+            "no-dirty"
+        };
+        assert_quiescent(&rig);
+        outcomes.hit(outcome);
+    });
+    outcomes.assert_exactly(&["dirty-seen", "no-dirty"]);
+}
