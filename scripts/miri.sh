@@ -6,5 +6,5 @@ cd "$(dirname "$0")/.."
 if ! cargo +nightly miri --version >/dev/null 2>&1; then
   rustup component add --toolchain nightly miri rust-src
 fi
-MIRIFLAGS="${MIRIFLAGS:--Zmiri-tree-borrows -Zmiri-ignore-leaks}" \
-  cargo +nightly miri test --lib --target-dir target/miri "$@"
+MIRIFLAGS="${MIRIFLAGS:--Zmiri-tree-borrows -Zmiri-disable-isolation}" \
+  cargo +nightly miri test --target-dir target/miri "${@:---lib}"
