@@ -229,6 +229,46 @@ impl ExecWaiters {
     }
 }
 
+/// Granted pull-mode entries the ready ring refused, in grant order; owned by the token holder.
+///
+/// The ring never makes a pusher wait: a push that meets a slot whose previous value is still
+/// being popped (a stalled executor) reports the ring full. Such grants wait here, and the next
+/// pass moves them into the ring. Capacity: one per arena slot, so it cannot fill.
+struct Overflow {
+    keys: Box<[u64]>,
+    head: usize,
+    len: usize,
+}
+
+impl Overflow {
+    fn new(capacity: usize) -> Self {
+        Self {
+            keys: vec![0; capacity].into_boxed_slice(),
+            head: 0,
+            len: 0,
+        }
+    }
+
+    fn push(&mut self, key: u64) {
+        assert!(
+            self.len < self.keys.len(),
+            "a granted entry is in the overflow at most once"
+        );
+        let i = (self.head + self.len) % self.keys.len();
+        self.keys[i] = key;
+        self.len += 1;
+    }
+
+    fn front(&self) -> Option<u64> {
+        (self.len > 0).then(|| self.keys[self.head])
+    }
+
+    fn pop(&mut self) {
+        self.head = (self.head + 1) % self.keys.len();
+        self.len -= 1;
+    }
+}
+
 /// Work collected during a pass and finished after the token is released (SPEC F35).
 struct After<T> {
     wakes: ArrayVec<Waker, { PASS_BUDGET as usize + 1 }>,
@@ -245,6 +285,10 @@ pub struct LockFreeClass<T> {
     inbox: Inbox,
     /// Owned by the holder of the dispatch token.
     policy: UnsafeCell<Policy>,
+    /// Owned by the holder of the dispatch token, like `policy`.
+    overflow: UnsafeCell<Overflow>,
+    /// Entries in `overflow`, for executors deciding whether to force a pass.
+    overflowed: AtomicU32,
     pool: Arc<dyn CellPool>,
     clock: Arc<dyn Clock>,
     /// Cells not quarantined.
@@ -418,6 +462,7 @@ impl<T: Send + 'static> LockFreeClass<T> {
     }
 
     fn run_pass(&self, policy: &mut Policy, budget: &mut u32, compact: bool, after: &mut After<T>) {
+        self.flush_overflow(after);
         self.drain_inbox(policy, after);
         // Acquire: pairs with the Release RMWs of releasers and producers.
         let cur = self.ctl.load(Ordering::Acquire);
@@ -468,6 +513,47 @@ impl<T: Send + 'static> LockFreeClass<T> {
                 }
                 break;
             }
+        }
+    }
+
+    /// Moves refused ready-ring pushes into the ring, oldest first. Token held.
+    fn flush_overflow(&self, after: &mut After<T>) {
+        // Relaxed: only the token holder writes it; the token's Acquire ordered the last write.
+        if self.overflowed.load(Ordering::Relaxed) == 0 {
+            return;
+        }
+        self.overflow.with_mut(|o| {
+            // SAFETY: we hold the dispatch token, which makes us the only user of `overflow`.
+            let o = unsafe { &mut *o };
+            while let Some(key) = o.front() {
+                if self.ready.push(key).is_err() {
+                    break;
+                }
+                o.pop();
+                after.pulled = true;
+            }
+            // Release: pairs with the Acquire load in `try_next`.
+            self.overflowed.store(o.len as u32, Ordering::Release);
+        });
+    }
+
+    /// Hands a granted pull-mode entry to the executors. Token held.
+    fn publish_ready(&self, key: u64, after: &mut After<T>) {
+        after.pulled = true;
+        // Relaxed: see `flush_overflow`; keeps grant order when older grants are waiting.
+        let waiting = self.overflowed.load(Ordering::Relaxed) > 0;
+        if let Err(key) = if waiting {
+            Err(key)
+        } else {
+            self.ready.push(key)
+        } {
+            self.overflow.with_mut(|o| {
+                // SAFETY: we hold the dispatch token, which makes us the only user of `overflow`.
+                let o = unsafe { &mut *o };
+                o.push(key);
+                // Release: pairs with the Acquire load in `try_next`.
+                self.overflowed.store(o.len as u32, Ordering::Release);
+            });
         }
     }
 
@@ -724,11 +810,7 @@ impl<T: Send + 'static> Judge for GrantJudge<'_, T> {
                 c.ctl.fetch_sub(QUEUED_ONE, Ordering::Release);
                 c.stats.record_grant(waited);
                 if old & PULL != 0 {
-                    // Cannot fail: at most `cells` pull grants are outstanding and the ring holds
-                    // at least that many.
-                    let pushed = c.ready.push(key.to_u64());
-                    debug_assert!(pushed.is_ok());
-                    self.after.pulled = true;
+                    c.publish_ready(key.to_u64(), self.after);
                 } else if let Some(w) = crate::sync::take_waker(&e.waker) {
                     if let Err(e) = self.after.wakes.try_push(w) {
                         e.element().wake();
@@ -793,6 +875,8 @@ impl<T: Send + 'static> ClassEngine<T> for LockFreeClass<T> {
             arena: Arena::new(slots)?,
             inbox: Inbox::new(slots)?,
             policy: UnsafeCell::new(policy),
+            overflow: UnsafeCell::new(Overflow::new(slots)),
+            overflowed: AtomicU32::new(0),
             usable: AtomicU32::new(s.cells),
             ready: Ring::new((s.cells as usize).max(2)),
             exec: ExecWaiters::new(),
@@ -1016,6 +1100,15 @@ impl<T: Send + 'static> ClassEngine<T> for LockFreeClass<T> {
                     waited,
                 });
             }
+            // Acquire: pairs with the Release stores in `flush_overflow` / `publish_ready`.
+            if self.overflowed.load(Ordering::Acquire) > 0 {
+                // Grants the ring refused wait for a pass to move them in.
+                self.kick_with(true);
+                if self.ready.is_empty() {
+                    return None;
+                }
+                continue;
+            }
             // Acquire: pairs with producers' and releasers' RMWs.
             if !Self::wants_pass(self.ctl.load(Ordering::Acquire)) {
                 return None;
@@ -1045,7 +1138,13 @@ impl<T: Send + 'static> ClassEngine<T> for LockFreeClass<T> {
         }
         // Acquire: pairs with the Release RMW that set SHUT/DEAD.
         let cur = self.ctl.load(Ordering::Acquire);
-        if cur & (SHUT | DEAD) != 0 && QUEUED.get(cur) == 0 && self.ready.is_empty() {
+        // Acquire: pairs with the Release stores in `flush_overflow` / `publish_ready`.
+        let overflowed = self.overflowed.load(Ordering::Acquire);
+        if cur & (SHUT | DEAD) != 0
+            && QUEUED.get(cur) == 0
+            && self.ready.is_empty()
+            && overflowed == 0
+        {
             return Poll::Ready(None);
         }
         Poll::Pending
@@ -1102,7 +1201,16 @@ impl<T> Drop for LockFreeClass<T> {
     fn drop(&mut self) {
         // Entries still holding content (pull mode, never taken) drop it here with the arena;
         // leases of granted-but-untaken pull entries go back to the pool.
-        while let Some(raw) = self.ready.pop() {
+        let mut untaken = Vec::new();
+        self.overflow.with_mut(|o| {
+            // SAFETY: `&mut self`: no other user exists.
+            let o = unsafe { &mut *o };
+            while let Some(k) = o.front() {
+                o.pop();
+                untaken.push(k);
+            }
+        });
+        while let Some(raw) = self.ready.pop().or_else(|| untaken.pop()) {
             let key = Key::from_u64(raw);
             let lease = self.arena.get(key.index).lease.with_mut(|l| {
                 // SAFETY: `&mut self`: no other user exists.
@@ -1112,5 +1220,71 @@ impl<T> Drop for LockFreeClass<T> {
                 self.pool.release(l);
             }
         }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::admission::{AdmissionRequest, ClassSpec, Ledger, LedgerConfig, Limits};
+    use crate::pool::FixedCellPool;
+    use crate::{ManualClock, RequestId, TenantId};
+
+    fn class(cells: u32) -> (LockFreeClass<u32>, Ledger) {
+        let clock = Arc::new(ManualClock::new());
+        let ledger = Ledger::with_clock(
+            LedgerConfig {
+                classes: vec![ClassSpec::new("c")],
+                max_tenants: 2,
+                tenant_limits: Limits::UNLIMITED,
+            },
+            clock.clone(),
+        )
+        .unwrap();
+        let engine = LockFreeClass::new(ClassSetup {
+            class: ClassId(0),
+            cells,
+            queue_capacity: 4,
+            max_tenants: 2,
+            starvation_after: u64::MAX,
+            pool: Arc::new(FixedCellPool::new(ClassId(0), cells).unwrap()),
+            clock,
+        })
+        .unwrap();
+        (engine, ledger)
+    }
+
+    #[test]
+    fn f23_grant_refused_by_the_ready_ring_waits_in_order_and_is_delivered() {
+        let (engine, ledger) = class(2);
+        // Stand-ins for grants whose slots a stalled executor is still popping: the ring is full.
+        while engine.ready.push(u64::MAX).is_ok() {}
+        for payload in [7, 8] {
+            let id = RequestId(payload);
+            let permit = ledger
+                .admit(AdmissionRequest::new(id, TenantId(0)))
+                .unwrap();
+            let ticket = Ticket::from_permit(&permit);
+            assert!(matches!(
+                engine.enqueue(ticket, Some((permit, payload as u32))),
+                Ok(Enqueued::Queued(_))
+            ));
+        }
+        // Both were granted (two free cells) but went to the overflow, in grant order.
+        assert_eq!(engine.overflowed.load(Ordering::Relaxed), 2);
+        // The stalled pops finish.
+        while engine.ready.pop().is_some() {}
+        // An executor finds the ring empty, forces a pass that moves the grants in, and gets them
+        // in grant order.
+        let first = engine
+            .try_next()
+            .expect("the overflowed grant is delivered");
+        let second = engine.try_next().expect("and the next one");
+        assert_eq!((first.payload, second.payload), (7, 8));
+        assert_eq!(engine.overflowed.load(Ordering::Relaxed), 0);
+        engine.release(first.lease);
+        engine.release(second.lease);
+        drop((first.permit, second.permit));
+        assert!(ledger.usage().is_zero());
     }
 }

@@ -1,11 +1,12 @@
-//! Bounded multi-producer multi-consumer ring: the "tenant ring" of the lock-free engine.
+//! Bounded multi-producer multi-consumer ring.
 //!
 //! # The problem
 //!
-//! The lock-free engine keeps, per class, a FIFO of the tenants that have queued work. Any
-//! thread may push (a tenant becoming active, or rotating after its turn) and any thread holding
-//! a reserved cell may pop (taking the tenant's turn). The FIFO must be bounded, allocate nothing
-//! after construction, and never make one thread wait for another to finish.
+//! The lock-free engine hands granted pull-mode requests to whichever executor thread asks next
+//! (SPEC F23): any dispatching thread may push, any executor may pop. The queue must be bounded,
+//! allocate nothing after construction, and never make one thread wait for another to finish.
+//! (DESIGN.md's atomic tenant ring has the same shape; see the README's Deviations for why the
+//! engine keeps the tenant rotation in the sequential policy instead.)
 //!
 //! # Design
 //!
@@ -56,8 +57,9 @@
 //!   had not yet published (as seen by the popping thread). If every push happens-before the pop,
 //!   `None` means empty.
 //!
-//! The tenant ring relies on neither boundary: it is sized to hold every tenant, and a pusher
-//! re-checks for a free cell through the class's control word after pushing.
+//! The engine's ready queue relies on neither boundary: it holds at least one entry per cell (a
+//! push cannot find it full), and every push is followed by a wake of the waiting executors,
+//! whose own re-check after registering catches a pop that raced the push.
 //!
 //! # Memory ordering
 //!
