@@ -53,7 +53,6 @@ pub(crate) fn saturating_add(a: &AtomicU64, n: u64) {
 /// Counters of one class.
 #[derive(Debug)]
 pub(crate) struct ClassStats {
-    pub(crate) grants: AtomicU64,
     pub(crate) rejections: AtomicU64,
     pub(crate) cancellations: AtomicU64,
     pub(crate) expirations: AtomicU64,
@@ -65,7 +64,6 @@ pub(crate) struct ClassStats {
 impl ClassStats {
     pub(crate) fn new() -> Self {
         Self {
-            grants: AtomicU64::new(0),
             rejections: AtomicU64::new(0),
             cancellations: AtomicU64::new(0),
             expirations: AtomicU64::new(0),
@@ -77,12 +75,16 @@ impl ClassStats {
 
     /// Records one grant after waiting `wait` nanoseconds.
     #[inline]
+    ///
+    /// The grant count is the sum of the buckets, so a grant that did not wait (the fast path)
+    /// costs one read-modify-write.
     pub(crate) fn record_grant(&self, wait: u64) {
-        saturating_add(&self.grants, 1);
-        saturating_add(&self.wait_total, wait);
-        // Relaxed: statistics only.
-        self.wait_max.fetch_max(wait, Ordering::Relaxed);
         saturating_add(&self.buckets[bucket_of(wait).min(STORED - 1)], 1);
+        if wait > 0 {
+            saturating_add(&self.wait_total, wait);
+            // Relaxed: statistics only.
+            self.wait_max.fetch_max(wait, Ordering::Relaxed);
+        }
     }
 
     /// Assembles a snapshot from these counters and the given samples.
@@ -102,7 +104,7 @@ impl ClassStats {
             cells_quarantined: pool.quarantined,
             queue_depth,
             queued_tenants,
-            grants: get(&self.grants),
+            grants: self.buckets.iter().fold(0u64, |n, b| n.saturating_add(get(b))),
             rejections: get(&self.rejections),
             cancellations: get(&self.cancellations),
             expirations: get(&self.expirations),
