@@ -300,7 +300,7 @@ fn f42_dropped_future_racing_grant_returns_the_cell_once() {
 /// does after the first released, or queues and is granted on that release. Never both queued,
 /// never both holding the cell at once.
 #[test]
-fn two_producers_one_free_cell() {
+fn q01_two_producers_one_free_cell() {
     let outcomes: &'static Outcomes = Box::leak(Box::new(Outcomes::new()));
     model(move || {
         let rig = rig(1);
@@ -421,7 +421,7 @@ fn pull_enqueue_racing_executor_delivers_once() {
 /// holder must run again, so neither request is stranded with a free cell (each owner parks until
 /// granted, so a stranded request deadlocks the model).
 #[test]
-fn token_dirty_handoff_strands_nothing() {
+fn q01_token_dirty_handoff_strands_nothing() {
     let outcomes: &'static Outcomes = Box::leak(Box::new(Outcomes::new()));
     model(move || {
         let rig = rig(2);
