@@ -209,5 +209,9 @@ fn ring(c: &mut Criterion) {
     group::<Transfer>(c);
 }
 
-criterion_group!(benches, ring);
+criterion_group! {
+    name = benches;
+    config = common::criterion();
+    targets = ring
+}
 criterion_main!(benches);

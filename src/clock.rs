@@ -48,7 +48,9 @@ impl MonotonicClock {
         }
         #[cfg(miri)]
         {
-            Self { origin: Instant::now() }
+            Self {
+                origin: Instant::now(),
+            }
         }
     }
 }

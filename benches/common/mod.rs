@@ -8,11 +8,15 @@
 
 #![allow(dead_code)] // Each bench binary uses the part of the harness it needs.
 
+#[cfg(unix)]
+mod flamegraph;
+pub mod sched;
+
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use criterion::measurement::WallTime;
-use criterion::BenchmarkGroup;
+use criterion::{BenchmarkGroup, Criterion};
 
 /// Something a bench compares: fairway's structure or a baseline.
 pub trait Backend: Send + Sync + 'static {
@@ -70,4 +74,14 @@ pub fn bench_backend<B: Backend>(
     group.bench_function(B::name(), |b| {
         b.iter_custom(|iters| timed_run(Arc::new(make()), threads, iters, body));
     });
+}
+
+/// The criterion configuration every bench uses: the defaults (command-line flags still apply),
+/// plus, on unix, a sampling profiler that writes a flame graph of each benchmark run with
+/// `--profile-time <seconds>` to `target/criterion/<group>/<bench>/profile/flamegraph.svg`.
+pub fn criterion() -> Criterion {
+    let c = Criterion::default();
+    #[cfg(unix)]
+    let c = c.with_profiler(flamegraph::FlameGraph::new(997));
+    c
 }

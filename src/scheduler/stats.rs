@@ -104,7 +104,10 @@ impl ClassStats {
             cells_quarantined: pool.quarantined,
             queue_depth,
             queued_tenants,
-            grants: self.buckets.iter().fold(0u64, |n, b| n.saturating_add(get(b))),
+            grants: self
+                .buckets
+                .iter()
+                .fold(0u64, |n, b| n.saturating_add(get(b))),
             rejections: get(&self.rejections),
             cancellations: get(&self.cancellations),
             expirations: get(&self.expirations),
