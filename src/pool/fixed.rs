@@ -2,7 +2,8 @@
 //!
 //! # State
 //!
-//! Cell `c` is bit `c % 64` of word `c / 64` in two bitmaps:
+//! Cell `c` is bit `c % 63` of word `c / 63` in two bitmaps (bit 63 of each `free` word is the
+//! `WATCH` flag, below):
 //!
 //! | `free` bit | `quarantined` bit | cell is     |
 //! |------------|-------------------|-------------|
@@ -23,6 +24,17 @@
 //! three figures add up to `total` by construction; see [`FixedCellPool::counters`] for why
 //! `available + quarantined` never exceeds it.
 //!
+//! # Change notification without a cost on every release
+//!
+//! A subscriber registers its waker and then sets `WATCH` in every `free` word with an RMW; a
+//! release is one `fetch_or` on its word, whose returned value says whether `WATCH` was set, and
+//! only then does it clear the flag and wake. Because the flag lives in the same word as the free
+//! bits, the subscriber's RMW and the releaser's RMW are ordered in that word's modification
+//! order: either the releaser sees `WATCH` (and the waker registered before it), or the
+//! subscriber's RMW reads the released bit (Acquire) and its probe that follows finds the cell.
+//! So an unwatched release costs one RMW, and no release is lost (SPEC F17; loom model
+//! `f17_no_lost_wakeup`).
+//!
 //! Misuse (a lease of another class, a cell out of range, releasing or quarantining a cell that
 //! is not leased — a double release, or a lease forged with [`Lease::new`]) is detected without
 //! changing any state (a double release finds its bit already set): it panics in debug builds
@@ -36,10 +48,13 @@ use crate::sync::{register_waker, AtomicU32, AtomicU64, AtomicWaker, Ordering};
 use core::fmt;
 use core::task::Waker;
 
-/// Cells per bitmap word.
-const BITS: u32 = u64::BITS;
+/// Cells per bitmap word: 63, bit 63 of each `free` word being [`WATCH`].
+const BITS: u32 = u64::BITS - 1;
 
-const _: () = assert!(BITS == 64);
+/// In a `free` word: a change subscriber wants to hear of the next release in this word.
+const WATCH: u64 = 1 << BITS;
+
+const _: () = assert!(BITS == 63 && WATCH == 1 << 63);
 
 /// A lock-free pool of `cells` interchangeable cells of one class.
 ///
@@ -61,7 +76,7 @@ const _: () = assert!(BITS == 64);
 /// # Capacity
 ///
 /// One bit per cell in each of two bitmaps (allocated by [`FixedCellPool::new`]); no per-cell
-/// padding. Acquisition scans at most `ceil(cells / 64)` words, starting at a word picked from
+/// padding. Acquisition scans at most `ceil(cells / 63)` words, starting at a word picked from
 /// the request id so that concurrent acquirers spread over the words; release and quarantine are
 /// O(1). No operation allocates.
 pub struct FixedCellPool {
@@ -93,11 +108,7 @@ impl FixedCellPool {
             .map(|w| {
                 let first = w as u32 * BITS;
                 let in_word = (cells - first).min(BITS);
-                AtomicU64::new(if in_word == BITS {
-                    u64::MAX
-                } else {
-                    (1u64 << in_word) - 1
-                })
+                AtomicU64::new((1u64 << in_word) - 1)
             })
             .collect();
         let quarantined = (0..words).map(|_| AtomicU64::new(0)).collect();
@@ -156,11 +167,12 @@ impl CellPool for FixedCellPool {
             // Relaxed: only a guess of which bits are set; the CAS below re-validates it and
             // carries the Acquire.
             let mut bits = word.load(Ordering::Relaxed);
-            while bits != 0 {
-                let bit = bits.trailing_zeros();
+            while bits & !WATCH != 0 {
+                let bit = (bits & !WATCH).trailing_zeros();
                 let mask = 1u64 << bit;
                 // Acquire (success): pairs with the Release `fetch_or` in `release`, so the
-                // previous holder's use of the cell happens-before this lease.
+                // previous holder's use of the cell happens-before this lease. `WATCH` is kept
+                // as it is.
                 // Relaxed (failure): we only learn the current bits and retry.
                 match word.compare_exchange_weak(
                     bits,
@@ -193,15 +205,21 @@ impl CellPool for FixedCellPool {
             return;
         }
         // Release: publishes the holder's use of the cell; pairs with the Acquire CAS in
-        // `try_acquire_now` of the next holder. For F17 it is also sequenced before the waker
-        // RMW below, with which a subscriber's registration synchronises.
-        let before = self.free[w].fetch_or(mask, Ordering::Release);
+        // `try_acquire_now` of the next holder, and (F17) with the Acquire of a subscriber's
+        // `WATCH` RMW, whose probe then finds the cell. Acquire: if we read a `WATCH` set by a
+        // subscriber, its waker registration (before that RMW) is visible to our wake.
+        let before = self.free[w].fetch_or(mask, Ordering::AcqRel);
         if before & mask != 0 {
             // The bit was already set: nothing changed.
             debug_assert!(false, "double release of a cell");
             return;
         }
-        self.changes.wake();
+        if before & WATCH != 0 {
+            // Relaxed: the flag is only a hint; a subscriber that sets it again after this clear
+            // registered its waker first, and the wake below reaches that waker.
+            self.free[w].fetch_and(!WATCH, Ordering::Relaxed);
+            self.changes.wake();
+        }
     }
 
     fn quarantine(&self, lease: Lease, reason: &'static str) {
@@ -226,6 +244,12 @@ impl CellPool for FixedCellPool {
 
     fn subscribe_changes(&self, waker: &Waker) -> Result<()> {
         register_waker(&self.changes, waker);
+        for word in self.free.iter() {
+            // AcqRel: Release publishes the registration above to a releaser that reads the flag;
+            // Acquire reads a release that came first, so the caller's probe after this call sees
+            // its cell (see the module docs).
+            word.fetch_or(WATCH, Ordering::AcqRel);
+        }
         Ok(())
     }
 
@@ -240,7 +264,7 @@ impl CellPool for FixedCellPool {
             .free
             .iter()
             // Relaxed: each word is a sample; see above for the one ordering needed.
-            .map(|w| w.load(Ordering::Relaxed).count_ones())
+            .map(|w| (w.load(Ordering::Relaxed) & !WATCH).count_ones())
             .sum();
         debug_assert!(available + quarantined <= self.cells);
         PoolCounters {
