@@ -605,10 +605,11 @@ proptest::proptest! {
 
 #[test]
 fn f20_selection_visits_only_queued_tenants() {
-    // A million possible tenants, two with work: a pass shows the judge exactly the queued
-    // entries, and the ring holds exactly the two active tenants.
-    let mut p = policy(8, 1_000_000);
-    p.insert(0, meta(999_999)).unwrap();
+    // A million possible tenants (fewer under Miri), two with work: a pass shows the judge
+    // exactly the queued entries, and the ring holds exactly the two active tenants.
+    let tenants = if cfg!(miri) { 1_000 } else { 1_000_000 };
+    let mut p = policy(8, tenants);
+    p.insert(0, meta(tenants - 1)).unwrap();
     p.insert(1, meta(7)).unwrap();
     assert_eq!(p.queued_tenants(), 2);
     let mut judge = Script::new(&[]);
