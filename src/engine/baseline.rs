@@ -174,6 +174,18 @@ impl<T: Send> Inner<T> {
         }
     }
 
+    /// Removes every tombstone from the policy and frees its slot (rare: the slots ran out
+    /// because cancelled entries outnumber live ones).
+    fn compact(&mut self, policy: &mut Policy) {
+        for index in 0..self.slots.len() as u32 {
+            let s = &mut self.slots[index as usize];
+            if s.queued_ref && s.stage != Stage::Queued && policy.remove(index) {
+                s.queued_ref = false;
+                self.maybe_free(index);
+            }
+        }
+    }
+
     /// Hands the oldest granted pull-mode job to an executor.
     fn take_ready(&mut self) -> Option<Pulled<T>> {
         let raw = self.ready.pop_front()?;
@@ -330,12 +342,13 @@ impl<T: Send + 'static, L: BaselineLock> Judge for GrantJudge<'_, '_, T, L> {
             return Verdict::Keep;
         }
         let ticket = {
-            let s = &self.inner.slots[index as usize];
-            debug_assert_eq!(
-                s.stage,
-                Stage::Queued,
-                "the baseline removes ended entries eagerly"
-            );
+            let s = &mut self.inner.slots[index as usize];
+            if s.stage != Stage::Queued {
+                // A tombstone (cancelled while queued): it leaves the policy now.
+                s.queued_ref = false;
+                self.inner.maybe_free(index);
+                return Verdict::Drop;
+            }
             s.ticket
         };
         let lease = match self.class.acquire(self.inner, &ticket, self.now) {
@@ -385,12 +398,18 @@ impl<T: Send + 'static, L: BaselineLock> Judge for EndJudge<'_, '_, T, L> {
         if self.after.wakes.is_full() || self.after.contents.is_full() {
             return Verdict::Keep;
         }
-        end_queued(self.class, self.inner, index, self.why, self.after);
+        if self.inner.slots[index as usize].stage == Stage::Queued {
+            end_queued(self.class, self.inner, index, self.why, self.after);
+        }
+        self.inner.slots[index as usize].queued_ref = false;
+        self.inner.maybe_free(index);
         Verdict::Drop
     }
 }
 
-/// Ends a queued entry that has left the policy.
+/// Ends a queued entry. The policy may still hold it as a tombstone (`queued_ref`), exactly as
+/// in the lock-free engine, so that both run the same rotation rules (SPEC F11's lazy removal);
+/// callers that remove it from the policy clear `queued_ref` themselves.
 fn end_queued<T: Send + 'static, L: BaselineLock>(
     class: &BaselineClass<T, L>,
     inner: &mut Inner<T>,
@@ -401,7 +420,6 @@ fn end_queued<T: Send + 'static, L: BaselineLock>(
     let s = &mut inner.slots[index as usize];
     debug_assert_eq!(s.stage, Stage::Queued);
     s.stage = Stage::Ended(why);
-    s.queued_ref = false;
     inner.queued -= 1;
     let counter = match why {
         Ended::Expired => &class.stats.expirations,
@@ -432,7 +450,9 @@ impl<T: Send + 'static, L: BaselineLock> ClassEngine<T> for BaselineClass<T, L> 
         if u64::from(s.queue_capacity) > super::lockfree::MAX_FIELD {
             return Err(Error::configuration("queue_capacity"));
         }
-        let slots = (s.queue_capacity as usize + s.cells as usize).max(1);
+        // As in the lock-free engine: live queued entries, granted-but-untaken ones (one per
+        // cell) and as many tombstones as live entries before a compaction.
+        let slots = (2 * s.queue_capacity as usize + s.cells as usize).max(1);
         let policy = Policy::new(PolicyConfig {
             capacity: slots as u32,
             max_tenants: s.max_tenants,
@@ -526,6 +546,9 @@ impl<T: Send + 'static, L: BaselineLock> ClassEngine<T> for BaselineClass<T, L> 
             if inner.queued >= self.queue_capacity {
                 return Err((Error::new(Code::ResourceExhausted, "queue-full"), pull));
             }
+            if inner.free_slots.is_empty() {
+                inner.compact(policy);
+            }
             let Some(index) = inner.free_slots.pop() else {
                 return Err((Error::new(Code::ResourceExhausted, "queue-full"), pull));
             };
@@ -558,6 +581,8 @@ impl<T: Send + 'static, L: BaselineLock> ClassEngine<T> for BaselineClass<T, L> 
             if let Err(err) = policy.insert(index, meta) {
                 let mut after = After::new();
                 end_queued(self, inner, index, Ended::Failed(err), &mut after);
+                inner.slots[index as usize].queued_ref = false;
+                inner.maybe_free(index);
                 return Ok((Enqueued::Queued(key), Some(after)));
             }
             Ok((Enqueued::Queued(key), None))
@@ -633,11 +658,10 @@ impl<T: Send + 'static, L: BaselineLock> ClassEngine<T> for BaselineClass<T, L> 
 
     fn withdraw(&self, raw: u64, why: Ended) -> Option<Lease> {
         let mut after = After::new();
-        let lease = self.with(|policy, inner| {
+        let lease = self.with(|_, inner| {
             let (index, s) = inner.slot(raw)?;
             let lease = match s.stage {
                 Stage::Queued => {
-                    policy.remove(index);
                     end_queued(self, inner, index, why, &mut after);
                     None
                 }
@@ -658,9 +682,8 @@ impl<T: Send + 'static, L: BaselineLock> ClassEngine<T> for BaselineClass<T, L> 
 
     fn cancel(&self, raw: u64) -> Result<(), Error> {
         let mut after = After::new();
-        let found = self.with(|policy, inner| match inner.slot(raw) {
+        let found = self.with(|_, inner| match inner.slot(raw) {
             Some((index, s)) if s.stage == Stage::Queued => {
-                policy.remove(index);
                 end_queued(self, inner, index, Ended::Cancelled, &mut after);
                 true
             }

@@ -481,7 +481,10 @@ impl<T: Send + 'static> LockFreeClass<T> {
             return;
         }
         if compact {
+            // A compaction pass only removes tombstones; expiry and grants are left to the
+            // passes that run when there is work (as in the baseline, which compacts in place).
             self.compact(policy);
+            return;
         }
         if policy.is_empty() {
             return;
