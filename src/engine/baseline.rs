@@ -279,6 +279,8 @@ impl<T: Send + 'static, L: BaselineLock> BaselineClass<T, L> {
             } else {
                 Ended::Quarantined
             };
+            // Executors waiting for the class to drain must hear when it has (`poll_next`).
+            pulled = true;
             let mut judge = EndJudge {
                 class: self,
                 inner,

@@ -472,6 +472,8 @@ impl<T: Send + 'static> LockFreeClass<T> {
             } else {
                 Ended::Quarantined
             };
+            // Executors waiting for the class to drain must hear when it has (`poll_next`).
+            after.pulled = true;
             let mut judge = EndJudge {
                 class: self,
                 why,
