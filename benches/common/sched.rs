@@ -87,7 +87,7 @@ impl<M: Mechanism> Fixture<M> {
         let mut req = AdmissionRequest::new(RequestId(id), TenantId(tenant))
             .class(ClassId(0))
             .priority(((i / u64::from(TENANTS)) % 4) as u8);
-        if i % 3 == 0 {
+        if i.is_multiple_of(3) {
             req = req.deadline(Duration::from_secs(3600));
         }
         let permit = self.ledger.admit(req).expect("admission");
