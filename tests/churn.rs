@@ -380,3 +380,59 @@ fn q04_churn_long_lockfree() {
 fn q04_churn_long_baseline() {
     threads::<Baseline>(8, 150_000);
 }
+
+/// Executors parked in `next_blocking` must all return once shutdown has failed the queued work,
+/// even when the shutdown's drain runs on another thread's pass (regression: a parked executor
+/// missed the drain and slept forever).
+fn executors_exit_after_shutdown<M: Mechanism>() {
+    const ROUNDS: usize = if cfg!(miri) { 2 } else { 100 };
+    for round in 0..ROUNDS {
+        let w = World::<M>::new();
+        let mut rng = round as u64 + 1;
+        // Every cell held, so submitted jobs stay queued and the executors park.
+        let mut held = Vec::new();
+        while held.len() < 2 * CELLS as usize {
+            if let Some(req) = w.request_with(&mut rng, false) {
+                if let Ok(a) = w.sched.try_enqueue(req) {
+                    held.push(a);
+                }
+            }
+        }
+        let mut submitted = 0;
+        while submitted < 16 {
+            if let Some(req) = w.request_with(&mut rng, false) {
+                submitted += usize::from(w.sched.submit(req, 0).is_ok());
+            }
+        }
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        // Detached threads: if one stays parked, the test fails instead of hanging in a join.
+        for c in 0..4u16 {
+            let (w, done_tx) = (w.clone(), done_tx.clone());
+            std::thread::spawn(move || {
+                while let Some(job) = w.sched.next_blocking(ClassId(c % 2)) {
+                    job.assignment.release();
+                }
+                done_tx.send(()).unwrap();
+            });
+        }
+        std::thread::sleep(Duration::from_millis(1));
+        w.sched.shutdown();
+        for _ in 0..4 {
+            done_rx
+                .recv_timeout(Duration::from_secs(10))
+                .expect("an executor stayed parked after shutdown drained the class");
+        }
+        held.into_iter().for_each(fairway::Assignment::release);
+        assert!(w.ledger.usage().is_zero());
+    }
+}
+
+#[test]
+fn q04_executors_exit_after_shutdown_lockfree() {
+    executors_exit_after_shutdown::<LockFree>();
+}
+
+#[test]
+fn q04_executors_exit_after_shutdown_baseline() {
+    executors_exit_after_shutdown::<Baseline>();
+}
