@@ -1,9 +1,11 @@
 //! The mutex baseline: the same policy under one lock per class (SPEC Q02).
 //!
 //! This is a competent implementation, not a strawman: every operation is one short critical
-//! section, cancelled entries are removed eagerly, wakers are woken and cancelled payloads dropped
-//! only after the lock is released (SPEC F35), and nothing allocates after build. It is the
-//! comparison in every bench and the oracle of the differential tests.
+//! section, wakers are woken and cancelled payloads dropped only after the lock is released
+//! (SPEC F35), and nothing allocates after build. It is the comparison in every bench and the
+//! oracle of the differential tests. Cancelled entries stay in the policy as tombstones until
+//! their turn, exactly as in the lock-free engine (SPEC F11's lazy removal), so both engines
+//! rotate tenants identically; a compaction removes them when they fill the slots.
 //!
 //! # Locks
 //!
