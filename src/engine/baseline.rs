@@ -16,7 +16,7 @@ use super::lockfree::PASS_BUDGET;
 use super::{ClassEngine, ClassSetup, Ended, Enqueued, Polled, Pulled, Ticket};
 use crate::admission::Permit;
 use crate::clock::Clock;
-use crate::policy::{EntryMeta, Judge, Policy, PolicyConfig, Verdict};
+use crate::policy::{EntryMeta, Judge, Policy, Verdict};
 use crate::pool::{CellPool, Lease};
 use crate::raw::arena::Key;
 use crate::scheduler::stats::ClassStats;
@@ -448,29 +448,7 @@ fn end_queued<T: Send + 'static, L: BaselineLock>(
 
 impl<T: Send + 'static, L: BaselineLock> ClassEngine<T> for BaselineClass<T, L> {
     fn new(s: ClassSetup) -> Result<Self, Error> {
-        if u64::from(s.cells) > super::lockfree::MAX_FIELD {
-            return Err(Error::configuration("cells"));
-        }
-        if u64::from(s.queue_capacity) > super::lockfree::MAX_FIELD {
-            return Err(Error::configuration("queue_capacity"));
-        }
-        // As in the lock-free engine: live queued entries, granted-but-untaken ones (one per
-        // cell) and as many tombstones as live entries before a compaction.
-        let slots = (2 * s.queue_capacity as usize + s.cells as usize).max(1);
-        let policy = Policy::new(PolicyConfig {
-            capacity: slots as u32,
-            max_tenants: s.max_tenants,
-            starvation_after: s.starvation_after,
-        })?;
-        let blank = Ticket {
-            id: crate::RequestId(0),
-            tenant: 0,
-            priority: 0,
-            deadline: u64::MAX,
-            weight: 1,
-            cpu_units: 0,
-            memory_units: 0,
-        };
+        let (policy, slots) = s.policy()?;
         let inner = Inner {
             slots: (0..slots)
                 .map(|_| Slot {
@@ -479,7 +457,7 @@ impl<T: Send + 'static, L: BaselineLock> ClassEngine<T> for BaselineClass<T, L> 
                     queued_ref: false,
                     owner_ref: false,
                     pull: false,
-                    ticket: blank,
+                    ticket: Ticket::BLANK,
                     enqueued_at: 0,
                     lease: None,
                     waited: 0,

@@ -48,7 +48,7 @@
 use super::{ClassEngine, ClassSetup, Ended, Enqueued, Polled, Pulled, Ticket};
 use crate::admission::Permit;
 use crate::clock::Clock;
-use crate::policy::{EntryMeta, Judge, Policy, PolicyConfig, Verdict};
+use crate::policy::{EntryMeta, Judge, Policy, Verdict};
 use crate::pool::{CellPool, Lease};
 use crate::raw::arena::{Arena, Key};
 use crate::raw::inbox::Inbox;
@@ -144,15 +144,7 @@ struct Entry<T> {
 impl<T> Default for Entry<T> {
     fn default() -> Self {
         Self {
-            ticket: UnsafeCell::new(Ticket {
-                id: crate::RequestId(0),
-                tenant: 0,
-                priority: 0,
-                deadline: u64::MAX,
-                weight: 1,
-                cpu_units: 0,
-                memory_units: 0,
-            }),
+            ticket: UnsafeCell::new(Ticket::BLANK),
             enqueued_at: UnsafeCell::new(0),
             lease: UnsafeCell::new(None),
             waited: UnsafeCell::new(0),
@@ -859,20 +851,7 @@ impl<T: Send + 'static> Judge for EndJudge<'_, '_, T> {
 
 impl<T: Send + 'static> ClassEngine<T> for LockFreeClass<T> {
     fn new(s: ClassSetup) -> Result<Self, Error> {
-        if u64::from(s.cells) > MAX_FIELD {
-            return Err(Error::configuration("cells"));
-        }
-        if u64::from(s.queue_capacity) > MAX_FIELD {
-            return Err(Error::configuration("queue_capacity"));
-        }
-        // Live queued entries, granted-but-not-taken entries (at most one per cell) and as many
-        // tombstones as live entries before a compaction is forced.
-        let slots = (2 * s.queue_capacity as usize + s.cells as usize).max(1);
-        let policy = Policy::new(PolicyConfig {
-            capacity: slots as u32,
-            max_tenants: s.max_tenants,
-            starvation_after: s.starvation_after,
-        })?;
+        let (policy, slots) = s.policy()?;
         Ok(Self {
             ctl: CachePadded::new(AtomicU64::new(FREE.set(0, u64::from(s.cells)))),
             class: s.class,

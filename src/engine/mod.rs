@@ -16,6 +16,7 @@ pub mod lockfree;
 
 use crate::admission::Permit;
 use crate::clock::Clock;
+use crate::policy::{Policy, PolicyConfig};
 use crate::pool::{CellPool, Lease, LeaseRequest};
 use crate::scheduler::ClassSnapshot;
 use crate::{ClassId, Error, RequestId};
@@ -33,6 +34,27 @@ pub struct ClassSetup {
     pub clock: Arc<dyn Clock>,
 }
 
+impl ClassSetup {
+    /// Validates the sizes both engines pack into their counters and builds the class's policy.
+    /// Returns it with the number of entry slots: live queued entries, granted-but-untaken ones
+    /// (at most one per cell) and as many tombstones as live entries before a compaction.
+    pub(crate) fn policy(&self) -> Result<(Policy, usize), Error> {
+        if u64::from(self.cells) > lockfree::MAX_FIELD {
+            return Err(Error::configuration("cells"));
+        }
+        if u64::from(self.queue_capacity) > lockfree::MAX_FIELD {
+            return Err(Error::configuration("queue_capacity"));
+        }
+        let slots = (2 * self.queue_capacity as usize + self.cells as usize).max(1);
+        let policy = Policy::new(PolicyConfig {
+            capacity: slots as u32,
+            max_tenants: self.max_tenants,
+            starvation_after: self.starvation_after,
+        })?;
+        Ok((policy, slots))
+    }
+}
+
 /// What the policy needs to know about a request, plus what the grant needs.
 #[derive(Debug, Clone, Copy)]
 pub struct Ticket {
@@ -47,6 +69,17 @@ pub struct Ticket {
 }
 
 impl Ticket {
+    /// The contents of an unused slot.
+    pub const BLANK: Ticket = Ticket {
+        id: RequestId(0),
+        tenant: 0,
+        priority: 0,
+        deadline: u64::MAX,
+        weight: 1,
+        cpu_units: 0,
+        memory_units: 0,
+    };
+
     pub fn from_permit(p: &Permit) -> Self {
         Ticket {
             id: p.id(),
