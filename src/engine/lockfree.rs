@@ -365,7 +365,13 @@ impl<T: Send + 'static> LockFreeClass<T> {
         self.kick_with(false);
     }
 
-    fn kick_with(&self, mut force: bool) {
+    fn kick_with(&self, force: bool) {
+        self.kick_from(force, None);
+    }
+
+    /// `kick_with`, starting from `seen`: the value the caller's own read-modify-write of `ctl`
+    /// just left there (which orders the caller exactly as the read-modify-write below would).
+    fn kick_from(&self, mut force: bool, mut seen: Option<u64>) {
         loop {
             // An RMW, not a load: a caller that has just published work outside `ctl` (a
             // producer's inbox push) must not conclude "no pass needed" from a stale `ctl`.
@@ -377,7 +383,10 @@ impl<T: Send + 'static> LockFreeClass<T> {
             // empty, stranding the request with a free cell.
             // AcqRel: Release for the above; Acquire pairs with the Release token release in
             // `pass`, so a new holder sees the previous holder's policy writes.
-            let mut cur = self.ctl.fetch_add(0, Ordering::AcqRel);
+            let mut cur = match seen.take() {
+                Some(v) => v,
+                None => self.ctl.fetch_add(0, Ordering::AcqRel),
+            };
             loop {
                 if cur & TOKEN != 0 {
                     if cur & DIRTY != 0 {
@@ -1037,10 +1046,12 @@ impl<T: Send + 'static> ClassEngine<T> for LockFreeClass<T> {
         }
         self.pool.release(lease);
         // Release: the pool holds the cell again before the credit is visible; pairs with the
-        // Acquire CAS that takes a credit (fast path, `reserve_cell`).
-        let old = self.ctl.fetch_add(FREE_ONE, Ordering::Release);
+        // Acquire CAS that takes a credit (fast path, `reserve_cell`). Acquire: this RMW is also
+        // the ordering point `kick_with` needs (see there), so the kick starts from its value
+        // instead of reading `ctl` again.
+        let old = self.ctl.fetch_add(FREE_ONE, Ordering::AcqRel);
         if QUEUED.get(old) > 0 {
-            self.kick();
+            self.kick_from(false, Some(old + FREE_ONE));
         }
     }
 
