@@ -93,8 +93,10 @@ impl<'a, T: Send + 'static, M: Mechanism> Enqueue<'a, T, M> {
         &self.shared.classes[usize::from(self.class.0)]
     }
 
-    /// Why the owner must stop waiting now, if it must (cancellation, deadline, shutdown).
-    fn stop_reason(&self) -> Option<(Ended, Error)> {
+    /// Why the owner must stop waiting now, if it must (cancellation, deadline). `now` caches the
+    /// clock for the rest of one poll: it is read at most once, and only for a request with a
+    /// deadline.
+    fn stop_reason(&self, now: &mut Option<u64>) -> Option<(Ended, Error)> {
         let token = self.token.as_ref()?;
         if let Some(reason) = token.reason() {
             return Some((Ended::Cancelled, Error::new(Code::Cancelled, reason)));
@@ -102,7 +104,7 @@ impl<'a, T: Send + 'static, M: Mechanism> Enqueue<'a, T, M> {
         let permit = self.permit.as_ref()?;
         if permit
             .deadline()
-            .is_some_and(|d| self.shared.clock.now() >= d)
+            .is_some_and(|d| *now.get_or_insert_with(|| self.shared.clock.now()) >= d)
         {
             return Some((
                 Ended::Expired,
@@ -113,11 +115,16 @@ impl<'a, T: Send + 'static, M: Mechanism> Enqueue<'a, T, M> {
     }
 
     /// Turns a granted lease into an assignment after the acceptance checks (SPEC F46, F47).
-    fn accept(&mut self, lease: Lease, waited: u64) -> Result<Assignment, Error> {
+    fn accept(
+        &mut self,
+        lease: Lease,
+        waited: u64,
+        now: &mut Option<u64>,
+    ) -> Result<Assignment, Error> {
         let refused = if self.shared.is_shut() {
             Some(Error::new(Code::Unavailable, "shutdown"))
         } else {
-            self.stop_reason().map(|(_, e)| e)
+            self.stop_reason(now).map(|(_, e)| e)
         };
         if let Some(e) = refused {
             // The untouched lease goes back first, then the quota (SPEC F42).
@@ -143,16 +150,17 @@ impl<T: Send + 'static, M: Mechanism> Future for Enqueue<'_, T, M> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
+        let mut now = None;
         match core::mem::replace(&mut this.stage, Stage::Done) {
             Stage::Done => panic!("`Enqueue` polled after completion"),
             Stage::Failed(e) => Poll::Ready(Err(e)),
-            Stage::Granted(lease) => Poll::Ready(this.accept(lease, 0)),
+            Stage::Granted(lease) => Poll::Ready(this.accept(lease, 0, &mut now)),
             Stage::Queued(key) => {
                 let engine = this.engine();
                 if let Some(token) = &this.token {
                     token.register_scheduler(cx.waker());
                 }
-                if let Some((why, e)) = this.stop_reason() {
+                if let Some((why, e)) = this.stop_reason(&mut now) {
                     give_up(engine, key, why);
                     this.permit = None;
                     return Poll::Ready(Err(e));
@@ -162,7 +170,9 @@ impl<T: Send + 'static, M: Mechanism> Future for Enqueue<'_, T, M> {
                         this.stage = Stage::Queued(key);
                         Poll::Pending
                     }
-                    Polled::Granted(lease, waited) => Poll::Ready(this.accept(lease, waited)),
+                    Polled::Granted(lease, waited) => {
+                        Poll::Ready(this.accept(lease, waited, &mut now))
+                    }
                     Polled::Ended(why) => {
                         this.permit = None;
                         let reason = this.token.as_ref().and_then(CancellationToken::reason);
