@@ -566,10 +566,7 @@ fn f30_stale_handle_is_refused<M: Mechanism>() {
     let (mut f, _) = queue(&h, h.admit(1));
     let handle = f.handle().unwrap();
     held.release();
-    let a = match poll_once(&mut f) {
-        Poll::Ready(Ok(a)) => a,
-        other => panic!("{other:?}"),
-    };
+    let a = granted(&mut f);
     // The slot is reused by a new request; the old handle must not cancel it.
     let held = a;
     let (mut g, _) = queue(&h, h.admit(1));
@@ -638,10 +635,7 @@ fn f33_cancel_of_unknown_or_finished_is_not_found<M: Mechanism>() {
     let (mut f, _) = queue(&h, h.admit(1));
     let handle = f.handle().unwrap();
     held.release();
-    let a = match poll_once(&mut f) {
-        Poll::Ready(Ok(a)) => a,
-        other => panic!("{other:?}"),
-    };
+    let a = granted(&mut f);
     // Finished (granted): not-found, and the executing cell is untouched.
     assert_eq!(h.sched.cancel(handle).unwrap_err().code(), Code::NotFound);
     assert_eq!(h.sched.snapshot(ClassId(0)).unwrap().cells_leased, 1);
@@ -747,10 +741,7 @@ fn f43_assignment_exposes_read_accessors<M: Mechanism>() {
     let (mut f, id) = queue(&h, h.admit(1));
     h.advance(Duration::from_millis(7));
     held.release();
-    let a = match poll_once(&mut f) {
-        Poll::Ready(Ok(a)) => a,
-        other => panic!("{other:?}"),
-    };
+    let a = granted(&mut f);
     assert_eq!(a.request_id(), id);
     assert_eq!(a.cell(), fairway::CellId(0));
     assert_eq!(a.waited(), Duration::from_millis(7));
@@ -872,10 +863,7 @@ fn f60_snapshot_reports_counters_and_waits<M: Mechanism>() {
     drop(b);
     h.advance(Duration::from_millis(3));
     held.release();
-    let got = match poll_once(&mut a) {
-        Poll::Ready(Ok(x)) => x,
-        other => panic!("{other:?}"),
-    };
+    let got = granted(&mut a);
     h.advance(Duration::from_millis(2));
     let s = h.sched.snapshot(ClassId(0)).unwrap();
     assert_eq!((s.grants, s.cancellations, s.queue_depth), (2, 1, 0));

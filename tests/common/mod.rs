@@ -33,6 +33,16 @@ pub fn poll_once<F: Future + Unpin>(f: &mut F) -> Poll<F::Output> {
     Pin::new(f).poll(&mut Context::from_waker(&w))
 }
 
+/// Polls `f` once and expects a grant.
+#[track_caller]
+pub fn granted<F: Future<Output = Result<Assignment, Error>> + Unpin>(f: &mut F) -> Assignment {
+    match poll_once(f) {
+        Poll::Ready(Ok(a)) => a,
+        Poll::Ready(Err(e)) => panic!("expected a grant, got {e}"),
+        Poll::Pending => panic!("expected a grant, still pending"),
+    }
+}
+
 /// Test set-up: `classes` (cells, queue capacity) and `tenants`.
 pub struct Harness<M: Mechanism> {
     pub clock: Arc<ManualClock>,
