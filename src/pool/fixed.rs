@@ -2,8 +2,8 @@
 //!
 //! # State
 //!
-//! Cell `c` is bit `c % 63` of word `c / 63` in two bitmaps (bit 63 of each `free` word is the
-//! `WATCH` flag, below):
+//! Cell `c` is bit `c % 32` of word `c / 32` in two bitmaps (bit 63 of each `free` word is the
+//! `WATCH` flag, below; bits 32..63 are never cells):
 //!
 //! | `free` bit | `quarantined` bit | cell is     |
 //! |------------|-------------------|-------------|
@@ -13,7 +13,7 @@
 //! | 1          | 1                 | never       |
 //!
 //! Bits at or past `cells` are 0 in both maps, always. Transitions: acquire clears a `free` bit
-//! (one successful CAS), release sets it (one `fetch_or`), quarantine sets the `quarantined` bit
+//! (one successful CAS), release sets it (one `fetch_add` of the clear bit), quarantine sets the `quarantined` bit
 //! (a `fetch_or`, rare path) and counts it in `quarantined_count`. Only the owner of a lease
 //! releases or quarantines its cell, so each bit has one writer at a time besides acquirers
 //! racing to clear a set bit.
@@ -27,7 +27,7 @@
 //! # Change notification without a cost on every release
 //!
 //! A subscriber registers its waker and then sets `WATCH` in every `free` word with an RMW; a
-//! release is one `fetch_or` on its word, whose returned value says whether `WATCH` was set, and
+//! release is one RMW on its word, whose returned value says whether `WATCH` was set, and
 //! only then does it clear the flag and wake. Because the flag lives in the same word as the free
 //! bits, the subscriber's RMW and the releaser's RMW are ordered in that word's modification
 //! order: either the releaser sees `WATCH` (and the waker registered before it), or the
@@ -37,9 +37,11 @@
 //!
 //! Misuse (a lease of another class, a cell out of range, releasing or quarantining a cell that
 //! is not leased — a double release, or a lease forged with [`Lease::new`]) is detected without
-//! changing any state (a double release finds its bit already set): it panics in debug builds
-//! and is ignored in release builds. A forged lease for a cell that is currently leased to someone else cannot be
-//! told apart from the real one.
+//! changing any state (a double release finds its bit already set before its RMW): it panics in
+//! debug builds and is ignored in release builds. A forged lease for a cell that is currently
+//! leased to someone else cannot be told apart from the real one; released concurrently with the
+//! real one, the two `fetch_add`s would carry into the next bit, so a forged lease is a bug of the
+//! same weight as a double free, which `Lease` (affine, not `Clone`) rules out for real leases.
 
 use super::{CellPool, Lease, LeaseRequest, PoolCounters};
 use crate::error::{Code, Error, Result};
@@ -48,13 +50,15 @@ use crate::sync::{register_waker, AtomicU32, AtomicU64, AtomicWaker, Ordering};
 use core::fmt;
 use core::task::Waker;
 
-/// Cells per bitmap word: 63, bit 63 of each `free` word being [`WATCH`].
-const BITS: u32 = u64::BITS - 1;
+/// Cells per bitmap word: 32, so that a lease's cell id maps back to its word with a shift (a
+/// division by 63 sat on the release path's critical chain and cost ~15 % of an acquire +
+/// release). Bit 63 of each `free` word is [`WATCH`].
+const BITS: u32 = 32;
 
 /// In a `free` word: a change subscriber wants to hear of the next release in this word.
-const WATCH: u64 = 1 << BITS;
+const WATCH: u64 = 1 << 63;
 
-const _: () = assert!(BITS == 63 && WATCH == 1 << 63);
+const _: () = assert!(BITS == 32 && WATCH == 1 << 63);
 
 /// A lock-free pool of `cells` interchangeable cells of one class.
 ///
@@ -76,7 +80,7 @@ const _: () = assert!(BITS == 63 && WATCH == 1 << 63);
 /// # Capacity
 ///
 /// One bit per cell in each of two bitmaps (allocated by [`FixedCellPool::new`]); no per-cell
-/// padding. Acquisition scans at most `ceil(cells / 63)` words, starting at a word picked from
+/// padding. Acquisition scans at most `ceil(cells / 32)` words, starting at a word picked from
 /// the request id so that concurrent acquirers spread over the words; release and quarantine are
 /// O(1). No operation allocates.
 pub struct FixedCellPool {
@@ -152,6 +156,7 @@ impl CellPool for FixedCellPool {
         self.cells
     }
 
+    #[inline]
     fn try_acquire_now(&self, req: &LeaseRequest) -> Result<Option<Lease>> {
         let words = self.free.len();
         // Start at a word derived from the request id: concurrent acquirers spread over the
@@ -176,7 +181,7 @@ impl CellPool for FixedCellPool {
             while bits & !WATCH != 0 {
                 let bit = (bits & !WATCH).trailing_zeros();
                 let mask = 1u64 << bit;
-                // Acquire (success): pairs with the Release `fetch_or` in `release`, so the
+                // Acquire (success): pairs with the Release `fetch_add` in `release`, so the
                 // previous holder's use of the cell happens-before this lease. `WATCH` is kept
                 // as it is.
                 // Relaxed (failure): we only learn the current bits and retry.
@@ -199,27 +204,32 @@ impl CellPool for FixedCellPool {
         Ok(None)
     }
 
+    #[inline]
     fn release(&self, lease: Lease) {
         let Some((w, mask)) = self.locate(&lease) else {
             debug_assert!(false, "release of a lease from another pool");
             return;
         };
-        // Relaxed: misuse detection only (see `is_leased`). The quarantine map is written only on
-        // the rare quarantine path, so this load hits a line every core keeps shared.
+        // Misuse detection (a cell that is not leased: double release, quarantined, forged).
+        // It must come before the RMW: `fetch_add` of a bit that is already set would carry into
+        // the next cell's bit.
+        // Relaxed (both): see `is_leased`.
         if self.quarantined[w].load(Ordering::Relaxed) & mask != 0 {
             debug_assert!(false, "release of a quarantined cell");
             return;
         }
+        if self.free[w].load(Ordering::Relaxed) & mask != 0 {
+            debug_assert!(false, "double release of a cell");
+            return;
+        }
+        // `fetch_add` of a clear bit is `fetch_or`, and it is one `lock xadd` on x86, where a
+        // `fetch_or` whose result is used becomes a load + CAS loop.
         // Release: publishes the holder's use of the cell; pairs with the Acquire CAS in
         // `try_acquire_now` of the next holder, and (F17) with the Acquire of a subscriber's
         // `WATCH` RMW, whose probe then finds the cell. Acquire: if we read a `WATCH` set by a
         // subscriber, its waker registration (before that RMW) is visible to our wake.
-        let before = self.free[w].fetch_or(mask, Ordering::AcqRel);
-        if before & mask != 0 {
-            // The bit was already set: nothing changed.
-            debug_assert!(false, "double release of a cell");
-            return;
-        }
+        let before = self.free[w].fetch_add(mask, Ordering::AcqRel);
+        debug_assert!(before & mask == 0, "concurrent release of one cell");
         if before & WATCH != 0 {
             // Relaxed: the flag is only a hint; a subscriber that sets it again after this clear
             // registered its waker first, and the wake below reaches that waker.
