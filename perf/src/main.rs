@@ -41,17 +41,24 @@ struct Args {
     threads: Vec<usize>,
     /// Skip the ring section.
     no_ring: bool,
+    /// Length of one measured scheduler run, overriding the default of the mode.
+    ms: Option<u64>,
+    /// Where the plots go (default `target/fairway-perf/` of the workspace).
+    plots: Option<PathBuf>,
 }
 
 /// Usage text for `--help` and argument errors.
 const USAGE: &str =
-    "usage: fairway-perf [--quick] [--json] [--reps N] [--threads 1,2,8] [--no-ring]
+    "usage: fairway-perf [--quick] [--json] [--reps N] [--threads 1,2,8] [--no-ring] [--ms N]
+                    [--plots DIR]
 
   --quick          short runs (seconds in all)
   --no-ring        skip the ring section, run only the scheduler comparison
   --json           print one JSON document instead of the table
   --reps N         interleaved repetitions per backend (default 5, 3 with --quick)
-  --threads LIST   comma-separated thread counts (default 1,2,8)";
+  --threads LIST   comma-separated thread counts (default 1,2,8)
+  --ms N           length of one measured scheduler run in ms (default 400, 40 with --quick)
+  --plots DIR      where the SVG plots go (default target/fairway-perf/)";
 
 impl Args {
     /// Parses `args` (without the program name).
@@ -61,6 +68,8 @@ impl Args {
         let mut reps = None;
         let mut threads = vec![1, 2, 8];
         let mut no_ring = false;
+        let mut ms = None;
+        let mut plots = None;
         let mut it = args.into_iter();
         while let Some(arg) = it.next() {
             let mut value = |name: &str| it.next().ok_or_else(|| format!("{name} needs a value"));
@@ -85,6 +94,14 @@ impl Args {
                         })
                         .collect::<Result<_, _>>()?;
                 }
+                "--ms" => {
+                    let v = value("--ms")?;
+                    ms = Some(match v.parse() {
+                        Ok(n) if n > 0 => n,
+                        _ => return Err(format!("--ms: expected a positive integer, got {v:?}")),
+                    });
+                }
+                "--plots" => plots = Some(PathBuf::from(value("--plots")?)),
                 "-h" | "--help" => return Err(String::new()),
                 other => return Err(format!("unknown argument {other:?}")),
             }
@@ -95,6 +112,8 @@ impl Args {
             reps: reps.unwrap_or(if quick { 3 } else { 5 }),
             threads,
             no_ring,
+            ms,
+            plots,
         })
     }
 
@@ -105,7 +124,7 @@ impl Args {
 
     /// Wall time of one measured scheduler run.
     fn sched_for(&self) -> Duration {
-        Duration::from_millis(if self.quick { 40 } else { 400 })
+        Duration::from_millis(self.ms.unwrap_or(if self.quick { 40 } else { 400 }))
     }
 
     /// Wall time of one P11 fairness run.
@@ -177,7 +196,7 @@ fn measure(args: &Args, timer: &timer::Timer) -> Results {
 
 /// Writes one latency plot per thread count; returns the paths written.
 fn write_plots(args: &Args, rows: &[sched_report::Row]) -> Vec<String> {
-    let dir = plot_dir();
+    let dir = args.plots.clone().unwrap_or_else(plot_dir);
     if let Err(e) = std::fs::create_dir_all(&dir) {
         eprintln!("cannot create {}: {e}", dir.display());
         return Vec::new();
@@ -276,6 +295,8 @@ mod tests {
         assert!(parse("--reps").is_err());
         assert!(parse("--threads 1,x").is_err());
         assert!(parse("--frobnicate").is_err());
+        assert!(parse("--ms 0").is_err());
+        assert!(parse("--plots").is_err());
     }
 
     #[test]
@@ -295,6 +316,17 @@ mod tests {
     }
 
     #[test]
+    fn ms_and_plots_flags() {
+        let a = parse("--ms 250 --plots out").unwrap();
+        assert_eq!(a.sched_for(), Duration::from_millis(250));
+        assert_eq!(a.plots, Some(PathBuf::from("out")));
+        assert_eq!(
+            parse("--quick").unwrap().sched_for(),
+            Duration::from_millis(40)
+        );
+    }
+
+    #[test]
     fn no_ring_flag() {
         assert!(parse("--no-ring").unwrap().no_ring);
         assert!(!parse("").unwrap().no_ring);
@@ -311,11 +343,14 @@ mod tests {
             reps: 2,
             threads: vec![1, 2],
             no_ring: false,
+            ms: None,
+            plots: None,
         };
         let timer = timer::Timer::calibrate();
         let results = measure(&args, &timer);
-        // 1 cycle + (wait, pull) x (1, 2 threads) x (1, 4 cells) configurations, 3 engines each.
-        assert_eq!(results.sched.len(), 9 * 3);
+        // cycle + fast + (wait, pull) x (1, 2 threads) x (1, 4 cells) configurations, 3 engines
+        // each.
+        assert_eq!(results.sched.len(), 10 * 3);
         for r in &results.sched {
             assert!(r.tput > 0.0, "{r:?}");
             assert_eq!(r.reps, 2);
@@ -339,7 +374,7 @@ mod tests {
         let system = report::System::detect(&timer);
         let doc = json_document(&system, &results, &["a.svg".to_owned()]);
         let v: serde_json::Value = serde_json::from_str(&doc).expect("valid JSON");
-        assert_eq!(v["sched"]["rows"].as_array().unwrap().len(), 27);
+        assert_eq!(v["sched"]["rows"].as_array().unwrap().len(), 30);
         assert_eq!(v["rows"].as_array().unwrap().len(), 8);
         assert!(v["sched"]["targets"][0]["pass"].is_boolean());
         assert_eq!(v["sched"]["plots"][0], "a.svg");

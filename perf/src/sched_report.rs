@@ -211,24 +211,28 @@ pub fn targets(rows: &[Row], fairness: &[Fairness]) -> Vec<Target> {
             });
         }
     };
-    let cycle = lf(Mode::Cycle, 1, 1);
-    const P1_ROW: &str = "cycle 1 thr 1 cell";
-    add(
-        "P1",
-        "cycle time vs std Mutex",
-        P1_ROW,
-        cycle.and_then(|r| r.vs_std).map(|x| 1.0 / x.tput),
-        0.6,
-        false,
-    );
-    add(
-        "P1",
-        "cycle time vs parking_lot",
-        P1_ROW,
-        cycle.and_then(|r| r.vs_pl).map(|x| 1.0 / x.tput),
-        0.9,
-        false,
-    );
+    for (mode, row) in [
+        (Mode::Cycle, "cycle 1 thr 1 cell"),
+        (Mode::Fast, "fast 1 thr 1 cell"),
+    ] {
+        let r = lf(mode, 1, 1);
+        add(
+            "P1",
+            "cycle time vs std Mutex",
+            row,
+            r.and_then(|r| r.vs_std).map(|x| 1.0 / x.tput),
+            0.6,
+            false,
+        );
+        add(
+            "P1",
+            "cycle time vs parking_lot",
+            row,
+            r.and_then(|r| r.vs_pl).map(|x| 1.0 / x.tput),
+            0.9,
+            false,
+        );
+    }
     let two = lf(Mode::Pull, 2, 4);
     const TWO_ROW: &str = "pull 2 thr 4 cells";
     add(
@@ -340,6 +344,7 @@ fn marks(row: &Row, targets: &[Target]) -> String {
 fn row_name(c: Config) -> &'static str {
     match (c.mode, c.threads, c.cells) {
         (Mode::Cycle, 1, 1) => "cycle 1 thr 1 cell",
+        (Mode::Fast, 1, 1) => "fast 1 thr 1 cell",
         (Mode::Pull, 2, 4) => "pull 2 thr 4 cells",
         (Mode::Pull, 8, 4) => "pull 8 thr 4 cells",
         _ => "",

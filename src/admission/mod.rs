@@ -597,8 +597,11 @@ impl Ledger {
                 if list.is_empty() || list.iter().any(|c| usize::from(c.0) >= inner.classes.len()) {
                     return Err(Error::new(Code::InvalidArgument, "class"));
                 }
-                // Config order is ClassId order; at most 8 elements, in place.
-                list.sort_unstable();
+                // Config order is ClassId order; at most 8 elements, in place (a one-class list,
+                // the common case, skips the sort's setup).
+                if list.len() > 1 {
+                    list.sort_unstable();
+                }
             }
         }
 

@@ -17,7 +17,7 @@ use super::{ClassEngine, ClassSetup, Ended, Enqueued, Polled, Pulled, Ticket};
 use crate::admission::Permit;
 use crate::clock::Clock;
 use crate::policy::{EntryMeta, Judge, Policy, Verdict};
-use crate::pool::{CellPool, Lease};
+use crate::pool::{ClassPool, Lease};
 use crate::raw::arena::Key;
 use crate::scheduler::stats::ClassStats;
 use crate::scheduler::ClassSnapshot;
@@ -152,7 +152,7 @@ pub struct BaselineClass<T: Send, L: BaselineLock> {
     inner: L::Mutex<Locked<T>>,
     class: ClassId,
     queue_capacity: u32,
-    pool: Arc<dyn CellPool>,
+    pool: ClassPool,
     clock: Arc<dyn Clock>,
     stats: ClassStats,
 }

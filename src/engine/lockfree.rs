@@ -49,7 +49,7 @@ use super::{ClassEngine, ClassSetup, Ended, Enqueued, Polled, Pulled, Ticket};
 use crate::admission::Permit;
 use crate::clock::Clock;
 use crate::policy::{EntryMeta, Judge, Policy, Verdict};
-use crate::pool::{CellPool, Lease};
+use crate::pool::{ClassPool, Lease};
 use crate::raw::arena::{Arena, Key};
 use crate::raw::inbox::Inbox;
 use crate::raw::pack::Field;
@@ -281,7 +281,7 @@ pub struct LockFreeClass<T> {
     overflow: UnsafeCell<Overflow>,
     /// Entries in `overflow`, for executors deciding whether to force a pass.
     overflowed: AtomicU32,
-    pool: Arc<dyn CellPool>,
+    pool: ClassPool,
     clock: Arc<dyn Clock>,
     /// Cells not quarantined.
     usable: AtomicU32,
@@ -1242,7 +1242,7 @@ mod tests {
             queue_capacity: 4,
             max_tenants: 2,
             starvation_after: u64::MAX,
-            pool: Arc::new(FixedCellPool::new(ClassId(0), cells).unwrap()),
+            pool: crate::pool::ClassPool::Fixed(FixedCellPool::new(ClassId(0), cells).unwrap()),
             clock,
         })
         .unwrap();

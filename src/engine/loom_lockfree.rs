@@ -43,7 +43,7 @@ fn rig(cells: u32) -> Rig {
         queue_capacity: 2,
         max_tenants: 2,
         starvation_after: u64::MAX,
-        pool: pool.clone(),
+        pool: crate::pool::ClassPool::Host(pool.clone()),
         clock: std::sync::Arc::new(Frozen),
     })
     .unwrap();

@@ -17,7 +17,7 @@ pub mod lockfree;
 use crate::admission::Permit;
 use crate::clock::Clock;
 use crate::policy::{Policy, PolicyConfig};
-use crate::pool::{CellPool, Lease, LeaseRequest};
+use crate::pool::{ClassPool, Lease, LeaseRequest};
 use crate::scheduler::ClassSnapshot;
 use crate::{ClassId, Error, RequestId};
 use core::task::{Context, Poll};
@@ -30,7 +30,7 @@ pub struct ClassSetup {
     pub queue_capacity: u32,
     pub max_tenants: u32,
     pub starvation_after: u64,
-    pub pool: Arc<dyn CellPool>,
+    pub(crate) pool: ClassPool,
     pub clock: Arc<dyn Clock>,
 }
 

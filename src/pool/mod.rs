@@ -169,6 +169,49 @@ pub trait CellPool: Send + Sync + 'static {
     fn counters(&self) -> PoolCounters;
 }
 
+/// A class's pool as the engines hold it: the built-in [`FixedCellPool`] by value, so that its
+/// hot methods inline into the engine's fast path (through `dyn CellPool` every acquire and
+/// release was an indirect call moving a 40-byte `Result<Option<Lease>>` through memory), and a
+/// host's pool through its vtable.
+pub(crate) enum ClassPool {
+    /// The built-in pool.
+    Fixed(FixedCellPool),
+    /// A pool supplied by the host (F07).
+    Host(std::sync::Arc<dyn CellPool>),
+}
+
+impl ClassPool {
+    #[inline]
+    pub(crate) fn try_acquire_now(&self, req: &LeaseRequest) -> Result<Option<Lease>> {
+        match self {
+            ClassPool::Fixed(p) => p.try_acquire_now(req),
+            ClassPool::Host(p) => p.try_acquire_now(req),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn release(&self, lease: Lease) {
+        match self {
+            ClassPool::Fixed(p) => p.release(lease),
+            ClassPool::Host(p) => p.release(lease),
+        }
+    }
+
+    pub(crate) fn quarantine(&self, lease: Lease, reason: &'static str) {
+        match self {
+            ClassPool::Fixed(p) => p.quarantine(lease, reason),
+            ClassPool::Host(p) => p.quarantine(lease, reason),
+        }
+    }
+
+    pub(crate) fn counters(&self) -> PoolCounters {
+        match self {
+            ClassPool::Fixed(p) => p.counters(),
+            ClassPool::Host(p) => p.counters(),
+        }
+    }
+}
+
 /// Checks the pools a host supplied against the configuration (F07): exactly one pool per
 /// configured class (order-independent, no extra pools), each with the configured capacity, all
 /// cells available and none leased or quarantined, and change notification supported (checked by

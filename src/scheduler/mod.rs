@@ -17,7 +17,7 @@ use crate::clock::Clock;
 use crate::engine::baseline::{BaselineClass, BaselineLock, StdMutex};
 use crate::engine::lockfree::LockFreeClass;
 use crate::engine::{ClassEngine, ClassSetup, Ended, Enqueued, Ticket};
-use crate::pool::{validate_pools, CellPool, FixedCellPool, Lease};
+use crate::pool::{validate_pools, CellPool, ClassPool, FixedCellPool, Lease};
 use crate::sync::{AtomicBool, Ordering};
 use crate::{ClassId, Code, Error};
 use core::fmt;
@@ -369,7 +369,7 @@ impl<T: Send + 'static> Builder<T> {
         if starvation_after == 0 {
             return Err(Error::configuration("starvation_after"));
         }
-        let pools: Vec<Arc<dyn CellPool>> = match self.pools {
+        let pools: Vec<ClassPool> = match self.pools {
             Some(pools) => {
                 let expected: Vec<(ClassId, u32)> = self
                     .classes
@@ -384,7 +384,7 @@ impl<T: Send + 'static> Builder<T> {
                         .iter()
                         .find(|p| p.class() == ClassId(i as u16))
                         .expect("validated");
-                    ordered.push(p.clone());
+                    ordered.push(ClassPool::Host(p.clone()));
                 }
                 ordered
             }
@@ -392,10 +392,7 @@ impl<T: Send + 'static> Builder<T> {
                 .classes
                 .iter()
                 .enumerate()
-                .map(|(i, c)| {
-                    FixedCellPool::new(ClassId(i as u16), c.cells)
-                        .map(|p| Arc::new(p) as Arc<dyn CellPool>)
-                })
+                .map(|(i, c)| FixedCellPool::new(ClassId(i as u16), c.cells).map(ClassPool::Fixed))
                 .collect::<Result<_, _>>()?,
         };
         let clock = self.ledger.clock().clone();

@@ -14,8 +14,13 @@
 //!   and the other half `try_next`, spinning then yielding while there is nothing, and finally
 //!   parking in `next_blocking`; a cancelled request is withdrawn by its handle right after
 //!   submission. At 1 thread the thread alternates one submit and one `try_next`.
-//! * [`Mode::Cycle`] (P1): 1 thread, 1 cell, the wait-mode loop without the hold: the cost of one
-//!   enqueue → grant → release cycle.
+//! * [`Mode::Cycle`] (P1): 1 thread, 1 cell, no hold, a backlog of [`BACKLOG`] waiting futures
+//!   drawn from the mix: each cycle releases the held cell, which grants the backlog request the
+//!   policy picks (tenant turn, priority, deadline, sequence), polls that future (found through
+//!   its waker, which records its index) and enqueues a fresh request in its place. The cost of
+//!   one enqueue → policy → grant → release cycle. No cancellations.
+//! * [`Mode::Fast`] (P1, empty queue): 1 thread, 1 cell, the wait-mode loop without the hold:
+//!   every request finds the cell free and takes the fast path.
 //!
 //! Latency is enqueue-to-grant, in timer ticks: stamped just before `enqueue_blocking`/`submit`
 //! (the pull-mode stamp travels as the payload), read when the grant is in hand. Every grant is
@@ -27,7 +32,7 @@
 
 use std::future::Future;
 use std::hint::black_box;
-use std::pin::pin;
+use std::pin::{pin, Pin};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};
 use std::task::{Context, Poll, Waker};
@@ -66,8 +71,10 @@ const DEADLINE: Duration = Duration::from_secs(1);
 /// How the threads drive the scheduler.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Mode {
-    /// 1 thread, no hold: the P1 cycle.
+    /// 1 thread, no hold, a backlog: the P1 cycle through the policy.
     Cycle,
+    /// 1 thread, no hold, empty queue: the P1 cycle through the fast path.
+    Fast,
     /// Waiting futures.
     Wait,
     /// Producers and executors (SPEC F23).
@@ -79,6 +86,7 @@ impl Mode {
     pub fn name(self) -> &'static str {
         match self {
             Mode::Cycle => "cycle",
+            Mode::Fast => "fast",
             Mode::Wait => "wait",
             Mode::Pull => "pull",
         }
@@ -264,10 +272,16 @@ impl Requests {
     }
 
     fn draw<M: Mechanism>(&mut self, s: &Shared<M>) -> Draw {
+        self.draw_as(s, None)
+    }
+
+    /// A draw under request id `id` (default: one id per thread and tenant, matching
+    /// [`token`](Self::token)).
+    fn draw_as<M: Mechanism>(&mut self, s: &Shared<M>, id: Option<u64>) -> Draw {
         let r = self.rng.next();
         let tenant = u32::from(s.zipf[(r & 1023) as usize]);
         let mut request = AdmissionRequest::new(
-            RequestId(self.id_base + u64::from(tenant)),
+            RequestId(id.unwrap_or(self.id_base + u64::from(tenant))),
             TenantId(tenant),
         )
         .class(ClassId(0))
@@ -322,7 +336,7 @@ fn setup<M: Mechanism>(
         } else {
             timer.sample_every()
         },
-        hold100: if config.mode == Mode::Cycle {
+        hold100: if matches!(config.mode, Mode::Cycle | Mode::Fast) {
             0
         } else {
             hold100
@@ -371,6 +385,105 @@ fn wait_worker<M: Mechanism>(s: &Shared<M>, src: &mut Requests, tally: &mut Tall
         step(tally, src);
     }
     tally.allocs = alloc_count::thread_allocs() - before;
+}
+
+/// Waiting futures of the P1 cycle.
+pub const BACKLOG: usize = 16;
+
+thread_local! {
+    /// The backlog index whose waker was woken last ([`usize::MAX`]: none since the last read).
+    static WOKEN: core::cell::Cell<usize> = const { core::cell::Cell::new(usize::MAX) };
+}
+
+/// A waker that records `index` in [`WOKEN`]: no allocation, the index is the data pointer.
+fn index_waker(index: usize) -> Waker {
+    use std::task::{RawWaker, RawWakerVTable};
+    fn clone(data: *const ()) -> RawWaker {
+        RawWaker::new(data, &VTABLE)
+    }
+    fn wake(data: *const ()) {
+        WOKEN.with(|w| w.set(data as usize));
+    }
+    fn drop(_: *const ()) {}
+    static VTABLE: RawWakerVTable = RawWakerVTable::new(clone, wake, wake, drop);
+    // SAFETY: the vtable's functions ignore the data pointer except as an integer; `clone`
+    // returns the same waker and `drop` has nothing to free.
+    unsafe { Waker::from_raw(RawWaker::new(index as *const (), &VTABLE)) }
+}
+
+/// Cycle mode: a backlog of [`BACKLOG`] waiting futures behind the one held cell; each release
+/// grants the one the policy picks.
+fn cycle_worker<M: Mechanism>(s: &Shared<M>, src: &mut Requests, tally: &mut Tally) {
+    // Backlog slot `k` holds request id `BASE + k` (live ids stay distinct); the held request
+    // uses the thread's ids.
+    const BASE: u64 = 1 << 32;
+    let tokens: Vec<CancellationToken> = (0..BACKLOG as u64)
+        .map(|k| CancellationToken::new(RequestId(BASE + k)))
+        .collect();
+    let enqueue = |src: &mut Requests, k: usize| loop {
+        let d = src.draw_as(s, Some(BASE + k as u64));
+        if let Ok(permit) = s.ledger.admit(d.request) {
+            let t0 = s.timer.now();
+            break (
+                s.sched
+                    .enqueue(AdmittedRequest::new(permit, tokens[k].clone())),
+                t0,
+            );
+        }
+    };
+    let held = loop {
+        let d = src.draw(s);
+        let permit = s.ledger.admit(d.request).expect("the ledger is unlimited");
+        if let Ok(a) = s
+            .sched
+            .try_enqueue(AdmittedRequest::new(permit, src.token(d.tenant)))
+        {
+            break a;
+        }
+    };
+    let wakers: Vec<Waker> = (0..BACKLOG).map(index_waker).collect();
+    let mut backlog: Vec<_> = (0..BACKLOG).map(|k| enqueue(src, k)).collect();
+    for (k, (fut, _)) in backlog.iter_mut().enumerate() {
+        let mut cx = Context::from_waker(&wakers[k]);
+        assert!(
+            Pin::new(fut).poll(&mut cx).is_pending(),
+            "the only cell is held"
+        );
+    }
+    // One untimed cycle warms the path; then the timed loop.
+    let mut step =
+        |tally: &mut Tally, src: &mut Requests, held: &mut Option<fairway::Assignment>| {
+            WOKEN.with(|w| w.set(usize::MAX));
+            held.take().expect("a cell is held").release();
+            let woken = WOKEN.with(|w| w.replace(usize::MAX));
+            let k = if woken < BACKLOG { woken } else { 0 };
+            let (fut, t0) = &mut backlog[k];
+            let mut cx = Context::from_waker(&wakers[k]);
+            match Pin::new(fut).poll(&mut cx) {
+                Poll::Ready(Ok(a)) => {
+                    tally.grant(s, a.tenant(), *t0);
+                    *held = Some(a);
+                }
+                other => panic!("the released cell went to backlog entry {k}: {other:?}"),
+            }
+            backlog[k] = enqueue(src, k);
+            let (fut, _) = &mut backlog[k];
+            assert!(
+                Pin::new(fut).poll(&mut cx).is_pending(),
+                "the only cell is held"
+            );
+        };
+    let mut held = Some(held);
+    step(&mut Tally::new(), src, &mut held);
+    s.start.wait();
+    let before = alloc_count::thread_allocs();
+    while !s.stopped() {
+        step(tally, src, &mut held);
+    }
+    tally.allocs = alloc_count::thread_allocs() - before;
+    if let Some(a) = held {
+        a.release();
+    }
 }
 
 /// Pull mode, producer side: one submission (retried while the queue is full). Returns whether
@@ -495,7 +608,8 @@ fn run_once<M: Mechanism>(
                 let mut tally = Tally::new();
                 let mut src = Requests::new(i);
                 match config.mode {
-                    Mode::Cycle | Mode::Wait => wait_worker(&s, &mut src, &mut tally),
+                    Mode::Cycle => cycle_worker(&s, &mut src, &mut tally),
+                    Mode::Fast | Mode::Wait => wait_worker(&s, &mut src, &mut tally),
                     Mode::Pull if config.threads == 1 => pull_alone(&s, &mut src, &mut tally),
                     Mode::Pull if i < producers => producer(&s, &mut src, &mut tally),
                     Mode::Pull => executor(&s, &mut src, &mut tally),
@@ -580,11 +694,13 @@ fn engines() -> [Engine; 3] {
 pub fn configs(threads: &[usize]) -> Vec<Config> {
     let mut v = Vec::new();
     if threads.contains(&1) {
-        v.push(Config {
-            mode: Mode::Cycle,
-            threads: 1,
-            cells: 1,
-        });
+        for mode in [Mode::Cycle, Mode::Fast] {
+            v.push(Config {
+                mode,
+                threads: 1,
+                cells: 1,
+            });
+        }
     }
     for mode in [Mode::Wait, Mode::Pull] {
         for &threads in threads {
