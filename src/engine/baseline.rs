@@ -135,14 +135,16 @@ impl<T> After<T> {
         }
     }
 
-    fn finish(self) -> bool {
-        for w in self.wakes {
+    /// Wakes and drops what the pass collected, in place (moving the vectors out by value would
+    /// copy their whole inline storage, kilobytes with the contents, on every pass).
+    fn finish(&mut self) -> bool {
+        for w in self.wakes.drain(..) {
             w.wake();
         }
-        for w in self.exec {
+        for w in self.exec.drain(..) {
             w.wake();
         }
-        drop(self.contents);
+        self.contents.clear();
         self.more
     }
 }
@@ -570,7 +572,7 @@ impl<T: Send + 'static, L: BaselineLock> ClassEngine<T> for BaselineClass<T, L> 
             Ok((Enqueued::Queued(key), None))
         });
         let (enqueued, after) = res?;
-        if let Some(a) = after {
+        if let Some(mut a) = after {
             a.finish();
         }
         if matches!(enqueued, Enqueued::Queued(_)) {

@@ -452,10 +452,12 @@ impl<T: Send + 'static> LockFreeClass<T> {
         // holder (pairs with the Acquire token take in `kick_with`); Acquire: sees what the
         // threads that set DIRTY published.
         let prev = self.ctl.fetch_and(!(TOKEN | DIRTY), Ordering::AcqRel);
-        for w in after.wakes {
+        // `drain` and `clear` work in place: moving the vectors out by value would copy their
+        // whole inline storage (kilobytes with the contents) on every pass.
+        for w in after.wakes.drain(..) {
             w.wake();
         }
-        drop(after.contents);
+        after.contents.clear();
         if after.pulled {
             self.exec.wake_all();
         }
@@ -945,8 +947,17 @@ impl<T: Send + 'static> ClassEngine<T> for LockFreeClass<T> {
             // would otherwise be missed (its waker `take` could have run before `register`).
             s = self.arena.state(key).unwrap_or(FAILED_S);
             if s & STAGE == QUEUED_S {
-                self.kick();
-                s = self.arena.state(key).unwrap_or(FAILED_S);
+                // Cooperative progress (F18): run a pass if one is due and nobody runs one.
+                // A load, not the RMW of `kick`: that RMW orders a caller's fresh publication
+                // against releasers, and a poller has published nothing a pass must see (a
+                // grant racing the registration is caught by the re-check above). Saves one
+                // RMW on `ctl` per pending poll.
+                // Relaxed: a hint; `kick` re-reads `ctl` with an RMW before acting on it.
+                let cur = self.ctl.load(Ordering::Relaxed);
+                if cur & TOKEN == 0 && Self::wants_pass(cur) {
+                    self.kick();
+                    s = self.arena.state(key).unwrap_or(FAILED_S);
+                }
                 if s & STAGE == QUEUED_S {
                     return Polled::Pending;
                 }
@@ -1033,7 +1044,7 @@ impl<T: Send + 'static> ClassEngine<T> for LockFreeClass<T> {
             pulled: false,
         };
         self.collect_ended(key, &mut after);
-        for w in after.wakes {
+        for w in after.wakes.drain(..) {
             w.wake();
         }
         Ok(())
