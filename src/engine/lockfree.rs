@@ -322,14 +322,9 @@ impl<T: Send + 'static> LockFreeClass<T> {
 
     /// Clears reference bit `bit`; frees the slot if it was the last one.
     fn drop_ref(&self, key: Key, bit: u8) {
-        match self.arena.update(key, |s| Some(s & !bit)) {
-            Ok((_, new)) if new & (QREF | HREF) == 0 => {
-                let freed = self.arena.free(key);
-                debug_assert!(freed.is_ok(), "the last reference frees exactly once");
-            }
-            Ok(_) => {}
-            Err(_) => debug_assert!(false, "reference dropped on a stale key"),
-        }
+        // One CAS: clearing the last reference bit frees the slot in the same RMW.
+        let dropped = self.arena.drop_bits(key, bit, QREF | HREF);
+        debug_assert!(dropped.is_ok(), "reference dropped on a stale key");
     }
 
     /// Takes a cell from the pool and checks it (SPEC F08). On success the cell's lease age

@@ -322,6 +322,63 @@ impl<T> Arena<T> {
         }
     }
 
+    /// Clears the bits `drop` of the state of the allocation `key` names, and, if none of the
+    /// bits `holders` remain set, frees the allocation in the same CAS (as [`Arena::free`]
+    /// would: generation bumped, slot pushed or retired). Returns whether it freed.
+    ///
+    /// One RMW where [`Arena::update`] followed by [`Arena::free`] takes two: the scheduler's
+    /// entries are freed by whoever drops the last reference bit, on every request.
+    ///
+    /// # Errors
+    ///
+    /// [`Refused::Stale`] if the key is stale; nothing is changed.
+    ///
+    /// # Ordering
+    ///
+    /// `AcqRel` on success, as in [`Arena::update`]; a freeing CAS is also the Acquire that
+    /// [`Arena::free`] takes, so every write into `T` made before any transition of this
+    /// allocation happens-before the slot's next owner.
+    pub(crate) fn drop_bits(&self, key: Key, drop: u8, holders: u8) -> Result<bool, Refused> {
+        let slot = self.slot(key).ok_or(Refused::Stale)?;
+        let bumped = key
+            .generation
+            .checked_add(1)
+            .filter(|&g| g as u64 <= self.generation.max());
+        let freed = self.word(bumped.unwrap_or(key.generation), FREE);
+        // Relaxed: only a guess at the current word; the CAS below validates it and orders.
+        let mut word = slot.word.load(Relaxed);
+        loop {
+            if !self.is_live(word, key) {
+                return Err(Refused::Stale);
+            }
+            let new = STATE.get(word) as u8 & !drop;
+            let last = new & holders == 0;
+            debug_assert!(last || new != FREE, "FREE is reserved by the arena");
+            let next = if last {
+                freed
+            } else {
+                STATE.set(word, new as u64)
+            };
+            // AcqRel on success: Release publishes our writes into `T` (see `update`); Acquire
+            // pairs with the previous transition's Release (and, when freeing, with every
+            // earlier one, as in `free`). Relaxed on failure: the value is only re-checked.
+            match slot.word.compare_exchange_weak(word, next, AcqRel, Relaxed) {
+                Ok(_) => {
+                    if last {
+                        match bumped {
+                            Some(_) => self.push(key.index),
+                            None => {
+                                self.retired.fetch_add(1, Relaxed);
+                            }
+                        }
+                    }
+                    return Ok(last);
+                }
+                Err(actual) => word = actual,
+            }
+        }
+    }
+
     /// Moves the allocation `key` names from state `from` to `to` (neither [`FREE`]) in one CAS.
     ///
     /// # Errors
@@ -651,6 +708,35 @@ mod tests {
             assert_eq!(a.state(old), None);
             assert_eq!(a.free(old), Err(Refused::Stale));
         }
+    }
+
+    #[test]
+    fn drop_bits_frees_with_the_last_holder_bit() {
+        const A: u8 = 0x10;
+        const B: u8 = 0x20;
+        let a = arena(1);
+        let k = a.alloc(QUEUED | A | B).unwrap();
+        assert_eq!(a.drop_bits(k, A, A | B), Ok(false));
+        assert_eq!(a.state(k), Some(QUEUED | B));
+        // Dropping a bit that is already clear changes nothing but is not an error.
+        assert_eq!(a.drop_bits(k, A, A | B), Ok(false));
+        assert_eq!(a.drop_bits(k, B, A | B), Ok(true));
+        assert_eq!(a.state(k), None, "freed: the key is stale");
+        assert_eq!(a.drop_bits(k, B, A | B), Err(Refused::Stale));
+        let k1 = a.alloc(GRANTED).unwrap();
+        assert_eq!((k1.index(), k1.generation()), (0, 1));
+    }
+
+    #[test]
+    fn f21_drop_bits_retires_an_exhausted_slot() {
+        let a = Arena::<()>::with_generation_bits(1, 1).unwrap();
+        for generation in 0..2 {
+            let k = a.alloc(QUEUED | 0x10).unwrap();
+            assert_eq!(k.generation(), generation);
+            assert_eq!(a.drop_bits(k, 0x10, 0x10), Ok(true));
+        }
+        assert_eq!(a.retired(), 1);
+        assert_eq!(a.alloc(QUEUED), None);
     }
 
     #[test]

@@ -167,3 +167,49 @@ fn aba_pop_racing_pop_pop_push_is_refused() {
     });
     outcomes.assert_exactly(&["a-first", "a-found-empty", "a-took-freed-slot"]);
 }
+
+/// Two holders drop their reference bits at once (`drop_bits`): exactly one frees, the slot
+/// comes back exactly once, and whichever thread frees and reuses the slot is ordered after
+/// holder A's write (loom reports a write not ordered before the next owner's).
+#[test]
+fn drop_bits_last_holder_frees_once() {
+    const A: u8 = 0x10;
+    const B: u8 = 0x20;
+    let outcomes = std::sync::Arc::new(Outcomes::new());
+    let seen = outcomes.clone();
+    model(move || {
+        let arena = Arc::new(Arena::<Owned>::new(1).unwrap());
+        let k = arena.alloc(1 | A | B).unwrap();
+        let threads: Vec<_> = [(1, A), (2, B)]
+            .into_iter()
+            .map(|(who, bit)| {
+                let arena = arena.clone();
+                loom::thread::spawn(move || {
+                    // Holder A writes the value before letting go (shared holders never write
+                    // at once; B only drops its bit).
+                    if bit == A {
+                        touch(&arena, k, who);
+                    }
+                    let freed = arena.drop_bits(k, bit, A | B).unwrap();
+                    if freed {
+                        // The new owner writes too: ordered after both holders.
+                        let again = arena.alloc(1).unwrap();
+                        touch(&arena, again, 10 + who);
+                        arena.free(again).unwrap();
+                    }
+                    freed
+                })
+            })
+            .collect();
+        let freed: Vec<bool> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+        assert_eq!(freed.iter().filter(|&&f| f).count(), 1, "exactly one frees");
+        assert_eq!(arena.state(k), None);
+        check_conservation(&arena, &[]);
+        seen.hit(if freed[0] {
+            "first-frees"
+        } else {
+            "second-frees"
+        });
+    });
+    outcomes.assert_exactly(&["first-frees", "second-frees"]);
+}
