@@ -348,9 +348,9 @@ mod tests {
         };
         let timer = timer::Timer::calibrate();
         let results = measure(&args, &timer);
-        // cycle + fast + (wait, pull) x (1, 2 threads) x (1, 4 cells) configurations, 3 engines
-        // each.
-        assert_eq!(results.sched.len(), 10 * 3);
+        // cycle + fast + (wait, pull) x (1, 2 threads) x (1, 4 cells) + rpc x 2 threads x (1, 4
+        // cells) configurations, 3 engines each.
+        assert_eq!(results.sched.len(), 12 * 3);
         for r in &results.sched {
             assert!(r.tput > 0.0, "{r:?}");
             assert_eq!(r.reps, 2);
@@ -370,11 +370,12 @@ mod tests {
         assert_eq!(results.fairness.len(), 3);
         let svg = svg::latency_plot(2, &results.sched);
         assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
-        assert_eq!(svg.matches("<polyline").count(), 4 * 3);
+        // (wait, pull, rpc) x (1, 4 cells) panels, one line per engine.
+        assert_eq!(svg.matches("<polyline").count(), 6 * 3);
         let system = report::System::detect(&timer);
         let doc = json_document(&system, &results, &["a.svg".to_owned()]);
         let v: serde_json::Value = serde_json::from_str(&doc).expect("valid JSON");
-        assert_eq!(v["sched"]["rows"].as_array().unwrap().len(), 30);
+        assert_eq!(v["sched"]["rows"].as_array().unwrap().len(), 36);
         assert_eq!(v["rows"].as_array().unwrap().len(), 8);
         assert!(v["sched"]["targets"][0]["pass"].is_boolean());
         assert_eq!(v["sched"]["plots"][0], "a.svg");

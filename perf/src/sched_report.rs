@@ -183,9 +183,10 @@ impl Target {
     }
 }
 
-/// The targets the rows cover: P1 (cycle row, cycle-time ratio = inverse throughput ratio), P3
-/// and P4 (pull, 2 threads, 4 cells), P5 and P6 (pull, 8 threads, 4 cells), P10 (every lock-free
-/// row), P11 (the fairness run). A target whose row did not run is left out.
+/// The targets the rows cover: P1 (cycle and fast rows, cycle-time ratio = inverse throughput
+/// ratio), P3 (pull, 2 threads, 4 cells), P4 (pull and rpc, 2 threads, 4 cells), P5 (pull and
+/// rpc, 8 threads, 4 cells), P6 (pull, 8 threads, 4 cells), P10 (every lock-free row), P11 (the
+/// fairness run). A target whose row did not run is left out.
 pub fn targets(rows: &[Row], fairness: &[Fairness]) -> Vec<Target> {
     let lf = |mode: Mode, threads: usize, cells: u32| {
         rows.iter().find(|r| {
@@ -251,32 +252,45 @@ pub fn targets(rows: &[Row], fairness: &[Fairness]) -> Vec<Target> {
         1.0,
         true,
     );
-    add(
-        "P4",
-        "p99 vs std Mutex",
-        TWO_ROW,
-        two.and_then(|r| r.vs_std).map(|x| x.p99),
-        0.25,
-        false,
-    );
+    // The latency targets on both the saturated pull rows (queueing behind the backlog) and the
+    // paced rpc rows (the hand-off itself).
+    for (mode, row) in [
+        (Mode::Pull, "pull 2 thr 4 cells"),
+        (Mode::Rpc, "rpc 2 thr 4 cells"),
+    ] {
+        add(
+            "P4",
+            "p99 vs std Mutex",
+            row,
+            lf(mode, 2, 4).and_then(|r| r.vs_std).map(|x| x.p99),
+            0.25,
+            false,
+        );
+    }
+    for (mode, row) in [
+        (Mode::Pull, "pull 8 thr 4 cells"),
+        (Mode::Rpc, "rpc 8 thr 4 cells"),
+    ] {
+        let r = lf(mode, 8, 4);
+        add(
+            "P5",
+            "p99.9 vs std Mutex",
+            row,
+            r.and_then(|r| r.vs_std).map(|x| x.p999),
+            0.25,
+            false,
+        );
+        add(
+            "P5",
+            "p99.9 vs parking_lot",
+            row,
+            r.and_then(|r| r.vs_pl).map(|x| x.p999),
+            0.5,
+            false,
+        );
+    }
     let eight = lf(Mode::Pull, 8, 4);
     const EIGHT_ROW: &str = "pull 8 thr 4 cells";
-    add(
-        "P5",
-        "p99.9 vs std Mutex",
-        EIGHT_ROW,
-        eight.and_then(|r| r.vs_std).map(|x| x.p999),
-        0.25,
-        false,
-    );
-    add(
-        "P5",
-        "p99.9 vs parking_lot",
-        EIGHT_ROW,
-        eight.and_then(|r| r.vs_pl).map(|x| x.p999),
-        0.5,
-        false,
-    );
     add(
         "P6",
         "throughput vs std Mutex",
@@ -347,6 +361,8 @@ fn row_name(c: Config) -> &'static str {
         (Mode::Fast, 1, 1) => "fast 1 thr 1 cell",
         (Mode::Pull, 2, 4) => "pull 2 thr 4 cells",
         (Mode::Pull, 8, 4) => "pull 8 thr 4 cells",
+        (Mode::Rpc, 2, 4) => "rpc 2 thr 4 cells",
+        (Mode::Rpc, 8, 4) => "rpc 8 thr 4 cells",
         _ => "",
     }
 }

@@ -416,6 +416,17 @@ impl<T: Send + 'static, L: BaselineLock> Judge for EndJudge<'_, '_, T, L> {
 /// Ends a queued entry. The policy may still hold it as a tombstone (`queued_ref`), exactly as
 /// in the lock-free engine, so that both run the same rotation rules (SPEC F11's lazy removal);
 /// callers that remove it from the policy clear `queued_ref` themselves.
+/// Takes a cancelled or withdrawn entry out of the policy at once and drops the queue's
+/// reference, as the lock-free engine does when its dispatch token is free (it always is in a
+/// sequential run, so the two engines' grant orders stay identical). The tenant keeps its ring
+/// position (F11).
+fn unqueue<T: Send>(policy: &mut Policy, inner: &mut Inner<T>, index: u32) {
+    if policy.remove(index) {
+        inner.slots[index as usize].queued_ref = false;
+        inner.maybe_free(index);
+    }
+}
+
 fn end_queued<T: Send + 'static, L: BaselineLock>(
     class: &BaselineClass<T, L>,
     inner: &mut Inner<T>,
@@ -642,11 +653,12 @@ impl<T: Send + 'static, L: BaselineLock> ClassEngine<T> for BaselineClass<T, L> 
 
     fn withdraw(&self, raw: u64, why: Ended) -> Option<Lease> {
         let mut after = After::new();
-        let lease = self.with(|_, inner| {
+        let lease = self.with(|policy, inner| {
             let (index, s) = inner.slot(raw)?;
             let lease = match s.stage {
                 Stage::Queued => {
                     end_queued(self, inner, index, why, &mut after);
+                    unqueue(policy, inner, index);
                     None
                 }
                 Stage::Granted => s.lease.take(),
@@ -666,9 +678,10 @@ impl<T: Send + 'static, L: BaselineLock> ClassEngine<T> for BaselineClass<T, L> 
 
     fn cancel(&self, raw: u64) -> Result<(), Error> {
         let mut after = After::new();
-        let found = self.with(|_, inner| match inner.slot(raw) {
+        let found = self.with(|policy, inner| match inner.slot(raw) {
             Some((index, s)) if s.stage == Stage::Queued => {
                 end_queued(self, inner, index, Ended::Cancelled, &mut after);
+                unqueue(policy, inner, index);
                 true
             }
             _ => false,

@@ -131,14 +131,18 @@ fn stage_of(why: Ended) -> u8 {
 /// - `content` (pull mode): written before publication; taken by whoever moves the entry out of
 ///   `QUEUED` into an ended stage, or by the executor after `GRANTED`.
 /// - `error`: written by the dispatcher before a `QUEUED → FAILED` CAS, read by the owner after.
+///
+/// `repr(C)` with the waker first: a cancel touches the slot's state word and the waker, which
+/// then share the slot's first cache line (see the arena's `Slot`), one miss at any queue depth.
+#[repr(C)]
 struct Entry<T> {
+    waker: AtomicWaker,
     ticket: UnsafeCell<Ticket>,
     enqueued_at: UnsafeCell<u64>,
     lease: UnsafeCell<Option<Lease>>,
     waited: UnsafeCell<u64>,
     content: UnsafeCell<Option<(Permit, T)>>,
     error: UnsafeCell<Option<Error>>,
-    waker: AtomicWaker,
 }
 
 impl<T> Default for Entry<T> {
@@ -580,6 +584,14 @@ impl<T: Send + 'static> LockFreeClass<T> {
                 // and nobody else writes `error`.
                 e.error.with_mut(|x| unsafe { *x = Some(err) });
                 self.end_queued(key, FAILED_S, after);
+            } else if self.arena.state(key).is_some_and(|s| s & STAGE != QUEUED_S) {
+                // Cancelled or withdrawn while in the inbox: out again at once, as `unqueue_now`
+                // does for an entry already in the policy. Inserting first keeps what the insert
+                // decides (the sequence number, the tenant's place in the ring) the same as in
+                // the baseline, which inserts at enqueue and removes at cancel.
+                if policy.remove(index) {
+                    self.drop_ref(key, QREF);
+                }
             }
         }
     }
@@ -626,6 +638,56 @@ impl<T: Send + 'static> LockFreeClass<T> {
             if let Err(e) = after.wakes.try_push(w) {
                 e.element().wake();
             }
+        }
+    }
+
+    /// Takes an entry that just left the queued stage (cancelled, withdrawn) out of the policy
+    /// at once if the dispatch token is free — try-only, like every use of the token — and drops
+    /// the policy's reference. The slot is then reused while its lines are still in cache, and
+    /// no tombstone waits for a pass or a compaction (PERF P7). With the token busy the entry
+    /// stays a tombstone and a pass removes it later (F11's lazy removal), as before.
+    fn unqueue_now(&self, key: Key) {
+        // Relaxed: the CAS below orders.
+        let mut cur = self.ctl.load(Ordering::Relaxed);
+        loop {
+            if cur & TOKEN != 0 {
+                return;
+            }
+            // Acquire: taking the token; pairs with the Release that gave it up, so we see the
+            // previous holder's policy writes.
+            match self.ctl.compare_exchange_weak(
+                cur,
+                cur | TOKEN,
+                Ordering::Acquire,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => break,
+                Err(actual) => cur = actual,
+            }
+        }
+        // Under the token nobody else drops `QREF`, so while the key is live with `QREF` set the
+        // slot cannot be freed and reused: if its index is in the policy, it is this entry. (A
+        // stale key — the entry was dropped and the slot reused — reads `None` here.)
+        if self.arena.state(key).is_some_and(|s| s & QREF != 0) {
+            let removed = self.policy.with_mut(|p| {
+                // SAFETY: we hold the dispatch token, which makes us the only user of the policy.
+                let policy = unsafe { &mut *p };
+                let removed = policy.remove(key.index);
+                // Relaxed: an observation for snapshots.
+                self.queued_tenants
+                    .store(policy.queued_tenants() as u32, Ordering::Relaxed);
+                removed
+            });
+            if removed {
+                self.drop_ref(key, QREF);
+            }
+        }
+        // Release the token as a pass does. Release: publishes our policy writes to the next
+        // holder; Acquire: sees what the threads that set `DIRTY` published. Whatever they asked
+        // for (or a pass that became due meanwhile) runs now, as the holder's re-run would.
+        let prev = self.ctl.fetch_and(!(TOKEN | DIRTY), Ordering::AcqRel);
+        if prev & DIRTY != 0 || Self::wants_pass(prev) {
+            self.kick();
         }
     }
 
@@ -1003,6 +1065,7 @@ impl<T: Send + 'static> ClassEngine<T> for LockFreeClass<T> {
                     &self.stats.cancellations
                 };
                 crate::scheduler::stats::saturating_add(counter, 1);
+                self.unqueue_now(key);
                 None
             }
             Err(_)
@@ -1042,6 +1105,7 @@ impl<T: Send + 'static> ClassEngine<T> for LockFreeClass<T> {
         for w in after.wakes.drain(..) {
             w.wake();
         }
+        self.unqueue_now(key);
         Ok(())
     }
 

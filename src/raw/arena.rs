@@ -135,6 +135,11 @@ pub(crate) enum Refused {
 }
 
 /// One slot: its packed word, its free-list link and the user's value.
+///
+/// `repr(C)` and cache-line aligned: the word and the first bytes of the value share the slot's
+/// first cache line, so a user that puts its hottest fields first (the scheduler's entry puts
+/// its waker there) reaches the state and those fields with one miss.
+#[repr(C, align(64))]
 struct Slot<T> {
     /// `generation | state`, see the module docs.
     word: AtomicU64,

@@ -14,6 +14,13 @@
 //!   and the other half `try_next`, spinning then yielding while there is nothing, and finally
 //!   parking in `next_blocking`; a cancelled request is withdrawn by its handle right after
 //!   submission. At 1 thread the thread alternates one submit and one `try_next`.
+//! * [`Mode::Rpc`] (P4, P5): pull mode as a request/response service: each producer keeps at
+//!   most `cells` of its jobs outstanding (a closed loop, as an RPC client with a window does), and
+//!   executors poll `try_next` without ever parking, as a runtime's worker threads do. The queue
+//!   stays short, so enqueue-to-grant latency is the hand-off itself — what the engine adds
+//!   under contention and preemption — rather than queueing behind a saturated backlog (which in
+//!   the pull rows is the Zipf-heavy tenant waiting for its fair share, the same in every
+//!   engine).
 //! * [`Mode::Cycle`] (P1): 1 thread, 1 cell, no hold, a backlog of [`BACKLOG`] waiting futures
 //!   drawn from the mix: each cycle releases the held cell, which grants the backlog request the
 //!   policy picks (tenant turn, priority, deadline, sequence), polls that future (found through
@@ -33,12 +40,12 @@
 use std::future::Future;
 use std::hint::black_box;
 use std::pin::{pin, Pin};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
-use crossbeam_utils::Backoff;
+use crossbeam_utils::{Backoff, CachePadded};
 use fairway::admission::{AdmissionRequest, ClassSpec, Ledger, LedgerConfig, Limits};
 use fairway::{
     AdmittedRequest, Baseline, CancellationToken, ClassId, Code, LockFree, Mechanism,
@@ -79,6 +86,8 @@ pub enum Mode {
     Wait,
     /// Producers and executors (SPEC F23).
     Pull,
+    /// Producers with a bounded window of outstanding jobs, executors that never park.
+    Rpc,
 }
 
 impl Mode {
@@ -89,6 +98,7 @@ impl Mode {
             Mode::Fast => "fast",
             Mode::Wait => "wait",
             Mode::Pull => "pull",
+            Mode::Rpc => "rpc",
         }
     }
 }
@@ -197,6 +207,10 @@ struct Shared<M: Mechanism> {
     /// [`hold`] iterations for 100 ns; 0 in cycle mode.
     hold100: u32,
     zipf: [u8; 1024],
+    /// Rpc mode: jobs outstanding per producer (submitted, not yet released by an executor).
+    outstanding: Vec<CachePadded<AtomicU64>>,
+    /// Rpc mode: the window, jobs each producer may have outstanding.
+    window: u64,
 }
 
 impl<M: Mechanism> Shared<M> {
@@ -342,6 +356,10 @@ fn setup<M: Mechanism>(
             hold100
         },
         zipf: zipf_table(),
+        outstanding: (0..config.threads)
+            .map(|_| CachePadded::new(AtomicU64::new(0)))
+            .collect(),
+        window: u64::from(config.cells),
     })
 }
 
@@ -587,6 +605,80 @@ fn executor<M: Mechanism>(s: &Shared<M>, src: &mut Requests, tally: &mut Tally) 
     tally.allocs = alloc_count::thread_allocs() - before;
 }
 
+/// Rpc mode: the payload of a job carries its enqueue stamp and, in the top 8 bits, the index
+/// of the producer whose window it counts against.
+const PRODUCER_SHIFT: u32 = 56;
+
+/// Rpc mode, producer thread: submit while fewer than `window` of its jobs are outstanding.
+fn rpc_producer<M: Mechanism>(s: &Shared<M>, me: usize, src: &mut Requests, tally: &mut Tally) {
+    let mine = &s.outstanding[me];
+    s.start.wait();
+    let before = alloc_count::thread_allocs();
+    let mut spins = 0u32;
+    while !s.stopped() {
+        // Relaxed: a count; the executor's decrement is what frees the window.
+        if mine.load(Ordering::Relaxed) >= s.window {
+            spins += 1;
+            if spins.is_multiple_of(64) {
+                std::thread::yield_now();
+            } else {
+                std::hint::spin_loop();
+            }
+            continue;
+        }
+        spins = 0;
+        let d = src.draw(s);
+        let Ok(permit) = s.ledger.admit(d.request) else {
+            continue;
+        };
+        // Relaxed: as above. Counted before the submission, so an executor never takes the
+        // count below zero.
+        mine.fetch_add(1, Ordering::Relaxed);
+        let t0 = s.timer.now() & ((1 << PRODUCER_SHIFT) - 1);
+        let payload = t0 | ((me as u64) << PRODUCER_SHIFT);
+        match s
+            .sched
+            .submit(AdmittedRequest::new(permit, src.token(d.tenant)), payload)
+        {
+            Ok(handle) => {
+                if d.cancel && s.sched.cancel(handle).is_ok() {
+                    tally.cancelled += 1;
+                    mine.fetch_sub(1, Ordering::Relaxed);
+                }
+            }
+            Err(_) => {
+                mine.fetch_sub(1, Ordering::Relaxed);
+            }
+        }
+    }
+    tally.allocs = alloc_count::thread_allocs() - before;
+}
+
+/// Rpc mode, executor thread: `try_next` in a loop, spinning and yielding while there is
+/// nothing, never parking.
+fn rpc_executor<M: Mechanism>(s: &Shared<M>, src: &mut Requests, tally: &mut Tally) {
+    let backoff = Backoff::new();
+    s.start.wait();
+    let before = alloc_count::thread_allocs();
+    while !s.stopped() {
+        let h = src.draw(s).hold;
+        match s.sched.try_next(ClassId(0)) {
+            Some(job) => {
+                backoff.reset();
+                let producer = (job.payload >> PRODUCER_SHIFT) as usize;
+                let t0 = job.payload & ((1 << PRODUCER_SHIFT) - 1);
+                tally.grant(s, job.assignment.tenant(), t0);
+                hold(h);
+                job.assignment.release();
+                // Relaxed: see `rpc_producer`.
+                s.outstanding[producer].fetch_sub(1, Ordering::Relaxed);
+            }
+            None => backoff.snooze(),
+        }
+    }
+    tally.allocs = alloc_count::thread_allocs() - before;
+}
+
 /// One run of engine `M` on `config` for `run_for`.
 fn run_once<M: Mechanism>(
     timer: &Timer,
@@ -594,7 +686,7 @@ fn run_once<M: Mechanism>(
     hold100: u32,
     run_for: Duration,
 ) -> Measured {
-    let capacity = if config.mode == Mode::Pull {
+    let capacity = if matches!(config.mode, Mode::Pull | Mode::Rpc) {
         PULL_CAPACITY
     } else {
         WAIT_CAPACITY
@@ -613,6 +705,8 @@ fn run_once<M: Mechanism>(
                     Mode::Pull if config.threads == 1 => pull_alone(&s, &mut src, &mut tally),
                     Mode::Pull if i < producers => producer(&s, &mut src, &mut tally),
                     Mode::Pull => executor(&s, &mut src, &mut tally),
+                    Mode::Rpc if i < producers.max(1) => rpc_producer(&s, i, &mut src, &mut tally),
+                    Mode::Rpc => rpc_executor(&s, &mut src, &mut tally),
                 }
                 tally
             })
@@ -689,8 +783,8 @@ fn engines() -> [Engine; 3] {
     ]
 }
 
-/// The configurations for `threads`: the P1 cycle (if 1 is among them), then wait and pull mode
-/// at each thread count with 1 and 4 cells.
+/// The configurations for `threads`: the P1 cycles (if 1 is among them), then wait, pull and
+/// (from 2 threads) rpc mode at each thread count with 1 and 4 cells.
 pub fn configs(threads: &[usize]) -> Vec<Config> {
     let mut v = Vec::new();
     if threads.contains(&1) {
@@ -702,8 +796,12 @@ pub fn configs(threads: &[usize]) -> Vec<Config> {
             });
         }
     }
-    for mode in [Mode::Wait, Mode::Pull] {
+    for mode in [Mode::Wait, Mode::Pull, Mode::Rpc] {
         for &threads in threads {
+            if mode == Mode::Rpc && threads < 2 {
+                // A producer and an executor at least.
+                continue;
+            }
             for cells in [1, 4] {
                 v.push(Config {
                     mode,
