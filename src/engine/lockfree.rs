@@ -303,6 +303,10 @@ pub struct LockFreeClass<T> {
     /// How often a grant lost its CAS to a canceller and gave the cell back (models only).
     #[cfg(all(test, loom))]
     lost_grants: crate::sync::AtomicUsize,
+    /// How many ended entries `unqueue_now` took out of the policy itself, directly or through
+    /// its inbox drain (models only).
+    #[cfg(all(test, loom))]
+    unqueued_now: crate::sync::AtomicUsize,
 }
 
 // SAFETY: `policy` is only accessed by the holder of the dispatch token (TOKEN bit of `ctl`,
@@ -565,7 +569,10 @@ impl<T: Send + 'static> LockFreeClass<T> {
     }
 
     /// Moves newly published entries into the policy, in publication order.
-    fn drain_inbox(&self, policy: &mut Policy, after: &mut After<T>) {
+    /// Moves the inbox into the policy. Returns how many entries it found already ended
+    /// (cancelled or withdrawn while in the inbox) and took straight out again.
+    fn drain_inbox(&self, policy: &mut Policy, after: &mut After<T>) -> usize {
+        let mut ended = 0;
         for index in self.inbox.take_all() {
             let key = self.arena.key_at(index);
             let e = self.entry(key);
@@ -591,9 +598,11 @@ impl<T: Send + 'static> LockFreeClass<T> {
                 // the baseline, which inserts at enqueue and removes at cancel.
                 if policy.remove(index) {
                     self.drop_ref(key, QREF);
+                    ended += 1;
                 }
             }
         }
+        ended
     }
 
     /// Moves a queued entry that the policy no longer holds into an ended stage and drops the
@@ -643,7 +652,8 @@ impl<T: Send + 'static> LockFreeClass<T> {
 
     /// Takes an entry that just left the queued stage (cancelled, withdrawn) out of the policy
     /// at once if the dispatch token is free — try-only, like every use of the token — and drops
-    /// the policy's reference. The slot is then reused while its lines are still in cache, and
+    /// the policy's reference (draining the inbox first, so an entry not yet in the policy is
+    /// handled too). The slot is then reused while its lines are still in cache, and
     /// no tombstone waits for a pass or a compaction (PERF P7). With the token busy the entry
     /// stays a tombstone and a pass removes it later (F11's lazy removal), as before.
     fn unqueue_now(&self, key: Key) {
@@ -665,27 +675,48 @@ impl<T: Send + 'static> LockFreeClass<T> {
                 Err(actual) => cur = actual,
             }
         }
-        // Under the token nobody else drops `QREF`, so while the key is live with `QREF` set the
-        // slot cannot be freed and reused: if its index is in the policy, it is this entry. (A
-        // stale key — the entry was dropped and the slot reused — reads `None` here.)
-        if self.arena.state(key).is_some_and(|s| s & QREF != 0) {
-            let removed = self.policy.with_mut(|p| {
-                // SAFETY: we hold the dispatch token, which makes us the only user of the policy.
-                let policy = unsafe { &mut *p };
-                let removed = policy.remove(key.index);
-                // Relaxed: an observation for snapshots.
-                self.queued_tenants
-                    .store(policy.queued_tenants() as u32, Ordering::Relaxed);
-                removed
-            });
-            if removed {
+        let mut after = After {
+            wakes: ArrayVec::new(),
+            contents: ArrayVec::new(),
+            pulled: false,
+        };
+        self.policy.with_mut(|p| {
+            // SAFETY: we hold the dispatch token, which makes us the only user of the policy.
+            let policy = unsafe { &mut *p };
+            // The entry may still be in the inbox (no pass ran since it was pushed, as while
+            // every cell is held): drain it first, which takes ended entries straight out again.
+            // Each entry is drained once, so this is amortised O(1) per enqueue.
+            let drained_ended = self.drain_inbox(policy, &mut after);
+            // Relaxed: read by the models after joining the threads.
+            #[cfg(all(test, loom))]
+            self.unqueued_now
+                .fetch_add(drained_ended, Ordering::Relaxed);
+            #[cfg(not(all(test, loom)))]
+            let _ = drained_ended;
+            // Under the token nobody else drops `QREF`, so while the key is live with `QREF` set
+            // the slot cannot be freed and reused: if its index is in the policy, it is this
+            // entry. (A stale key — the entry was dropped and the slot reused — reads `None`.)
+            if self.arena.state(key).is_some_and(|s| s & QREF != 0) && policy.remove(key.index) {
                 self.drop_ref(key, QREF);
+                // Relaxed: read by the models after joining the threads.
+                #[cfg(all(test, loom))]
+                self.unqueued_now.fetch_add(1, Ordering::Relaxed);
             }
-        }
+            // Relaxed: an observation for snapshots.
+            self.queued_tenants
+                .store(policy.queued_tenants() as u32, Ordering::Relaxed);
+        });
         // Release the token as a pass does. Release: publishes our policy writes to the next
         // holder; Acquire: sees what the threads that set `DIRTY` published. Whatever they asked
         // for (or a pass that became due meanwhile) runs now, as the holder's re-run would.
         let prev = self.ctl.fetch_and(!(TOKEN | DIRTY), Ordering::AcqRel);
+        for w in after.wakes.drain(..) {
+            w.wake();
+        }
+        after.contents.clear();
+        if after.pulled {
+            self.exec.wake_all();
+        }
         if prev & DIRTY != 0 || Self::wants_pass(prev) {
             self.kick();
         }
@@ -940,6 +971,8 @@ impl<T: Send + 'static> ClassEngine<T> for LockFreeClass<T> {
             dirty_marks: crate::sync::AtomicUsize::new(0),
             #[cfg(all(test, loom))]
             lost_grants: crate::sync::AtomicUsize::new(0),
+            #[cfg(all(test, loom))]
+            unqueued_now: crate::sync::AtomicUsize::new(0),
             pool: s.pool,
             clock: s.clock,
         })

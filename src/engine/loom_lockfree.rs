@@ -160,6 +160,11 @@ fn dirty_marks(rig: &Rig) -> usize {
     rig.engine.dirty_marks.load(Ordering::Relaxed)
 }
 
+fn unqueued_now(rig: &Rig) -> usize {
+    // Relaxed: the threads are joined.
+    rig.engine.unqueued_now.load(Ordering::Relaxed)
+}
+
 fn lost_grants(rig: &Rig) -> usize {
     // Relaxed: the threads are joined.
     rig.engine.lost_grants.load(Ordering::Relaxed)
@@ -241,16 +246,77 @@ fn f31_cancel_racing_grant_exactly_one_wins() {
         };
         let outcome = owner.join().unwrap();
         releaser.join().unwrap();
-        let outcome = match (outcome, lost_grants(&rig)) {
-            ("cancelled", 0) => "cancelled",
-            ("cancelled", 1) => "cancelled-grant-lost-cas",
-            ("granted", 0) => "granted",
+        // A cancel either takes its entry out of the policy itself (the token was free) or
+        // leaves it for the releaser's pass to drop (the token was busy, or the entry was not in
+        // the policy yet and the pass's drain took it out).
+        let outcome = match (outcome, lost_grants(&rig), unqueued_now(&rig)) {
+            ("cancelled", 0, 1) => "cancelled-unqueued-now",
+            ("cancelled", 0, 0) => "cancelled-left-to-pass",
+            ("cancelled", 1, 0) => "cancelled-grant-lost-cas",
+            ("granted", 0, 0) => "granted",
             other => panic!("impossible {other:?}"),
         };
         assert_quiescent(&rig);
         outcomes.hit(outcome);
     });
-    outcomes.assert_exactly(&["cancelled", "cancelled-grant-lost-cas", "granted"]);
+    outcomes.assert_exactly(&[
+        "cancelled-left-to-pass",
+        "cancelled-unqueued-now",
+        "cancelled-grant-lost-cas",
+        "granted",
+    ]);
+}
+
+/// SPEC F31 with a second request queued: A is cancelled while the cell is released, so the
+/// releaser's pass (which grants B, or A if it gets there first) and the canceller's
+/// `unqueue_now` compete for the dispatch token and the policy. Whoever runs second sees the
+/// first one's policy writes (loom fails on any policy access not ordered by the token), A ends
+/// exactly once, B is granted, and the class is back at rest.
+#[test]
+fn f31_cancel_racing_the_pass_that_grants_another() {
+    let outcomes: &'static Outcomes = Box::leak(Box::new(Outcomes::new()));
+    model(move || {
+        let rig = rig(1);
+        let held = hold(&rig.engine, 1);
+        let a = queue(&rig.engine, 2, 0);
+        let b = queue(&rig.engine, 3, 1);
+        let canceller = {
+            let engine = rig.engine.clone();
+            loom::thread::spawn(move || match engine.cancel(a) {
+                Ok(()) => {
+                    let seen = poll_once(&engine, a);
+                    assert!(matches!(seen, Polled::Ended(Ended::Cancelled)), "{seen:?}");
+                    true
+                }
+                Err(_) => {
+                    // A was granted first (its tenant is ahead in the ring): hand the cell on.
+                    let (lease, _) = wait_granted(&engine, a);
+                    engine.release(lease);
+                    false
+                }
+            })
+        };
+        let releaser = {
+            let engine = rig.engine.clone();
+            loom::thread::spawn(move || engine.release(held))
+        };
+        let cancelled = canceller.join().unwrap();
+        releaser.join().unwrap();
+        let (lease, _) = wait_granted(&rig.engine, b);
+        rig.engine.release(lease);
+        assert_quiescent(&rig);
+        outcomes.hit(match (cancelled, unqueued_now(&rig)) {
+            (true, 1) => "a-cancelled-unqueued-now",
+            (true, 0) => "a-cancelled-left-to-pass",
+            (false, 0) => "a-granted-first",
+            other => panic!("impossible {other:?}"),
+        });
+    });
+    outcomes.assert_exactly(&[
+        "a-cancelled-left-to-pass",
+        "a-cancelled-unqueued-now",
+        "a-granted-first",
+    ]);
 }
 
 /// SPEC F42: the enqueue future is dropped (`withdraw`) while another thread releases the cell it
