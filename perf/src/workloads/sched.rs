@@ -654,17 +654,17 @@ fn rpc_producer<M: Mechanism>(s: &Shared<M>, me: usize, src: &mut Requests, tall
     tally.allocs = alloc_count::thread_allocs() - before;
 }
 
-/// Rpc mode, executor thread: `try_next` in a loop, spinning and yielding while there is
-/// nothing, never parking.
+/// Rpc mode, executor thread: `try_next` in a loop, pausing and now and then yielding while
+/// there is nothing, never parking.
 fn rpc_executor<M: Mechanism>(s: &Shared<M>, src: &mut Requests, tally: &mut Tally) {
-    let backoff = Backoff::new();
     s.start.wait();
     let before = alloc_count::thread_allocs();
+    let mut idle = 0u32;
     while !s.stopped() {
         let h = src.draw(s).hold;
         match s.sched.try_next(ClassId(0)) {
             Some(job) => {
-                backoff.reset();
+                idle = 0;
                 let producer = (job.payload >> PRODUCER_SHIFT) as usize;
                 let t0 = job.payload & ((1 << PRODUCER_SHIFT) - 1);
                 tally.grant(s, job.assignment.tenant(), t0);
@@ -673,7 +673,17 @@ fn rpc_executor<M: Mechanism>(s: &Shared<M>, src: &mut Requests, tally: &mut Tal
                 // Relaxed: see `rpc_producer`.
                 s.outstanding[producer].fetch_sub(1, Ordering::Relaxed);
             }
-            None => backoff.snooze(),
+            // A short pause per empty poll (an exponential backoff would put its own
+            // microseconds into the latency being measured), and a yield now and then so
+            // oversubscribed runs still progress.
+            None => {
+                idle += 1;
+                if idle.is_multiple_of(64) {
+                    std::thread::yield_now();
+                } else {
+                    std::hint::spin_loop();
+                }
+            }
         }
     }
     tally.allocs = alloc_count::thread_allocs() - before;
