@@ -45,12 +45,14 @@ struct Args {
     ms: Option<u64>,
     /// Where the plots go (default `target/fairway-perf/` of the workspace).
     plots: Option<PathBuf>,
+    /// Run only the scheduler rows of this mode (for profiling); skips the ring and P11 runs.
+    only: Option<String>,
 }
 
 /// Usage text for `--help` and argument errors.
 const USAGE: &str =
     "usage: fairway-perf [--quick] [--json] [--reps N] [--threads 1,2,8] [--no-ring] [--ms N]
-                    [--plots DIR]
+                    [--plots DIR] [--only MODE]
 
   --quick          short runs (seconds in all)
   --no-ring        skip the ring section, run only the scheduler comparison
@@ -58,7 +60,9 @@ const USAGE: &str =
   --reps N         interleaved repetitions per backend (default 5, 3 with --quick)
   --threads LIST   comma-separated thread counts (default 1,2,8)
   --ms N           length of one measured scheduler run in ms (default 400, 40 with --quick)
-  --plots DIR      where the SVG plots go (default target/fairway-perf/)";
+  --plots DIR      where the SVG plots go (default target/fairway-perf/)
+  --only MODE      only the scheduler rows of MODE (cycle, fast, wait, pull, rpc), no ring and
+                   no fairness run: for profiling one workload";
 
 impl Args {
     /// Parses `args` (without the program name).
@@ -70,6 +74,7 @@ impl Args {
         let mut no_ring = false;
         let mut ms = None;
         let mut plots = None;
+        let mut only = None;
         let mut it = args.into_iter();
         while let Some(arg) = it.next() {
             let mut value = |name: &str| it.next().ok_or_else(|| format!("{name} needs a value"));
@@ -102,6 +107,13 @@ impl Args {
                     });
                 }
                 "--plots" => plots = Some(PathBuf::from(value("--plots")?)),
+                "--only" => {
+                    let v = value("--only")?;
+                    if !["cycle", "fast", "wait", "pull", "rpc"].contains(&v.as_str()) {
+                        return Err(format!("--only: unknown mode {v:?}"));
+                    }
+                    only = Some(v);
+                }
                 "-h" | "--help" => return Err(String::new()),
                 other => return Err(format!("unknown argument {other:?}")),
             }
@@ -114,6 +126,7 @@ impl Args {
             no_ring,
             ms,
             plots,
+            only,
         })
     }
 
@@ -156,7 +169,7 @@ fn measure(args: &Args, timer: &timer::Timer) -> Results {
             eprintln!("{s}");
         }
     };
-    let ring = if args.no_ring {
+    let ring = if args.no_ring || args.only.is_some() {
         Vec::new()
     } else {
         progress(format!(
@@ -169,7 +182,10 @@ fn measure(args: &Args, timer: &timer::Timer) -> Results {
         report::rows("ring", &samples, workloads::ring::FAIRWAY, timer)
     };
     let hold100 = workloads::sched::calibrate_hold();
-    let configs = workloads::sched::configs(&args.threads);
+    let mut configs = workloads::sched::configs(&args.threads);
+    if let Some(mode) = &args.only {
+        configs.retain(|c| c.mode.name() == mode);
+    }
     progress(format!(
         "scheduler: 3 engines x {} configurations x {} reps, {} ms each...",
         configs.len(),
@@ -178,13 +194,17 @@ fn measure(args: &Args, timer: &timer::Timer) -> Results {
     ));
     let samples = workloads::sched::run(timer, &configs, args.reps, args.sched_for(), hold100);
     let sched = sched_report::rows(&samples, timer);
-    progress(format!(
-        "fairness (P11): 3 engines x {} reps, {} ms each...",
-        args.reps,
-        args.fairness_for().as_millis()
-    ));
-    let windows = workloads::sched::fairness(timer, args.reps, args.fairness_for());
-    let fairness = sched_report::fairness(&windows);
+    let fairness = if args.only.is_some() {
+        Vec::new()
+    } else {
+        progress(format!(
+            "fairness (P11): 3 engines x {} reps, {} ms each...",
+            args.reps,
+            args.fairness_for().as_millis()
+        ));
+        let windows = workloads::sched::fairness(timer, args.reps, args.fairness_for());
+        sched_report::fairness(&windows)
+    };
     let targets = sched_report::targets(&sched, &fairness);
     Results {
         ring,
@@ -297,6 +317,8 @@ mod tests {
         assert!(parse("--frobnicate").is_err());
         assert!(parse("--ms 0").is_err());
         assert!(parse("--plots").is_err());
+        assert!(parse("--only frobnicate").is_err());
+        assert_eq!(parse("--only rpc").unwrap().only.as_deref(), Some("rpc"));
     }
 
     #[test]
@@ -345,6 +367,7 @@ mod tests {
             no_ring: false,
             ms: None,
             plots: None,
+            only: None,
         };
         let timer = timer::Timer::calibrate();
         let results = measure(&args, &timer);
