@@ -140,6 +140,11 @@ impl Args {
         Duration::from_millis(self.ms.unwrap_or(if self.quick { 40 } else { 400 }))
     }
 
+    /// Wall time of one measured batch of a single-operation target (P2, P7).
+    fn micro_for(&self) -> Duration {
+        Duration::from_millis(if self.quick { 20 } else { 150 })
+    }
+
     /// Wall time of one P11 fairness run.
     fn fairness_for(&self) -> Duration {
         Duration::from_millis(if self.quick { 40 } else { 300 })
@@ -159,7 +164,73 @@ struct Results {
     ring: Vec<report::Row>,
     sched: Vec<sched_report::Row>,
     fairness: Vec<sched_report::Fairness>,
+    /// P2 and P7 (absent with `--only`).
+    micro: Option<Micro>,
     targets: Vec<sched_report::Target>,
+}
+
+/// The single-operation targets.
+#[derive(Debug, Clone, Copy)]
+struct Micro {
+    /// P2: `FixedCellPool` / tokio `Semaphore`.
+    pool: workloads::micro::Pair,
+    /// P7: cancel at depth 4096 / depth 1.
+    cancel: workloads::micro::Pair,
+}
+
+impl Micro {
+    /// The P2 and P7 targets.
+    fn targets(&self) -> [sched_report::Target; 2] {
+        [
+            sched_report::Target {
+                id: "P2",
+                what: "acquire+release vs tokio",
+                row: "pool 1 thr 1 cell",
+                value: self.pool.ratio,
+                bound: 0.6,
+                at_least: false,
+            },
+            sched_report::Target {
+                id: "P7",
+                what: "cancel at depth 4096 vs 1",
+                row: "cancel, 1 cell held",
+                value: self.cancel.ratio,
+                bound: 1.2,
+                at_least: false,
+            },
+        ]
+    }
+
+    fn text(&self, reps: usize) -> String {
+        format!(
+            "single operations (median ns/op of {reps} interleaved repetitions; ratio: median of same-repetition ratios)\n  \
+             P2  FixedCellPool acquire+release {:>8.1} ns   tokio Semaphore try_acquire+drop {:>8.1} ns   ratio {:.3}\n  \
+             P7  lock-free cancel+replace, depth 4096 {:>8.1} ns   depth 1 {:>8.1} ns   ratio {:.3}\n",
+            self.pool.ns, self.pool.base_ns, self.pool.ratio, self.cancel.ns, self.cancel.base_ns, self.cancel.ratio
+        )
+    }
+
+    fn json(&self, out: &mut String) {
+        for (i, (name, p)) in [
+            ("p2_pool_vs_tokio", self.pool),
+            ("p7_cancel_4096_vs_1", self.cancel),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            if i > 0 {
+                out.push(',');
+            }
+            report::json_str(out, name);
+            out.push_str(":{\"ns\":");
+            report::json_num(out, p.ns);
+            out.push_str(",\"base_ns\":");
+            report::json_num(out, p.base_ns);
+            out.push_str(",\"ratio\":");
+            report::json_num(out, p.ratio);
+            out.push('}');
+        }
+    }
 }
 
 /// Runs the ring section (unless skipped), the scheduler comparison and the P11 run.
@@ -205,11 +276,28 @@ fn measure(args: &Args, timer: &timer::Timer) -> Results {
         let windows = workloads::sched::fairness(timer, args.reps, args.fairness_for());
         sched_report::fairness(&windows)
     };
-    let targets = sched_report::targets(&sched, &fairness);
+    let micro = args.only.is_none().then(|| {
+        progress(format!(
+            "single operations (P2, P7): {} reps, {} ms each...",
+            args.reps,
+            args.micro_for().as_millis()
+        ));
+        Micro {
+            pool: workloads::micro::pool(args.reps, args.micro_for()),
+            cancel: workloads::micro::cancel(args.reps, args.micro_for()),
+        }
+    });
+    let mut targets = sched_report::targets(&sched, &fairness);
+    if let Some(m) = &micro {
+        targets.extend(m.targets());
+        // In PERF.md order: P1, P2, ..., P11.
+        targets.sort_by_key(|t| t.id[1..].parse::<u32>().unwrap_or(u32::MAX));
+    }
     Results {
         ring,
         sched,
         fairness,
+        micro,
         targets,
     }
 }
@@ -239,6 +327,15 @@ fn json_document(system: &report::System, r: &Results, plots: &[String]) -> Stri
     doc.pop();
     doc.push(',');
     sched_report::json(&mut doc, &r.sched, &r.fairness, &r.targets, plots);
+    doc.push_str(",\"micro\":");
+    match &r.micro {
+        None => doc.push_str("null"),
+        Some(m) => {
+            doc.push('{');
+            m.json(&mut doc);
+            doc.push('}');
+        }
+    }
     doc.push('}');
     doc
 }
@@ -271,6 +368,9 @@ fn main() -> ExitCode {
             );
         }
         println!();
+        if let Some(m) = &results.micro {
+            println!("{}", m.text(args.reps));
+        }
         print!(
             "{}",
             sched_report::text(&results.sched, &results.fairness, &results.targets)
@@ -387,7 +487,7 @@ mod tests {
             }
         }
         let ids: Vec<&str> = results.targets.iter().map(|t| t.id).collect();
-        for id in ["P1", "P3", "P4", "P10", "P11"] {
+        for id in ["P1", "P2", "P3", "P4", "P7", "P10", "P11"] {
             assert!(ids.contains(&id), "{id} missing from {ids:?}");
         }
         assert_eq!(results.fairness.len(), 3);
@@ -401,6 +501,8 @@ mod tests {
         assert_eq!(v["sched"]["rows"].as_array().unwrap().len(), 36);
         assert_eq!(v["rows"].as_array().unwrap().len(), 8);
         assert!(v["sched"]["targets"][0]["pass"].is_boolean());
+        assert!(v["micro"]["p2_pool_vs_tokio"]["ratio"].as_f64().unwrap() > 0.0);
+        assert!(v["micro"]["p7_cancel_4096_vs_1"]["ratio"].as_f64().unwrap() > 0.0);
         assert_eq!(v["sched"]["plots"][0], "a.svg");
     }
 }

@@ -213,12 +213,21 @@ impl CellPool for FixedCellPool {
         // Misuse detection (a cell that is not leased: double release, quarantined, forged).
         // It must come before the RMW: `fetch_add` of a bit that is already set would carry into
         // the next cell's bit.
+        debug_assert!(w < self.free.len() && w < self.quarantined.len());
+        // SAFETY: `locate` checked `cell < self.cells`, so `w = cell / BITS` is below
+        // `ceil(cells / BITS)`, the length of both maps (built together in `new`, never resized).
+        let (free, quarantined) = unsafe {
+            (
+                self.free.get_unchecked(w),
+                self.quarantined.get_unchecked(w),
+            )
+        };
         // Relaxed (both): see `is_leased`.
-        if self.quarantined[w].load(Ordering::Relaxed) & mask != 0 {
+        if quarantined.load(Ordering::Relaxed) & mask != 0 {
             debug_assert!(false, "release of a quarantined cell");
             return;
         }
-        if self.free[w].load(Ordering::Relaxed) & mask != 0 {
+        if free.load(Ordering::Relaxed) & mask != 0 {
             debug_assert!(false, "double release of a cell");
             return;
         }
@@ -228,12 +237,12 @@ impl CellPool for FixedCellPool {
         // `try_acquire_now` of the next holder, and (F17) with the Acquire of a subscriber's
         // `WATCH` RMW, whose probe then finds the cell. Acquire: if we read a `WATCH` set by a
         // subscriber, its waker registration (before that RMW) is visible to our wake.
-        let before = self.free[w].fetch_add(mask, Ordering::AcqRel);
+        let before = free.fetch_add(mask, Ordering::AcqRel);
         debug_assert!(before & mask == 0, "concurrent release of one cell");
         if before & WATCH != 0 {
             // Relaxed: the flag is only a hint; a subscriber that sets it again after this clear
             // registered its waker first, and the wake below reaches that waker.
-            self.free[w].fetch_and(!WATCH, Ordering::Relaxed);
+            free.fetch_and(!WATCH, Ordering::Relaxed);
             self.changes.wake();
         }
     }

@@ -2,6 +2,7 @@
 //! returns one [`Sample`] per backend, thread count and repetition; the report turns those into
 //! medians and same-run ratios.
 
+pub mod micro;
 pub mod ring;
 pub mod sched;
 
