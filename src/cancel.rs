@@ -67,6 +67,7 @@ impl CancellationToken {
     }
 
     /// The request this token belongs to.
+    #[inline]
     pub fn id(&self) -> RequestId {
         self.inner.id
     }
@@ -94,6 +95,7 @@ impl CancellationToken {
     }
 
     /// Whether the token has been cancelled.
+    #[inline]
     pub fn is_cancelled(&self) -> bool {
         // Acquire: pairs with the Release store in `cancel`.
         self.inner.state.load(Ordering::Acquire) == CANCELLED
@@ -112,6 +114,7 @@ impl CancellationToken {
 
     /// A future that resolves when the token is cancelled. Only one task at a time should await
     /// it (the last registered waker is the one woken).
+    #[inline]
     pub fn cancelled(&self) -> Cancelled<'_> {
         Cancelled { token: self }
     }
@@ -122,6 +125,7 @@ impl CancellationToken {
     }
 
     /// Whether both handles share one state.
+    #[inline]
     pub fn same_as(&self, other: &CancellationToken) -> bool {
         Arc::ptr_eq(&self.inner, &other.inner)
     }

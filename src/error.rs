@@ -71,6 +71,7 @@ pub struct Error {
 
 impl Error {
     /// An error with `code` and a stable `reason`.
+    #[inline]
     pub const fn new(code: Code, reason: &'static str) -> Self {
         Self {
             code,
@@ -80,6 +81,7 @@ impl Error {
     }
 
     /// `invalid-argument / configuration`, naming the offending `field`.
+    #[inline]
     pub const fn configuration(field: &'static str) -> Self {
         Self {
             code: Code::InvalidArgument,
@@ -89,16 +91,19 @@ impl Error {
     }
 
     /// The stable code.
+    #[inline]
     pub const fn code(&self) -> Code {
         self.code
     }
 
     /// The stable reason, e.g. `"queue-full"`.
+    #[inline]
     pub const fn reason(&self) -> &'static str {
         self.reason
     }
 
     /// The configuration field this error is about, if any.
+    #[inline]
     pub const fn field(&self) -> Option<&'static str> {
         self.field
     }

@@ -159,6 +159,7 @@ pub struct ClassSpec {
 
 impl ClassSpec {
     /// A class named `name`, not explicit-only, without limits.
+    #[inline]
     pub const fn new(name: &'static str) -> Self {
         Self {
             name,
@@ -199,6 +200,7 @@ pub enum ClassChoice {
 
 impl ClassChoice {
     /// Exactly one class.
+    #[inline]
     pub fn only(class: ClassId) -> Self {
         let mut v = ArrayVec::new();
         v.push(class);
@@ -210,6 +212,7 @@ impl ClassChoice {
     /// # Errors
     ///
     /// `invalid-argument / class` if `classes` is empty or longer than [`MAX_CLASS_CHOICES`].
+    #[inline]
     pub fn one_of(classes: &[ClassId]) -> Result<Self> {
         let v =
             ArrayVec::try_from(classes).map_err(|_| Error::new(Code::InvalidArgument, "class"))?;
@@ -272,42 +275,49 @@ impl AdmissionRequest {
     }
 
     /// Only `class`.
+    #[inline]
     pub fn class(mut self, class: ClassId) -> Self {
         self.classes = ClassChoice::only(class);
         self
     }
 
     /// The given class choice.
+    #[inline]
     pub fn classes(mut self, classes: ClassChoice) -> Self {
         self.classes = classes;
         self
     }
 
     /// The priority.
+    #[inline]
     pub fn priority(mut self, priority: Priority) -> Self {
         self.priority = priority;
         self
     }
 
     /// The weight (checked at admission: at least 1).
+    #[inline]
     pub fn weight(mut self, weight: u32) -> Self {
         self.weight = weight;
         self
     }
 
     /// A relative timeout, stamped into an absolute deadline at admission.
+    #[inline]
     pub fn deadline(mut self, timeout: Duration) -> Self {
         self.deadline = Some(timeout);
         self
     }
 
     /// CPU units to reserve.
+    #[inline]
     pub fn cpu_units(mut self, units: u64) -> Self {
         self.cpu_units = units;
         self
     }
 
     /// Memory units to reserve.
+    #[inline]
     pub fn memory_units(mut self, units: u64) -> Self {
         self.memory_units = units;
         self
@@ -329,11 +339,13 @@ pub struct Usage {
 
 impl Usage {
     /// Whether nothing is held.
+    #[inline]
     pub fn is_zero(&self) -> bool {
         *self == Usage::default()
     }
 
     /// Whether every counter is within `limits`.
+    #[inline]
     pub fn within(&self, limits: &Limits) -> bool {
         let l = limits.as_array();
         self.as_array().iter().zip(l).all(|(u, l)| *u <= l)
@@ -361,6 +373,7 @@ pub struct LedgerUsage {
 
 impl LedgerUsage {
     /// Whether nothing at all is held (every permit has been refunded).
+    #[inline]
     pub fn is_zero(&self) -> bool {
         self.classes.iter().chain(&self.tenants).all(Usage::is_zero)
     }
@@ -503,6 +516,7 @@ impl Ledger {
     ///
     /// `invalid-argument / configuration` naming the field: `classes` (empty, or more than
     /// 65,536), `classes.name` (duplicate), `max_tenants` (0).
+    #[inline]
     pub fn new(config: LedgerConfig) -> Result<Ledger> {
         Self::with_clock(config, std::sync::Arc::new(MonotonicClock::new()))
     }
@@ -658,6 +672,7 @@ impl Ledger {
     }
 
     /// Every counter, per class and per tenant (allocates; a diagnostic, not a hot path).
+    #[inline]
     pub fn usage(&self) -> LedgerUsage {
         LedgerUsage {
             classes: self.0.classes.iter().map(|c| c.counters.sample()).collect(),
@@ -666,31 +681,37 @@ impl Ledger {
     }
 
     /// This ledger's identity: unique among ledgers alive at the same time (see the module docs).
+    #[inline]
     pub fn id(&self) -> u64 {
         Arc::as_ptr(&self.0).addr() as u64
     }
 
     /// The clock deadlines are stamped with.
+    #[inline]
     pub fn clock(&self) -> &std::sync::Arc<dyn Clock> {
         &self.0.clock
     }
 
     /// Tenants are `TenantId(0..max_tenants())`.
+    #[inline]
     pub fn max_tenants(&self) -> u32 {
         self.0.tenants.len() as u32
     }
 
     /// The number of classes.
+    #[inline]
     pub fn class_count(&self) -> usize {
         self.0.classes.len()
     }
 
     /// The name of `class`, if it exists.
+    #[inline]
     pub fn class_name(&self, class: ClassId) -> Option<&'static str> {
         self.0.classes.get(usize::from(class.0)).map(|c| c.name)
     }
 
     /// The class named `name`, if any.
+    #[inline]
     pub fn class_by_name(&self, name: &str) -> Option<ClassId> {
         self.0
             .classes

@@ -183,6 +183,7 @@ impl Permit {
         &self.exec
     }
 
+    #[inline]
     pub(super) fn new(exec: ExecutionPermit) -> Self {
         Self { exec }
     }
@@ -190,6 +191,7 @@ impl Permit {
     /// The grant transition (F45): returns the queue slot now and hands on the concurrency, CPU
     /// and memory reservations, which the returned permit refunds when dropped.
     #[allow(dead_code, reason = "called by the scheduler facade at grant")]
+    #[inline]
     pub(crate) fn into_execution(self) -> ExecutionPermit {
         self.exec.refund_queue_slot();
         let this = ManuallyDrop::new(self);

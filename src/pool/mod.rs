@@ -70,32 +70,38 @@ impl Lease {
     }
 
     /// The request the cell is leased to.
+    #[inline]
     pub fn request(&self) -> RequestId {
         self.request
     }
 
     /// The class of the cell.
+    #[inline]
     pub fn class(&self) -> ClassId {
         self.class
     }
 
     /// The cell.
+    #[inline]
     pub fn cell(&self) -> CellId {
         self.cell
     }
 
     /// CPU units granted.
+    #[inline]
     pub fn cpu_units(&self) -> u64 {
         self.cpu_units
     }
 
     /// Memory units granted.
+    #[inline]
     pub fn memory_units(&self) -> u64 {
         self.memory_units
     }
 
     /// Whether this lease is exactly what `req` asked for: same request id, class and budget
     /// (F08). The scheduler refuses a mismatched lease with `internal / pool-lease-mismatch`.
+    #[inline]
     pub fn matches(&self, req: &LeaseRequest) -> bool {
         self.request == req.request
             && self.class == req.class

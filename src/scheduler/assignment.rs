@@ -2,7 +2,7 @@
 
 use super::CellReturn;
 use crate::admission::ExecutionPermit;
-use crate::pool::Lease;
+use crate::pool::{Lease, LeaseRequest};
 use crate::{CellId, ClassId, RequestId, TenantId};
 use core::fmt;
 use core::time::Duration;
@@ -15,31 +15,34 @@ use std::sync::Arc;
 /// refund the quota. Dropping an assignment without either quarantines the cell conservatively.
 #[must_use = "dropping an assignment quarantines its cell"]
 pub struct Assignment {
-    lease: Option<Lease>,
+    /// The leased cell. The rest of the lease (request, class, budget) is the permit's: a lease
+    /// is handed on only if it matches the request exactly (F08), so it is rebuilt from the
+    /// permit when the cell goes back, and an assignment carries 4 bytes instead of 32.
+    cell: CellId,
+    /// `None` once the assignment has ended.
     permit: Option<ExecutionPermit>,
     waited: u64,
     home: Arc<dyn CellReturn>,
 }
 
 impl Assignment {
+    #[inline]
     pub(crate) fn new(
         home: Arc<dyn CellReturn>,
         lease: Lease,
         permit: ExecutionPermit,
         waited: u64,
     ) -> Self {
+        debug_assert!(
+            lease.matches(&request_of(&permit)),
+            "an assignment is built only from a checked lease (F08)"
+        );
         Self {
-            lease: Some(lease),
+            cell: lease.cell(),
             permit: Some(permit),
             waited,
             home,
         }
-    }
-
-    fn lease(&self) -> &Lease {
-        self.lease
-            .as_ref()
-            .expect("an assignment holds its lease until it ends")
     }
 
     fn permit(&self) -> &ExecutionPermit {
@@ -49,59 +52,80 @@ impl Assignment {
     }
 
     /// The cell.
+    #[inline]
     pub fn cell(&self) -> CellId {
-        self.lease().cell()
+        self.cell
     }
 
     /// The class.
+    #[inline]
     pub fn class(&self) -> ClassId {
         self.permit().class()
     }
 
     /// The tenant.
+    #[inline]
     pub fn tenant(&self) -> TenantId {
         self.permit().tenant()
     }
 
     /// The request.
+    #[inline]
     pub fn request_id(&self) -> RequestId {
         self.permit().id()
     }
 
     /// Granted CPU units.
+    #[inline]
     pub fn cpu_units(&self) -> u64 {
         self.permit().cpu_units()
     }
 
     /// Granted memory units.
+    #[inline]
     pub fn memory_units(&self) -> u64 {
         self.permit().memory_units()
     }
 
     /// How long the request waited in the queue (zero if granted at once).
+    #[inline]
     pub fn waited(&self) -> Duration {
         Duration::from_nanos(self.waited)
     }
 
     /// Clean finish: the cell goes back to its pool, then the quota is refunded.
+    #[inline]
     pub fn release(mut self) {
         self.end(None);
     }
 
     /// Uncertain cleanup: the cell is quarantined for good, then the quota is refunded.
+    #[inline]
     pub fn quarantine(mut self, reason: &'static str) {
         self.end(Some(reason));
     }
 
     fn end(&mut self, quarantine: Option<&'static str>) {
-        if let (Some(lease), Some(permit)) = (self.lease.take(), self.permit.take()) {
+        if let Some(permit) = self.permit.take() {
             let class = permit.class();
+            let lease = Lease::new(&request_of(&permit), self.cell);
             match quarantine {
                 None => self.home.release(class, lease),
                 Some(reason) => self.home.quarantine(class, lease, reason),
             }
             drop(permit);
         }
+    }
+}
+
+/// The lease request `permit` was granted with: what its lease matched (F08).
+#[inline]
+fn request_of(permit: &ExecutionPermit) -> LeaseRequest {
+    LeaseRequest {
+        request: permit.id(),
+        class: permit.class(),
+        cpu_units: permit.cpu_units(),
+        memory_units: permit.memory_units(),
     }
 }
 
@@ -113,15 +137,15 @@ impl Drop for Assignment {
 
 impl fmt::Debug for Assignment {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match (&self.lease, &self.permit) {
-            (Some(_), Some(_)) => f
+        match &self.permit {
+            Some(_) => f
                 .debug_struct("Assignment")
                 .field("class", &self.class())
                 .field("cell", &self.cell())
                 .field("tenant", &self.tenant())
                 .field("request", &self.request_id())
                 .finish(),
-            _ => f.write_str("Assignment(ended)"),
+            None => f.write_str("Assignment(ended)"),
         }
     }
 }

@@ -75,21 +75,25 @@ pub struct AdmittedRequest {
 impl AdmittedRequest {
     /// Pairs a permit with the host's token. The token's id must be the permit's request id
     /// (checked at enqueue, SPEC F34).
+    #[inline]
     pub fn new(permit: Permit, token: CancellationToken) -> Self {
         Self { permit, token }
     }
 
     /// The permit.
+    #[inline]
     pub fn permit(&self) -> &Permit {
         &self.permit
     }
 
     /// The token.
+    #[inline]
     pub fn token(&self) -> &CancellationToken {
         &self.token
     }
 
     /// Splits the request back into its parts.
+    #[inline]
     pub fn into_parts(self) -> (Permit, CancellationToken) {
         (self.permit, self.token)
     }
@@ -105,6 +109,7 @@ pub struct RequestHandle {
 
 impl RequestHandle {
     /// The class the request was queued in.
+    #[inline]
     pub fn class(&self) -> ClassId {
         self.class
     }
@@ -306,6 +311,7 @@ impl<T> fmt::Debug for Builder<T> {
 
 impl<T: Send + 'static> Builder<T> {
     /// Adds the next class (its [`ClassId`] is its position, matching the ledger's classes).
+    #[inline]
     pub fn class(mut self, cells: u32, queue_capacity: u32) -> Self {
         self.classes.push(ClassConfig {
             cells,
@@ -315,6 +321,7 @@ impl<T: Send + 'static> Builder<T> {
     }
 
     /// Sets all classes at once.
+    #[inline]
     pub fn classes(mut self, classes: impl IntoIterator<Item = ClassConfig>) -> Self {
         self.classes = classes.into_iter().collect();
         self
@@ -322,6 +329,7 @@ impl<T: Send + 'static> Builder<T> {
 
     /// How long a request may wait before it goes ahead of newer work of its tenant (SPEC F14).
     /// Default: 1 second.
+    #[inline]
     pub fn starvation_after(mut self, after: Duration) -> Self {
         self.starvation_after = after;
         self
@@ -329,6 +337,7 @@ impl<T: Send + 'static> Builder<T> {
 
     /// Host-supplied cell pools, one per class in any order (SPEC F07). Default: a
     /// [`FixedCellPool`] per class.
+    #[inline]
     pub fn pools(mut self, pools: Vec<Arc<dyn CellPool>>) -> Self {
         self.pools = Some(pools);
         self
@@ -340,6 +349,7 @@ impl<T: Send + 'static> Builder<T> {
     ///
     /// `invalid-argument / configuration` naming the field (`classes`, `cells`,
     /// `queue_capacity`, `starvation_after`), or `invalid-argument / pool-topology`.
+    #[inline]
     pub fn build(self) -> Result<Scheduler<T, LockFree>, Error> {
         self.build_with()
     }
@@ -349,6 +359,7 @@ impl<T: Send + 'static> Builder<T> {
     /// # Errors
     ///
     /// As [`build`](Self::build).
+    #[inline]
     pub fn build_baseline(self) -> Result<Scheduler<T, Baseline<StdMutex>>, Error> {
         self.build_with()
     }
@@ -456,6 +467,7 @@ impl<T: Send + 'static, M: Mechanism> Scheduler<T, M> {
     ///
     /// Dropping the future withdraws the request: a queued entry is removed and the permit
     /// refunded; a granted but unaccepted cell goes back to its pool first, then the quota.
+    #[inline]
     pub fn enqueue(&self, request: AdmittedRequest) -> Enqueue<'_, T, M> {
         Enqueue::start(&self.shared, request)
     }
@@ -509,6 +521,7 @@ impl<T: Send + 'static, M: Mechanism> Scheduler<T, M> {
     /// # Errors
     ///
     /// As [`enqueue`](Self::enqueue).
+    #[inline]
     pub fn enqueue_blocking(&self, request: AdmittedRequest) -> Result<Assignment, Error> {
         block_on(self.enqueue(request))
     }
@@ -572,11 +585,13 @@ impl<T: Send + 'static, M: Mechanism> Scheduler<T, M> {
 
     /// Pull mode: waits for the next request of `class`; `None` once the scheduler is shut down
     /// (or every cell quarantined) and nothing is left.
+    #[inline]
     pub fn next(&self, class: ClassId) -> Next<'_, T, M> {
         Next::new(self, class)
     }
 
     /// Pull mode: blocks the calling thread for the next request of `class`.
+    #[inline]
     pub fn next_blocking(&self, class: ClassId) -> Option<Job<T>> {
         block_on(self.next(class))
     }
@@ -610,6 +625,7 @@ impl<T: Send + 'static, M: Mechanism> Scheduler<T, M> {
     ///
     /// `not-found` if the request is no longer queued (granted, finished, or the handle is
     /// stale); an executing cell is never touched.
+    #[inline]
     pub fn cancel(&self, handle: RequestHandle) -> Result<(), Error> {
         self.shared.class(handle.class)?.cancel(handle.key)
     }
@@ -617,6 +633,7 @@ impl<T: Send + 'static, M: Mechanism> Scheduler<T, M> {
     /// Stops new admissions, fails every queued request (`unavailable / shutdown`) and makes
     /// grants not yet accepted fail at acceptance. Accepted assignments keep their cell and quota
     /// until released (SPEC F47).
+    #[inline]
     pub fn shutdown(&self) {
         // Release: pairs with the Acquire load in `is_shut`.
         self.shared.shut.store(true, Ordering::Release);
@@ -630,16 +647,19 @@ impl<T: Send + 'static, M: Mechanism> Scheduler<T, M> {
     /// # Errors
     ///
     /// `invalid-argument / class` for an unknown class.
+    #[inline]
     pub fn snapshot(&self, class: ClassId) -> Result<ClassSnapshot, Error> {
         Ok(self.shared.class(class)?.snapshot())
     }
 
     /// The ledger this scheduler is bound to.
+    #[inline]
     pub fn ledger(&self) -> &Ledger {
         &self.shared.ledger
     }
 
     /// The number of classes.
+    #[inline]
     pub fn class_count(&self) -> usize {
         self.shared.classes.len()
     }
