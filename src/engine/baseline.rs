@@ -229,18 +229,17 @@ impl<T: Send + 'static, L: BaselineLock> BaselineClass<T, L> {
 
     fn acquire(&self, inner: &mut Inner<T>, ticket: &Ticket, now: u64) -> Result<Lease, Error> {
         let req = ticket.lease_request(self.class);
-        match self.pool.try_acquire_now(&req)? {
-            Some(lease) if lease.matches(&req) => {
+        match self.pool.acquire_checked(&req)? {
+            Ok(lease) => {
                 if let Some(s) = inner.lease_since.get_mut(lease.cell().0 as usize) {
                     *s = now;
                 }
                 Ok(lease)
             }
-            Some(lease) => {
+            Err(lease) => {
                 self.quarantine_locked(inner, lease, "pool-lease-mismatch");
                 Err(Error::new(Code::Internal, "pool-lease-mismatch"))
             }
-            None => Err(Error::new(Code::Internal, "pool-capacity-mismatch")),
         }
     }
 

@@ -339,20 +339,19 @@ impl<T: Send + 'static> LockFreeClass<T> {
     /// starts at `now`.
     fn acquire(&self, ticket: &Ticket, now: u64) -> Result<Lease, Error> {
         let req = ticket.lease_request(self.class);
-        match self.pool.try_acquire_now(&req)? {
-            Some(lease) if lease.matches(&req) => {
+        match self.pool.acquire_checked(&req)? {
+            Ok(lease) => {
                 if let Some(s) = self.lease_since.get(lease.cell().0 as usize) {
                     // Relaxed: an observation for snapshots.
                     s.store(now, Ordering::Relaxed);
                 }
                 Ok(lease)
             }
-            Some(lease) => {
+            Err(lease) => {
                 // Never marked reusable: the cell leaves service.
                 self.quarantine(lease, "pool-lease-mismatch");
                 Err(Error::new(Code::Internal, "pool-lease-mismatch"))
             }
-            None => Err(Error::new(Code::Internal, "pool-capacity-mismatch")),
         }
     }
 

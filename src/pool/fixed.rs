@@ -45,7 +45,7 @@
 
 use super::{CellPool, Lease, LeaseRequest, PoolCounters};
 use crate::error::{Code, Error, Result};
-use crate::ids::{CellId, ClassId};
+use crate::ids::{CellId, ClassId, RequestId};
 use crate::sync::{register_waker, AtomicU32, AtomicU64, AtomicWaker, Ordering};
 use core::fmt;
 use core::task::Waker;
@@ -126,6 +126,62 @@ impl FixedCellPool {
         })
     }
 
+    /// [`CellPool::try_acquire_now`] without the lease around the cell: what the scheduler's
+    /// engines call for the built-in pool, building the lease themselves. A cell id comes back in
+    /// a register, where a `Result<Option<Lease>>` (48 bytes of mixed-width fields) went through
+    /// memory, and re-reading it cost a store-forwarding stall on every grant.
+    ///
+    /// # Errors
+    ///
+    /// `unavailable / all-cells-quarantined` when every cell is quarantined.
+    #[inline]
+    pub(crate) fn acquire_cell(&self, request: RequestId) -> Result<Option<CellId>> {
+        let words = self.free.len();
+        // Start at a word derived from the request id: concurrent acquirers spread over the
+        // words without a shared (and contended) rotating hint.
+        // (Multiply-shift instead of `%`: a 64-bit division costs more than the whole acquire.)
+        let start = if words == 1 {
+            0
+        } else {
+            ((u128::from(request.0.wrapping_mul(0x9E37_79B9_7F4A_7C15)) * words as u128) >> 64)
+                as usize
+        };
+        for i in 0..words {
+            let w = if start + i < words {
+                start + i
+            } else {
+                start + i - words
+            };
+            let word = &self.free[w];
+            // Relaxed: only a guess of which bits are set; the CAS below re-validates it and
+            // carries the Acquire.
+            let mut bits = word.load(Ordering::Relaxed);
+            while bits & !WATCH != 0 {
+                let bit = (bits & !WATCH).trailing_zeros();
+                let mask = 1u64 << bit;
+                // Acquire (success): pairs with the Release `fetch_add` in `release`, so the
+                // previous holder's use of the cell happens-before this lease. `WATCH` is kept
+                // as it is.
+                // Relaxed (failure): we only learn the current bits and retry.
+                match word.compare_exchange_weak(
+                    bits,
+                    bits & !mask,
+                    Ordering::Acquire,
+                    Ordering::Relaxed,
+                ) {
+                    Ok(_) => return Ok(Some(CellId(w as u32 * BITS + bit))),
+                    Err(current) => bits = current,
+                }
+            }
+        }
+        // Relaxed: a hint on the cold path; quarantine is permanent, so once this reads
+        // `cells` it stays true.
+        if self.quarantined_count.load(Ordering::Relaxed) == self.cells {
+            return Err(Error::new(Code::Unavailable, "all-cells-quarantined"));
+        }
+        Ok(None)
+    }
+
     /// The word index and bit mask of `lease`'s cell, or `None` if the lease cannot be from this
     /// pool (other class, cell out of range).
     #[inline]
@@ -158,50 +214,9 @@ impl CellPool for FixedCellPool {
 
     #[inline]
     fn try_acquire_now(&self, req: &LeaseRequest) -> Result<Option<Lease>> {
-        let words = self.free.len();
-        // Start at a word derived from the request id: concurrent acquirers spread over the
-        // words without a shared (and contended) rotating hint.
-        // (Multiply-shift instead of `%`: a 64-bit division costs more than the whole acquire.)
-        let start = if words == 1 {
-            0
-        } else {
-            ((u128::from(req.request.0.wrapping_mul(0x9E37_79B9_7F4A_7C15)) * words as u128) >> 64)
-                as usize
-        };
-        for i in 0..words {
-            let w = if start + i < words {
-                start + i
-            } else {
-                start + i - words
-            };
-            let word = &self.free[w];
-            // Relaxed: only a guess of which bits are set; the CAS below re-validates it and
-            // carries the Acquire.
-            let mut bits = word.load(Ordering::Relaxed);
-            while bits & !WATCH != 0 {
-                let bit = (bits & !WATCH).trailing_zeros();
-                let mask = 1u64 << bit;
-                // Acquire (success): pairs with the Release `fetch_add` in `release`, so the
-                // previous holder's use of the cell happens-before this lease. `WATCH` is kept
-                // as it is.
-                // Relaxed (failure): we only learn the current bits and retry.
-                match word.compare_exchange_weak(
-                    bits,
-                    bits & !mask,
-                    Ordering::Acquire,
-                    Ordering::Relaxed,
-                ) {
-                    Ok(_) => return Ok(Some(Lease::new(req, CellId(w as u32 * BITS + bit)))),
-                    Err(current) => bits = current,
-                }
-            }
-        }
-        // Relaxed: a hint on the cold path; quarantine is permanent, so once this reads
-        // `cells` it stays true.
-        if self.quarantined_count.load(Ordering::Relaxed) == self.cells {
-            return Err(Error::new(Code::Unavailable, "all-cells-quarantined"));
-        }
-        Ok(None)
+        Ok(self
+            .acquire_cell(req.request)?
+            .map(|cell| Lease::new(req, cell)))
     }
 
     #[inline]

@@ -187,11 +187,27 @@ pub(crate) enum ClassPool {
 }
 
 impl ClassPool {
+    /// A cell for `req`, checked (F08): `Ok(Ok(lease))`; `Ok(Err(lease))` for a lease that does
+    /// not match `req` (host pools only; the caller quarantines it); `Err` for no cell
+    /// (`internal / pool-capacity-mismatch`: the engines ask only when they hold a cell credit)
+    /// or the pool's own error. The built-in pool's leases are built here from `req`, so they
+    /// match by construction.
     #[inline]
-    pub(crate) fn try_acquire_now(&self, req: &LeaseRequest) -> Result<Option<Lease>> {
+    pub(crate) fn acquire_checked(
+        &self,
+        req: &LeaseRequest,
+    ) -> Result<core::result::Result<Lease, Lease>> {
+        let capacity = || Error::new(Code::Internal, "pool-capacity-mismatch");
         match self {
-            ClassPool::Fixed(p) => p.try_acquire_now(req),
-            ClassPool::Host(p) => p.try_acquire_now(req),
+            ClassPool::Fixed(p) => match p.acquire_cell(req.request)? {
+                Some(cell) => Ok(Ok(Lease::new(req, cell))),
+                None => Err(capacity()),
+            },
+            ClassPool::Host(p) => match p.try_acquire_now(req)? {
+                Some(lease) if lease.matches(req) => Ok(Ok(lease)),
+                Some(lease) => Ok(Err(lease)),
+                None => Err(capacity()),
+            },
         }
     }
 
