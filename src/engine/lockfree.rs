@@ -14,6 +14,10 @@
 //!   bounded pass: drain the inbox, expire, grant up to the free cells. A thread that finds the
 //!   token taken sets `DIRTY` and leaves — the holder re-runs before letting go. No thread ever
 //!   spins or parks on the token, so the hot paths take no lock and never wait.
+//! - **Cancel** (and a dropped future) is one CAS on the entry's state word (SPEC F31). If the
+//!   token happens to be free, the canceller also takes the entry out of the policy at once
+//!   (`unqueue_now`, try-only like every use of the token); otherwise the entry stays behind as a
+//!   tombstone that the next pass drops.
 //!
 //! `ctl` layout:
 //!
@@ -272,6 +276,16 @@ struct After<T> {
     pulled: bool,
 }
 
+impl<T> After<T> {
+    fn new() -> Self {
+        Self {
+            wakes: ArrayVec::new(),
+            contents: ArrayVec::new(),
+            pulled: false,
+        }
+    }
+}
+
 /// The lock-free engine for one class.
 pub struct LockFreeClass<T> {
     ctl: CachePadded<AtomicU64>,
@@ -436,23 +450,29 @@ impl<T: Send + 'static> LockFreeClass<T> {
     /// One bounded pass. The caller holds the token; it is released before returning. Returns
     /// whether another pass may be needed.
     fn pass(&self, compact: bool) -> bool {
-        let mut after = After {
-            wakes: ArrayVec::new(),
-            contents: ArrayVec::new(),
-            pulled: false,
-        };
         let mut budget = PASS_BUDGET;
+        let prev = self.with_token(|policy, after| {
+            self.run_pass(policy, &mut budget, compact, after);
+        });
+        prev & DIRTY != 0 || budget == 0
+    }
+
+    /// Runs `f` on the policy, then releases the dispatch token (consuming `DIRTY`) and only then
+    /// wakes and drops what `f` collected. The caller holds the token. Returns `ctl` as it was
+    /// just before the release.
+    fn with_token(&self, f: impl FnOnce(&mut Policy, &mut After<T>)) -> u64 {
+        let mut after = After::new();
         self.policy.with_mut(|p| {
             // SAFETY: we hold the dispatch token, which makes us the only user of the policy.
             let policy = unsafe { &mut *p };
-            self.run_pass(policy, &mut budget, compact, &mut after);
+            f(policy, &mut after);
             // Relaxed: an observation for snapshots.
             self.queued_tenants
                 .store(policy.queued_tenants() as u32, Ordering::Relaxed);
         });
         // Release the token, consuming DIRTY. Release: publishes our policy writes to the next
-        // holder (pairs with the Acquire token take in `kick_with`); Acquire: sees what the
-        // threads that set DIRTY published.
+        // holder (pairs with the Acquire token take in `kick_with` / `unqueue_now`); Acquire:
+        // sees what the threads that set DIRTY published.
         let prev = self.ctl.fetch_and(!(TOKEN | DIRTY), Ordering::AcqRel);
         // `drain` and `clear` work in place: moving the vectors out by value would copy their
         // whole inline storage (kilobytes with the contents) on every pass.
@@ -463,7 +483,7 @@ impl<T: Send + 'static> LockFreeClass<T> {
         if after.pulled {
             self.exec.wake_all();
         }
-        prev & DIRTY != 0 || budget == 0
+        prev
     }
 
     fn run_pass(&self, policy: &mut Policy, budget: &mut u32, compact: bool, after: &mut After<T>) {
@@ -567,9 +587,9 @@ impl<T: Send + 'static> LockFreeClass<T> {
         }
     }
 
-    /// Moves newly published entries into the policy, in publication order.
-    /// Moves the inbox into the policy. Returns how many entries it found already ended
-    /// (cancelled or withdrawn while in the inbox) and took straight out again.
+    /// Moves newly published entries into the policy, in publication order. Returns how many it
+    /// found already ended (cancelled or withdrawn while in the inbox) and took straight out
+    /// again.
     fn drain_inbox(&self, policy: &mut Policy, after: &mut After<T>) -> usize {
         let mut ended = 0;
         for index in self.inbox.take_all() {
@@ -674,18 +694,13 @@ impl<T: Send + 'static> LockFreeClass<T> {
                 Err(actual) => cur = actual,
             }
         }
-        let mut after = After {
-            wakes: ArrayVec::new(),
-            contents: ArrayVec::new(),
-            pulled: false,
-        };
-        self.policy.with_mut(|p| {
-            // SAFETY: we hold the dispatch token, which makes us the only user of the policy.
-            let policy = unsafe { &mut *p };
+        // Whatever the threads that set `DIRTY` asked for (or a pass that became due meanwhile)
+        // runs after the release, as the holder's re-run would.
+        let prev = self.with_token(|policy, after| {
             // The entry may still be in the inbox (no pass ran since it was pushed, as while
             // every cell is held): drain it first, which takes ended entries straight out again.
             // Each entry is drained once, so this is amortised O(1) per enqueue.
-            let drained_ended = self.drain_inbox(policy, &mut after);
+            let drained_ended = self.drain_inbox(policy, after);
             // Relaxed: read by the models after joining the threads.
             #[cfg(all(test, loom))]
             self.unqueued_now
@@ -701,21 +716,7 @@ impl<T: Send + 'static> LockFreeClass<T> {
                 #[cfg(all(test, loom))]
                 self.unqueued_now.fetch_add(1, Ordering::Relaxed);
             }
-            // Relaxed: an observation for snapshots.
-            self.queued_tenants
-                .store(policy.queued_tenants() as u32, Ordering::Relaxed);
         });
-        // Release the token as a pass does. Release: publishes our policy writes to the next
-        // holder; Acquire: sees what the threads that set `DIRTY` published. Whatever they asked
-        // for (or a pass that became due meanwhile) runs now, as the holder's re-run would.
-        let prev = self.ctl.fetch_and(!(TOKEN | DIRTY), Ordering::AcqRel);
-        for w in after.wakes.drain(..) {
-            w.wake();
-        }
-        after.contents.clear();
-        if after.pulled {
-            self.exec.wake_all();
-        }
         if prev & DIRTY != 0 || Self::wants_pass(prev) {
             self.kick();
         }
@@ -1128,11 +1129,7 @@ impl<T: Send + 'static> ClassEngine<T> for LockFreeClass<T> {
         // Release: see `end_queued`.
         self.ctl.fetch_sub(QUEUED_ONE, Ordering::Release);
         crate::scheduler::stats::saturating_add(&self.stats.cancellations, 1);
-        let mut after = After {
-            wakes: ArrayVec::new(),
-            contents: ArrayVec::new(),
-            pulled: false,
-        };
+        let mut after = After::new();
         self.collect_ended(key, &mut after);
         for w in after.wakes.drain(..) {
             w.wake();

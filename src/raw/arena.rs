@@ -345,6 +345,7 @@ impl<T> Arena<T> {
     /// allocation happens-before the slot's next owner.
     pub(crate) fn drop_bits(&self, key: Key, drop: u8, holders: u8) -> Result<bool, Refused> {
         let slot = self.slot(key).ok_or(Refused::Stale)?;
+        // The generation after this one, or None when exhausted: checked, never wrapping.
         let bumped = key
             .generation
             .checked_add(1)
@@ -420,36 +421,11 @@ impl<T> Arena<T> {
     ///
     /// [`Refused::Stale`] if the key is already stale (a double free); nothing is changed.
     pub(crate) fn free(&self, key: Key) -> Result<(), Refused> {
-        let slot = self.slot(key).ok_or(Refused::Stale)?;
-        // The generation after this one, or None when exhausted: checked, never wrapping.
-        let bumped = key
-            .generation
-            .checked_add(1)
-            .filter(|&g| g as u64 <= self.generation.max());
-        let freed = self.word(bumped.unwrap_or(key.generation), FREE);
-        let mut word = slot.word.load(Relaxed);
-        loop {
-            if !self.is_live(word, key) {
-                return Err(Refused::Stale);
-            }
-            // Acquire on success: pairs with the Release of the last transition, so every write
-            // into `T` made before any transition of this allocation happens-before the push
-            // below, and thus before the next owner's accesses. Relaxed on failure: the value is
-            // only re-checked.
-            match slot
-                .word
-                .compare_exchange_weak(word, freed, Acquire, Relaxed)
-            {
-                Ok(_) => break,
-                Err(actual) => word = actual,
-            }
-        }
-        match bumped {
-            Some(_) => self.push(key.index),
-            None => {
-                self.retired.fetch_add(1, Relaxed);
-            }
-        }
+        // Dropping every bit leaves no holder: the one CAS frees (its Acquire pairs with the
+        // Release of the last transition, so every write into `T` made before any transition of
+        // this allocation happens-before the push, and thus before the next owner's accesses).
+        let freed = self.drop_bits(key, u8::MAX, u8::MAX)?;
+        debug_assert!(freed, "dropping every bit frees");
         Ok(())
     }
 

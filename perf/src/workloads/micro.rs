@@ -23,6 +23,8 @@ use fairway::{
     AdmittedRequest, CancellationToken, ClassId, LockFree, RequestId, Scheduler, TenantId,
 };
 
+use super::sched::Rng;
+
 /// Median of `xs` (NaN when empty).
 fn median(mut xs: Vec<f64>) -> f64 {
     if xs.is_empty() {
@@ -97,18 +99,6 @@ pub fn pool(reps: usize, run_for: Duration) -> Pair {
     pair(&samples)
 }
 
-/// A small xorshift generator: which queued request to cancel next.
-struct Pick(u64);
-
-impl Pick {
-    fn below(&mut self, n: usize) -> usize {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        (self.0 % n as u64) as usize
-    }
-}
-
 /// A lock-free scheduler of one cell and a queue of 4096, with `depth` requests waiting behind
 /// the held cell; runs cancel + replace for `run_for` and returns ns/op.
 fn cancel_at(depth: usize, run_for: Duration) -> f64 {
@@ -147,9 +137,10 @@ fn cancel_at(depth: usize, run_for: Duration) -> f64 {
             "the only cell is held"
         );
     }
-    let mut pick = Pick(0x9E37_79B9_7F4A_7C15);
+    let mut pick = Rng(0x9E37_79B9_7F4A_7C15);
     let ns = ns_per_op(run_for, 256, |i| {
-        let k = pick.below(depth);
+        // Which queued request to cancel next.
+        let k = (pick.next() % depth as u64) as usize;
         let slot = &mut queued[k];
         let handle = slot.handle().expect("queued");
         sched

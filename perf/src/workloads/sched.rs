@@ -168,10 +168,10 @@ pub fn calibrate_hold() -> u32 {
 }
 
 /// A xorshift64* generator: a few cycles a number, no allocation.
-struct Rng(u64);
+pub(crate) struct Rng(pub(crate) u64);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
+    pub(crate) fn next(&mut self) -> u64 {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;
         self.0 ^= self.0 >> 27;
