@@ -1348,6 +1348,57 @@ mod tests {
         (engine, ledger)
     }
 
+    /// A future-mode ticket of tenant 0 (the engine never looks at the permit in future mode).
+    fn ticket(id: u64) -> Ticket {
+        Ticket {
+            id: RequestId(id),
+            tenant: 0,
+            priority: 0,
+            deadline: u64::MAX,
+            weight: 1,
+            cpu_units: 0,
+            memory_units: 0,
+        }
+    }
+
+    #[test]
+    fn f31_cancel_frees_the_slot_at_once_when_the_token_is_free() {
+        let (engine, _ledger) = class(1);
+        let held = match engine.enqueue(ticket(1), None) {
+            Ok(Enqueued::Granted(lease)) => lease,
+            other => panic!("expected a fast grant, got {:?}", other.map_err(|e| e.0)),
+        };
+        let queued = |id| match engine.enqueue(ticket(id), None) {
+            Ok(Enqueued::Queued(key)) => key,
+            other => panic!("expected to queue, got {:?}", other.map_err(|e| e.0)),
+        };
+        let (a, b) = (queued(2), queued(3));
+        let free_before = engine.arena.available();
+        // No pass has run (no free cell): both entries are still in the inbox. The cancel drains
+        // it under the token and takes A straight out of the policy.
+        engine.cancel(a).unwrap();
+        let mut cx = Context::from_waker(Waker::noop());
+        assert!(matches!(
+            engine.poll(a, &mut cx),
+            Polled::Ended(Ended::Cancelled)
+        ));
+        // The owner's poll dropped the last reference: A's slot is free again, no tombstone left
+        // for a pass or a compaction.
+        assert_eq!(engine.arena.available(), free_before + 1);
+        engine.policy.with(|p| {
+            // SAFETY: no other thread exists; nobody holds the token.
+            let policy = unsafe { &*p };
+            assert_eq!(policy.len(), 1, "only B is queued in the policy");
+        });
+        // B is granted when the cell comes back.
+        engine.release(held);
+        match engine.poll(b, &mut cx) {
+            Polled::Granted(lease, _) => engine.release(lease),
+            other => panic!("expected B's grant, got {other:?}"),
+        }
+        assert_eq!(engine.arena.available(), engine.arena.capacity());
+    }
+
     #[test]
     fn f23_grant_refused_by_the_ready_ring_waits_in_order_and_is_delivered() {
         let (engine, ledger) = class(2);
