@@ -1,6 +1,6 @@
 //! The two mechanisms behind the [`Scheduler`](crate::Scheduler) facade.
 //!
-//! Both engines drive the same sequential [`Policy`](crate::policy::Policy); they differ only in
+//! Both engines drive the same sequential [`Policy`]; they differ only in
 //! how they serialise access to it:
 //!
 //! - [`lockfree`]: one packed control word per class, generation-tagged entry slots, an

@@ -28,7 +28,10 @@
 //! opaque. Transitions:
 //!
 //! - [`Arena::alloc`]: `(g, FREE)` → `(g, s)`, by the thread that popped the slot (it owns it).
-//! - [`Arena::update`] / [`Arena::compare_exchange`]: `(g, s)` → `(g, s')`, CAS, `s' != FREE`.
+//! - [`Arena::update`] / `Arena::compare_exchange` (tests): `(g, s)` → `(g, s')`, CAS,
+//!   `s' != FREE`.
+//! - [`Arena::drop_bits`]: `(g, s)` → `(g, s & !bits)`, or → `(g + 1, FREE)` when no holder bit
+//!   is left (the free below in the same CAS).
 //! - [`Arena::free`]: `(g, s)` → `(g + 1, FREE)`, CAS, then the slot goes back on the free list;
 //!   or `(max, s)` → `(max, FREE)` and the slot is retired. The generation never wraps (F21).
 //!
