@@ -760,12 +760,7 @@ impl<T: Send + 'static, L: BaselineLock> ClassEngine<T> for BaselineClass<T, L> 
     }
 
     fn count_refused(&self, expired: bool) {
-        let c = if expired {
-            &self.stats.expirations
-        } else {
-            &self.stats.rejections
-        };
-        crate::scheduler::stats::saturating_add(c, 1);
+        self.stats.count_refused(expired);
     }
 
     fn shutdown(&self) {

@@ -1249,12 +1249,7 @@ impl<T: Send + 'static> ClassEngine<T> for LockFreeClass<T> {
     }
 
     fn count_refused(&self, expired: bool) {
-        let c = if expired {
-            &self.stats.expirations
-        } else {
-            &self.stats.rejections
-        };
-        crate::scheduler::stats::saturating_add(c, 1);
+        self.stats.count_refused(expired);
     }
 
     fn shutdown(&self) {
@@ -1352,12 +1347,7 @@ mod tests {
     fn ticket(id: u64) -> Ticket {
         Ticket {
             id: RequestId(id),
-            tenant: 0,
-            priority: 0,
-            deadline: u64::MAX,
-            weight: 1,
-            cpu_units: 0,
-            memory_units: 0,
+            ..Ticket::BLANK
         }
     }
 

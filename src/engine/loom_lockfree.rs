@@ -59,11 +59,7 @@ fn ticket(id: u64, tenant: u32) -> Ticket {
     Ticket {
         id: RequestId(id),
         tenant,
-        priority: 0,
-        deadline: u64::MAX,
-        weight: 1,
-        cpu_units: 0,
-        memory_units: 0,
+        ..Ticket::BLANK
     }
 }
 
@@ -117,6 +113,27 @@ fn wait_granted(engine: &LockFreeClass<u32>, key: u64) -> (Lease, bool) {
             (lease, polls == 1)
         }
         (other, _) => panic!("expected a grant, got {other:?}"),
+    }
+}
+
+/// The owner cancels queued request `key` while something may grant it. Returns whether the
+/// cancel won; it then sees exactly the cancellation and cannot cancel twice. Otherwise the entry
+/// was granted: the lease is ready at the first poll and goes straight back.
+fn cancel_or_take_grant(engine: &LockFreeClass<u32>, key: u64) -> bool {
+    match engine.cancel(key) {
+        Ok(()) => {
+            let seen = poll_once(engine, key);
+            assert!(matches!(seen, Polled::Ended(Ended::Cancelled)), "{seen:?}");
+            assert!(engine.cancel(key).is_err(), "cancelled twice");
+            true
+        }
+        Err(e) => {
+            assert_eq!(e.code(), Code::NotFound);
+            let (lease, first) = wait_granted(engine, key);
+            assert!(first, "a non-queued entry must be ready at once");
+            engine.release(lease);
+            false
+        }
     }
 }
 
@@ -222,20 +239,10 @@ fn f31_cancel_racing_grant_exactly_one_wins() {
         let key = queue(&rig.engine, 2, 1);
         let owner = {
             let engine = rig.engine.clone();
-            loom::thread::spawn(move || match engine.cancel(key) {
-                Ok(()) => {
-                    // Cancelled while queued: the owner sees exactly that, and nothing else.
-                    let seen = poll_once(&engine, key);
-                    assert!(matches!(seen, Polled::Ended(Ended::Cancelled)), "{seen:?}");
-                    assert!(engine.cancel(key).is_err(), "cancelled twice");
+            loom::thread::spawn(move || {
+                if cancel_or_take_grant(&engine, key) {
                     "cancelled"
-                }
-                Err(e) => {
-                    assert_eq!(e.code(), Code::NotFound);
-                    // Not queued any more, so it was granted and the lease is waiting for us.
-                    let (lease, first) = wait_granted(&engine, key);
-                    assert!(first, "a non-queued entry must be ready at once");
-                    engine.release(lease);
+                } else {
                     "granted"
                 }
             })
@@ -282,19 +289,8 @@ fn f31_cancel_racing_the_pass_that_grants_another() {
         let b = queue(&rig.engine, 3, 1);
         let canceller = {
             let engine = rig.engine.clone();
-            loom::thread::spawn(move || match engine.cancel(a) {
-                Ok(()) => {
-                    let seen = poll_once(&engine, a);
-                    assert!(matches!(seen, Polled::Ended(Ended::Cancelled)), "{seen:?}");
-                    true
-                }
-                Err(_) => {
-                    // A was granted first (its tenant is ahead in the ring): hand the cell on.
-                    let (lease, _) = wait_granted(&engine, a);
-                    engine.release(lease);
-                    false
-                }
-            })
+            // If A was granted first (its tenant is ahead in the ring), its cell is handed on.
+            loom::thread::spawn(move || cancel_or_take_grant(&engine, a))
         };
         let releaser = {
             let engine = rig.engine.clone();

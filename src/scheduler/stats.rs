@@ -73,6 +73,16 @@ impl ClassStats {
         }
     }
 
+    /// Counts a request refused at acceptance: expired (`expired`) or otherwise rejected.
+    pub(crate) fn count_refused(&self, expired: bool) {
+        let c = if expired {
+            &self.expirations
+        } else {
+            &self.rejections
+        };
+        saturating_add(c, 1);
+    }
+
     /// Records one grant after waiting `wait` nanoseconds.
     #[inline]
     ///
