@@ -50,6 +50,143 @@ impl fmt::Display for Code {
     }
 }
 
+/// The stable reason of an [`Error`], finer than its [`Code`] (SPEC F63).
+///
+/// Every variant has a fixed kebab-case string form ([`Reason::as_str`]) that never changes
+/// between releases; hosts may log or export it. Code should match on the variant, never on the
+/// string. The enum is `#[non_exhaustive]`: new reasons may be added.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Reason {
+    /// A configuration field is out of range; [`Error::field`] names it.
+    Configuration,
+    /// A host pool does not match the configured classes (SPEC F07).
+    PoolTopology,
+    /// A token's identity differs from its request's (SPEC F34).
+    CancellationIdentity,
+    /// A class id names no configured class.
+    Class,
+    /// A tenant id is out of range for the ledger.
+    Tenant,
+    /// A tenant id is beyond `max_tenants`.
+    TenantOutOfRange,
+    /// A weight is out of range.
+    Weight,
+    /// A weight of zero.
+    ZeroWeight,
+    /// A permit minted by another ledger (SPEC F04).
+    ForeignAdmission,
+    /// A handle minted by another scheduler (SPEC F30).
+    ForeignHandle,
+    /// The class's queue is full (or its capacity is 0, SPEC F06).
+    QueueFull,
+    /// The tenant's queue-slot limit.
+    TenantQueueSlots,
+    /// The tenant's concurrency limit.
+    TenantConcurrency,
+    /// The tenant's CPU-unit limit.
+    TenantCpuUnits,
+    /// The tenant's memory-unit limit.
+    TenantMemoryUnits,
+    /// The class's queue-slot limit.
+    ClassQueueSlots,
+    /// The class's concurrency limit.
+    ClassConcurrency,
+    /// The class's CPU-unit limit.
+    ClassCpuUnits,
+    /// The class's memory-unit limit.
+    ClassMemoryUnits,
+    /// A live request already has this id (SPEC F34).
+    DuplicateRequest,
+    /// The id names no live queued request (SPEC F33).
+    UnknownRequest,
+    /// The first reason given to [`CancellationToken::cancel`](crate::CancellationToken::cancel).
+    Host(&'static str),
+    /// A blocking wait ran out of time.
+    Timeout,
+    /// The request's original deadline passed (SPEC F46).
+    DeadlineExceeded,
+    /// The scheduler (or its ledger) was shut down (SPEC F47).
+    Shutdown,
+    /// Every cell of the class is quarantined (SPEC F22).
+    AllCellsQuarantined,
+    /// No cell is free right now.
+    NoCapacity,
+    /// A sequence or generation counter is exhausted (SPEC F21).
+    SequenceExhausted,
+    /// A pool claimed free capacity it did not have.
+    PoolCapacityMismatch,
+    /// A pool returned a lease for another request, class or budget (SPEC F08).
+    PoolLeaseMismatch,
+    /// A granted request had no lease attached.
+    LeaseMissing,
+    /// The policy ran out of slots it was sized for.
+    PolicySlot,
+    /// A pull-mode request was granted as if it had a waiting future.
+    PullGrantedDirectly,
+    /// A handle names a slot that has since been reused (SPEC F30).
+    StaleHandle,
+    /// A request ended without a more specific reason.
+    Failed,
+}
+
+impl Reason {
+    /// The stable, kebab-case form, e.g. `"queue-full"`. For [`Reason::Host`] it is the host's
+    /// own string.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Reason::Configuration => "configuration",
+            Reason::PoolTopology => "pool-topology",
+            Reason::CancellationIdentity => "cancellation-identity",
+            Reason::Class => "class",
+            Reason::Tenant => "tenant",
+            Reason::TenantOutOfRange => "tenant-out-of-range",
+            Reason::Weight => "weight",
+            Reason::ZeroWeight => "zero-weight",
+            Reason::ForeignAdmission => "foreign-admission",
+            Reason::ForeignHandle => "foreign-handle",
+            Reason::QueueFull => "queue-full",
+            Reason::TenantQueueSlots => "tenant-queue-slots",
+            Reason::TenantConcurrency => "tenant-concurrency",
+            Reason::TenantCpuUnits => "tenant-cpu-units",
+            Reason::TenantMemoryUnits => "tenant-memory-units",
+            Reason::ClassQueueSlots => "class-queue-slots",
+            Reason::ClassConcurrency => "class-concurrency",
+            Reason::ClassCpuUnits => "class-cpu-units",
+            Reason::ClassMemoryUnits => "class-memory-units",
+            Reason::DuplicateRequest => "duplicate-request",
+            Reason::UnknownRequest => "unknown-request",
+            Reason::Host(s) => s,
+            Reason::Timeout => "timeout",
+            Reason::DeadlineExceeded => "deadline-exceeded",
+            Reason::Shutdown => "shutdown",
+            Reason::AllCellsQuarantined => "all-cells-quarantined",
+            Reason::NoCapacity => "no-capacity",
+            Reason::SequenceExhausted => "sequence-exhausted",
+            Reason::PoolCapacityMismatch => "pool-capacity-mismatch",
+            Reason::PoolLeaseMismatch => "pool-lease-mismatch",
+            Reason::LeaseMissing => "lease-missing",
+            Reason::PolicySlot => "policy-slot",
+            Reason::PullGrantedDirectly => "pull-granted-directly",
+            Reason::StaleHandle => "stale-handle",
+            Reason::Failed => "failed",
+        }
+    }
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Compares the stable string form, for logs and tests (`err.reason() == "queue-full"`).
+impl PartialEq<&str> for Reason {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
 /// An error of fairway: a stable [`Code`], a stable `reason` and, for configuration errors, the
 /// name of the offending field.
 ///
@@ -58,21 +195,21 @@ impl fmt::Display for Code {
 /// # Examples
 ///
 /// ```
-/// use fairway::{Code, Error};
-/// let e = Error::new(Code::ResourceExhausted, "queue-full");
+/// use fairway::{Code, Error, Reason};
+/// let e = Error::new(Code::ResourceExhausted, Reason::QueueFull);
 /// assert_eq!(e.to_string(), "resource-exhausted / queue-full");
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Error {
     code: Code,
-    reason: &'static str,
+    reason: Reason,
     field: Option<&'static str>,
 }
 
 impl Error {
     /// An error with `code` and a stable `reason`.
     #[inline]
-    pub const fn new(code: Code, reason: &'static str) -> Self {
+    pub const fn new(code: Code, reason: Reason) -> Self {
         Self {
             code,
             reason,
@@ -85,7 +222,7 @@ impl Error {
     pub const fn configuration(field: &'static str) -> Self {
         Self {
             code: Code::InvalidArgument,
-            reason: "configuration",
+            reason: Reason::Configuration,
             field: Some(field),
         }
     }
@@ -96,9 +233,9 @@ impl Error {
         self.code
     }
 
-    /// The stable reason, e.g. `"queue-full"`.
+    /// The stable reason, e.g. [`Reason::QueueFull`] (`"queue-full"`).
     #[inline]
-    pub const fn reason(&self) -> &'static str {
+    pub const fn reason(&self) -> Reason {
         self.reason
     }
 
@@ -132,10 +269,12 @@ mod tests {
     fn f63_error_has_stable_code_and_reason() {
         let e = Error::configuration("cells");
         assert_eq!(e.code(), Code::InvalidArgument);
+        assert_eq!(e.reason(), Reason::Configuration);
         assert_eq!(e.reason(), "configuration");
         assert_eq!(e.field(), Some("cells"));
         assert_eq!(e.to_string(), "invalid-argument / configuration (cells)");
-        let boxed: Box<dyn std::error::Error> = Box::new(Error::new(Code::Unavailable, "shutdown"));
+        let boxed: Box<dyn std::error::Error> =
+            Box::new(Error::new(Code::Unavailable, Reason::Shutdown));
         assert_eq!(boxed.to_string(), "unavailable / shutdown");
     }
 }

@@ -21,7 +21,7 @@ mod scheduler;
 pub use cancel::{CancellationToken, Cancelled};
 pub use clock::{Clock, ManualClock, MonotonicClock};
 pub use engine::baseline::{BaselineLock, ParkingLotMutex, StdMutex};
-pub use error::{Code, Error, Result};
+pub use error::{Code, Error, Reason, Result};
 pub use ids::{CellId, ClassId, Priority, RequestId, TenantId};
 pub use scheduler::{
     AdmittedRequest, Assignment, Baseline, Builder, ClassConfig, ClassSnapshot, Enqueue, Job,

@@ -10,6 +10,7 @@
 //! ones (at least 10^6 operations).
 
 use fairway::admission::{AdmissionRequest, ClassSpec, Ledger, LedgerConfig, Limits};
+use fairway::Reason;
 use fairway::{
     AdmittedRequest, Baseline, CancellationToken, ClassId, Code, LockFree, Mechanism, RequestId,
     Scheduler, TenantId,
@@ -319,7 +320,7 @@ fn tokio_tasks<M: Mechanism>(tasks: usize, ops: usize) {
                         // Cancel by dropping after a short timeout.
                         match tokio::time::timeout(Duration::from_micros(50), fut).await {
                             Ok(r) => r,
-                            Err(_) => Err(fairway::Error::new(Code::Cancelled, "timeout")),
+                            Err(_) => Err(fairway::Error::new(Code::Cancelled, Reason::Timeout)),
                         }
                     } else {
                         fut.await

@@ -56,6 +56,7 @@ use crate::clock::{Clock, MonotonicClock};
 use crate::error::{Code, Error, Result};
 use crate::ids::{ClassId, Priority, RequestId, TenantId};
 use crate::sync::{Arc, AtomicU64, Ordering};
+use crate::Reason;
 use arrayvec::ArrayVec;
 use core::fmt;
 use core::time::Duration;
@@ -73,19 +74,19 @@ const MEMORY_UNITS: usize = 3;
 const KINDS: usize = 4;
 
 /// `resource-exhausted` reasons for a tenant limit, by resource index.
-const TENANT_REASONS: [&str; KINDS] = [
-    "tenant-queue-slots",
-    "tenant-concurrency",
-    "tenant-cpu-units",
-    "tenant-memory-units",
+const TENANT_REASONS: [Reason; KINDS] = [
+    Reason::TenantQueueSlots,
+    Reason::TenantConcurrency,
+    Reason::TenantCpuUnits,
+    Reason::TenantMemoryUnits,
 ];
 
 /// `resource-exhausted` reasons for a class limit, by resource index.
-const CLASS_REASONS: [&str; KINDS] = [
-    "class-queue-slots",
-    "class-concurrency",
-    "class-cpu-units",
-    "class-memory-units",
+const CLASS_REASONS: [Reason; KINDS] = [
+    Reason::ClassQueueSlots,
+    Reason::ClassConcurrency,
+    Reason::ClassCpuUnits,
+    Reason::ClassMemoryUnits,
 ];
 
 /// The most classes a request may list in [`ClassChoice::OneOf`].
@@ -214,10 +215,10 @@ impl ClassChoice {
     /// `invalid-argument / class` if `classes` is empty or longer than [`MAX_CLASS_CHOICES`].
     #[inline]
     pub fn one_of(classes: &[ClassId]) -> Result<Self> {
-        let v =
-            ArrayVec::try_from(classes).map_err(|_| Error::new(Code::InvalidArgument, "class"))?;
+        let v = ArrayVec::try_from(classes)
+            .map_err(|_| Error::new(Code::InvalidArgument, Reason::Class))?;
         if v.is_empty() {
-            return Err(Error::new(Code::InvalidArgument, "class"));
+            return Err(Error::new(Code::InvalidArgument, Reason::Class));
         }
         Ok(ClassChoice::OneOf(v))
     }
@@ -488,7 +489,7 @@ struct Inner {
 ///
 /// ```
 /// use fairway::admission::{AdmissionRequest, ClassSpec, Ledger, LedgerConfig, Limits};
-/// use fairway::{Code, RequestId, TenantId};
+/// use fairway::{Code, Reason, RequestId, TenantId};
 /// let ledger = Ledger::new(LedgerConfig {
 ///     classes: vec![ClassSpec::new("cpu")],
 ///     max_tenants: 4,
@@ -496,7 +497,7 @@ struct Inner {
 /// })?;
 /// let permit = ledger.admit(AdmissionRequest::new(RequestId(1), TenantId(0)))?;
 /// let refused = ledger.admit(AdmissionRequest::new(RequestId(2), TenantId(0))).unwrap_err();
-/// assert_eq!((refused.code(), refused.reason()), (Code::ResourceExhausted, "tenant-concurrency"));
+/// assert_eq!((refused.code(), refused.reason()), (Code::ResourceExhausted, Reason::TenantConcurrency));
 /// drop(permit); // refunds everything
 /// assert!(ledger.usage().is_zero());
 /// # Ok::<(), fairway::Error>(())
@@ -596,20 +597,20 @@ impl Ledger {
         } = req;
         let inner = &*self.0;
         if weight == 0 {
-            return Err(Error::new(Code::InvalidArgument, "weight"));
+            return Err(Error::new(Code::InvalidArgument, Reason::Weight));
         }
         let tenant_counters = inner
             .tenants
             .get(tenant.0 as usize)
-            .ok_or(Error::new(Code::InvalidArgument, "tenant"))?;
+            .ok_or(Error::new(Code::InvalidArgument, Reason::Tenant))?;
         match &mut classes {
             ClassChoice::Any if !inner.any_eligible => {
-                return Err(Error::new(Code::InvalidArgument, "class"));
+                return Err(Error::new(Code::InvalidArgument, Reason::Class));
             }
             ClassChoice::Any => {}
             ClassChoice::OneOf(list) => {
                 if list.is_empty() || list.iter().any(|c| usize::from(c.0) >= inner.classes.len()) {
-                    return Err(Error::new(Code::InvalidArgument, "class"));
+                    return Err(Error::new(Code::InvalidArgument, Reason::Class));
                 }
                 // Config order is ClassId order; at most 8 elements, in place (a one-class list,
                 // the common case, skips the sort's setup).

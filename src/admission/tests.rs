@@ -1,5 +1,6 @@
 use super::*;
 use crate::clock::ManualClock;
+use crate::Reason;
 use proptest::prelude::*;
 
 fn spec(name: &'static str, explicit_only: bool, limits: Limits) -> ClassSpec {
@@ -25,7 +26,7 @@ fn req(id: u64, tenant: u32) -> AdmissionRequest {
 
 fn reason(r: Result<Permit>) -> (Code, &'static str) {
     let e = r.unwrap_err();
-    (e.code(), e.reason())
+    (e.code(), e.reason().as_str())
 }
 
 fn one(concurrency: u32) -> Limits {
@@ -76,7 +77,7 @@ fn admit_refuses_invalid_arguments() {
     assert_eq!(reason(l.admit(req(1, 0).classes(empty))), inv("class"));
     assert_eq!(
         ClassChoice::one_of(&[ClassId(0); MAX_CLASS_CHOICES + 1]).unwrap_err(),
-        Error::new(Code::InvalidArgument, "class")
+        Error::new(Code::InvalidArgument, Reason::Class)
     );
     assert!(l.usage().is_zero());
 }
@@ -162,9 +163,9 @@ fn f50_limit_exceeded_reserves_nothing() {
             let held = l.admit(r(1)).unwrap();
             let before = l.usage();
             let expected = if tenant_side {
-                TENANT_REASONS[kind]
+                TENANT_REASONS[kind].as_str()
             } else {
-                CLASS_REASONS[kind]
+                CLASS_REASONS[kind].as_str()
             };
             assert_eq!(reason(l.admit(r(2))), (Code::ResourceExhausted, expected));
             assert_eq!(l.usage(), before, "{expected} left something reserved");

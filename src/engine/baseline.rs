@@ -21,6 +21,7 @@ use crate::pool::{ClassPool, Lease};
 use crate::raw::arena::Key;
 use crate::scheduler::stats::ClassStats;
 use crate::scheduler::ClassSnapshot;
+use crate::Reason;
 use crate::{ClassId, Code, Error};
 use arrayvec::ArrayVec;
 use core::task::{Context, Poll, Waker};
@@ -238,7 +239,7 @@ impl<T: Send + 'static, L: BaselineLock> BaselineClass<T, L> {
             }
             Err(lease) => {
                 self.quarantine_locked(inner, lease, "pool-lease-mismatch");
-                Err(Error::new(Code::Internal, "pool-lease-mismatch"))
+                Err(Error::new(Code::Internal, Reason::PoolLeaseMismatch))
             }
         }
     }
@@ -360,7 +361,7 @@ impl<T: Send + 'static, L: BaselineLock> Judge for GrantJudge<'_, '_, T, L> {
             Ok(l) => l,
             Err(err) => {
                 self.stop = true;
-                self.keep_credit = err.reason() == "pool-lease-mismatch";
+                self.keep_credit = err.reason() == Reason::PoolLeaseMismatch;
                 return Verdict::Keep;
             }
         };
@@ -507,7 +508,7 @@ impl<T: Send + 'static, L: BaselineLock> ClassEngine<T> for BaselineClass<T, L> 
         pull: Option<(Permit, T)>,
     ) -> Result<Enqueued, (Error, Option<(Permit, T)>)> {
         if self.queue_capacity == 0 {
-            return Err((Error::new(Code::ResourceExhausted, "queue-full"), pull));
+            return Err((Error::new(Code::ResourceExhausted, Reason::QueueFull), pull));
         }
         let now = if pull.is_some() {
             self.clock.now()
@@ -516,10 +517,13 @@ impl<T: Send + 'static, L: BaselineLock> ClassEngine<T> for BaselineClass<T, L> 
         };
         let res = self.with(|policy, inner| {
             if inner.shut {
-                return Err((Error::new(Code::Unavailable, "shutdown"), pull));
+                return Err((Error::new(Code::Unavailable, Reason::Shutdown), pull));
             }
             if inner.dead {
-                return Err((Error::new(Code::Unavailable, "all-cells-quarantined"), pull));
+                return Err((
+                    Error::new(Code::Unavailable, Reason::AllCellsQuarantined),
+                    pull,
+                ));
             }
             if pull.is_none() && inner.queued == 0 && inner.free_cells > 0 {
                 inner.free_cells -= 1;
@@ -538,13 +542,13 @@ impl<T: Send + 'static, L: BaselineLock> ClassEngine<T> for BaselineClass<T, L> 
                 };
             }
             if inner.queued >= self.queue_capacity {
-                return Err((Error::new(Code::ResourceExhausted, "queue-full"), pull));
+                return Err((Error::new(Code::ResourceExhausted, Reason::QueueFull), pull));
             }
             if inner.free_slots.is_empty() {
                 inner.compact(policy);
             }
             let Some(index) = inner.free_slots.pop() else {
-                return Err((Error::new(Code::ResourceExhausted, "queue-full"), pull));
+                return Err((Error::new(Code::ResourceExhausted, Reason::QueueFull), pull));
             };
             let at = if now == u64::MAX {
                 self.clock.now()
@@ -593,14 +597,14 @@ impl<T: Send + 'static, L: BaselineLock> ClassEngine<T> for BaselineClass<T, L> 
 
     fn try_grant_now(&self, ticket: &Ticket) -> Result<Option<Lease>, Error> {
         if self.queue_capacity == 0 {
-            return Err(Error::new(Code::ResourceExhausted, "queue-full"));
+            return Err(Error::new(Code::ResourceExhausted, Reason::QueueFull));
         }
         self.with(|_, inner| {
             if inner.shut {
-                return Err(Error::new(Code::Unavailable, "shutdown"));
+                return Err(Error::new(Code::Unavailable, Reason::Shutdown));
             }
             if inner.dead {
-                return Err(Error::new(Code::Unavailable, "all-cells-quarantined"));
+                return Err(Error::new(Code::Unavailable, Reason::AllCellsQuarantined));
             }
             if inner.queued != 0 || inner.free_cells == 0 {
                 return Ok(None);
@@ -625,7 +629,10 @@ impl<T: Send + 'static, L: BaselineLock> ClassEngine<T> for BaselineClass<T, L> 
     fn poll(&self, raw: u64, cx: &mut Context<'_>) -> Polled {
         self.with(|_, inner| {
             let Some((index, s)) = inner.slot(raw) else {
-                return Polled::Ended(Ended::Failed(Error::new(Code::Internal, "stale-handle")));
+                return Polled::Ended(Ended::Failed(Error::new(
+                    Code::Internal,
+                    Reason::StaleHandle,
+                )));
             };
             let out = match s.stage {
                 Stage::Queued => {
@@ -637,9 +644,10 @@ impl<T: Send + 'static, L: BaselineLock> ClassEngine<T> for BaselineClass<T, L> 
                 }
                 Stage::Granted => match s.lease.take() {
                     Some(l) => Polled::Granted(l, s.waited),
-                    None => {
-                        Polled::Ended(Ended::Failed(Error::new(Code::Internal, "lease-missing")))
-                    }
+                    None => Polled::Ended(Ended::Failed(Error::new(
+                        Code::Internal,
+                        Reason::LeaseMissing,
+                    ))),
                 },
                 Stage::Ended(why) => Polled::Ended(why),
                 Stage::Free => unreachable!("`slot` filters free slots"),
@@ -689,7 +697,7 @@ impl<T: Send + 'static, L: BaselineLock> ClassEngine<T> for BaselineClass<T, L> 
         if found {
             Ok(())
         } else {
-            Err(Error::new(Code::NotFound, "unknown-request"))
+            Err(Error::new(Code::NotFound, Reason::UnknownRequest))
         }
     }
 

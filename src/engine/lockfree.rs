@@ -61,6 +61,7 @@ use crate::raw::ring::Ring;
 use crate::scheduler::stats::ClassStats;
 use crate::scheduler::ClassSnapshot;
 use crate::sync::{AtomicU32, AtomicU64, AtomicWaker, Ordering, UnsafeCell};
+use crate::Reason;
 use crate::{ClassId, Code, Error};
 use arrayvec::ArrayVec;
 use core::task::{Context, Poll, Waker};
@@ -364,7 +365,7 @@ impl<T: Send + 'static> LockFreeClass<T> {
             Err(lease) => {
                 // Never marked reusable: the cell leaves service.
                 self.quarantine(lease, "pool-lease-mismatch");
-                Err(Error::new(Code::Internal, "pool-lease-mismatch"))
+                Err(Error::new(Code::Internal, Reason::PoolLeaseMismatch))
             }
         }
     }
@@ -765,9 +766,9 @@ impl<T: Send + 'static> LockFreeClass<T> {
 
     fn ctl_error(cur: u64) -> Error {
         if cur & SHUT != 0 {
-            Error::new(Code::Unavailable, "shutdown")
+            Error::new(Code::Unavailable, Reason::Shutdown)
         } else {
-            Error::new(Code::Unavailable, "all-cells-quarantined")
+            Error::new(Code::Unavailable, Reason::AllCellsQuarantined)
         }
     }
 
@@ -830,7 +831,7 @@ impl<T: Send + 'static> LockFreeClass<T> {
             let (next, took_cell) = if fast && queued == 0 && FREE.get(cur) > 0 {
                 (cur - FREE_ONE, true)
             } else if queued >= u64::from(self.queue_capacity) {
-                return Err(Error::new(Code::ResourceExhausted, "queue-full"));
+                return Err(Error::new(Code::ResourceExhausted, Reason::QueueFull));
             } else {
                 (cur + QUEUED_ONE, false)
             };
@@ -887,7 +888,7 @@ impl<T: Send + 'static> Judge for GrantJudge<'_, T> {
             Ok(l) => l,
             Err(err) => {
                 self.stop = true;
-                self.keep_credit = err.reason() == "pool-lease-mismatch";
+                self.keep_credit = err.reason() == Reason::PoolLeaseMismatch;
                 return Verdict::Keep;
             }
         };
@@ -984,7 +985,7 @@ impl<T: Send + 'static> ClassEngine<T> for LockFreeClass<T> {
         pull: Option<(Permit, T)>,
     ) -> Result<Enqueued, (Error, Option<(Permit, T)>)> {
         if self.queue_capacity == 0 {
-            return Err((Error::new(Code::ResourceExhausted, "queue-full"), pull));
+            return Err((Error::new(Code::ResourceExhausted, Reason::QueueFull), pull));
         }
         // Pull-mode requests always go through a slot (the executor takes them from there).
         match self.count_in(pull.is_none()) {
@@ -1001,7 +1002,7 @@ impl<T: Send + 'static> ClassEngine<T> for LockFreeClass<T> {
         let Some(key) = self.alloc(state) else {
             // Release: see `end_queued`.
             self.ctl.fetch_sub(QUEUED_ONE, Ordering::Release);
-            return Err((Error::new(Code::ResourceExhausted, "queue-full"), pull));
+            return Err((Error::new(Code::ResourceExhausted, Reason::QueueFull), pull));
         };
         let e = self.entry(key);
         let now = self.clock.now();
@@ -1018,18 +1019,24 @@ impl<T: Send + 'static> ClassEngine<T> for LockFreeClass<T> {
 
     fn try_grant_now(&self, ticket: &Ticket) -> Result<Option<Lease>, Error> {
         if self.queue_capacity == 0 {
-            return Err(Error::new(Code::ResourceExhausted, "queue-full"));
+            return Err(Error::new(Code::ResourceExhausted, Reason::QueueFull));
         }
         self.try_fast(ticket)
     }
 
     fn poll(&self, raw: u64, cx: &mut Context<'_>) -> Polled {
         let Some(key) = self.key(raw) else {
-            return Polled::Ended(Ended::Failed(Error::new(Code::Internal, "stale-handle")));
+            return Polled::Ended(Ended::Failed(Error::new(
+                Code::Internal,
+                Reason::StaleHandle,
+            )));
         };
         let e = self.entry(key);
         let Some(mut s) = self.arena.state(key) else {
-            return Polled::Ended(Ended::Failed(Error::new(Code::Internal, "stale-handle")));
+            return Polled::Ended(Ended::Failed(Error::new(
+                Code::Internal,
+                Reason::StaleHandle,
+            )));
         };
         if s & STAGE == QUEUED_S {
             crate::sync::register_waker(&e.waker, cx.waker());
@@ -1062,9 +1069,10 @@ impl<T: Send + 'static> ClassEngine<T> for LockFreeClass<T> {
                     .with_mut(|l| unsafe { ((*l).take(), e.waited.with(|w| *w)) });
                 match lease {
                     Some(l) => Polled::Granted(l, waited),
-                    None => {
-                        Polled::Ended(Ended::Failed(Error::new(Code::Internal, "lease-missing")))
-                    }
+                    None => Polled::Ended(Ended::Failed(Error::new(
+                        Code::Internal,
+                        Reason::LeaseMissing,
+                    ))),
                 }
             }
             CANCELLED_S => Polled::Ended(Ended::Cancelled),
@@ -1075,7 +1083,7 @@ impl<T: Send + 'static> ClassEngine<T> for LockFreeClass<T> {
             _ => Polled::Ended(Ended::Failed(
                 e.error
                     .with(|x| unsafe { *x })
-                    .unwrap_or(Error::new(Code::Internal, "failed")),
+                    .unwrap_or(Error::new(Code::Internal, Reason::Failed)),
             )),
         };
         self.drop_ref(key, HREF);
@@ -1119,7 +1127,7 @@ impl<T: Send + 'static> ClassEngine<T> for LockFreeClass<T> {
     }
 
     fn cancel(&self, raw: u64) -> Result<(), Error> {
-        let not_found = Error::new(Code::NotFound, "unknown-request");
+        let not_found = Error::new(Code::NotFound, Reason::UnknownRequest);
         let key = self.key(raw).ok_or(not_found)?;
         self.arena
             .update(key, |s| {

@@ -19,6 +19,7 @@ use crate::clock::Clock;
 use crate::policy::{Policy, PolicyConfig};
 use crate::pool::{ClassPool, Lease, LeaseRequest};
 use crate::scheduler::ClassSnapshot;
+use crate::Reason;
 use crate::{ClassId, Error, RequestId};
 use core::task::{Context, Poll};
 use std::sync::Arc;
@@ -200,10 +201,13 @@ pub trait ClassEngine<T: Send + 'static>: Send + Sync + Sized + 'static {
 pub fn ended_error(why: Ended, cancel_reason: Option<&'static str>) -> Error {
     use crate::Code;
     match why {
-        Ended::Cancelled => Error::new(Code::Cancelled, cancel_reason.unwrap_or("cancelled")),
-        Ended::Expired => Error::new(Code::DeadlineExceeded, "deadline-exceeded"),
-        Ended::Shutdown => Error::new(Code::Unavailable, "shutdown"),
-        Ended::Quarantined => Error::new(Code::Unavailable, "all-cells-quarantined"),
+        Ended::Cancelled => Error::new(
+            Code::Cancelled,
+            Reason::Host(cancel_reason.unwrap_or("cancelled")),
+        ),
+        Ended::Expired => Error::new(Code::DeadlineExceeded, Reason::DeadlineExceeded),
+        Ended::Shutdown => Error::new(Code::Unavailable, Reason::Shutdown),
+        Ended::Quarantined => Error::new(Code::Unavailable, Reason::AllCellsQuarantined),
         Ended::Failed(e) => e,
     }
 }

@@ -43,6 +43,7 @@
 
 mod heap;
 
+use crate::Reason;
 use crate::{Code, Error};
 use heap::{Links, Order, NONE};
 
@@ -353,18 +354,18 @@ impl Policy {
     /// * `unavailable / sequence-exhausted`: no sequence number is left (F21).
     pub(crate) fn insert(&mut self, index: u32, meta: EntryMeta) -> Result<u64, Error> {
         if self.contains(index) || index as usize >= self.nodes.len() {
-            return Err(Error::new(Code::Internal, "policy-slot"));
+            return Err(Error::new(Code::Internal, Reason::PolicySlot));
         }
         if meta.tenant as usize >= self.tenants.len() {
-            return Err(Error::new(Code::InvalidArgument, "tenant-out-of-range"));
+            return Err(Error::new(Code::InvalidArgument, Reason::TenantOutOfRange));
         }
         if meta.weight == 0 {
-            return Err(Error::new(Code::InvalidArgument, "zero-weight"));
+            return Err(Error::new(Code::InvalidArgument, Reason::ZeroWeight));
         }
         let seq = self.next_seq;
         self.next_seq = seq
             .checked_add(1)
-            .ok_or(Error::new(Code::Unavailable, "sequence-exhausted"))?;
+            .ok_or(Error::new(Code::Unavailable, Reason::SequenceExhausted))?;
 
         let t = meta.tenant;
         let tail = self.tenants[t as usize].fifo_tail;

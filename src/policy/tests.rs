@@ -465,7 +465,7 @@ fn f21_sequence_exhaustion_fails() {
     assert_eq!(p.insert(1, meta(0)), Ok(u64::MAX - 1));
     let e = p.insert(2, meta(0)).unwrap_err();
     assert_eq!(
-        (e.code(), e.reason()),
+        (e.code(), e.reason().as_str()),
         (Code::Unavailable, "sequence-exhausted")
     );
     assert!(!p.contains(2));

@@ -47,6 +47,7 @@ use super::{CellPool, Lease, LeaseRequest, PoolCounters};
 use crate::error::{Code, Error, Result};
 use crate::ids::{CellId, ClassId, RequestId};
 use crate::sync::{register_waker, AtomicU32, AtomicU64, AtomicWaker, Ordering};
+use crate::Reason;
 use core::fmt;
 use core::task::Waker;
 
@@ -177,7 +178,7 @@ impl FixedCellPool {
         // Relaxed: a hint on the cold path; quarantine is permanent, so once this reads
         // `cells` it stays true.
         if self.quarantined_count.load(Ordering::Relaxed) == self.cells {
-            return Err(Error::new(Code::Unavailable, "all-cells-quarantined"));
+            return Err(Error::new(Code::Unavailable, Reason::AllCellsQuarantined));
         }
         Ok(None)
     }

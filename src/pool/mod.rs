@@ -25,6 +25,7 @@ pub use fixed::FixedCellPool;
 
 use crate::error::{Code, Error, Result};
 use crate::ids::{CellId, ClassId, RequestId};
+use crate::Reason;
 use core::ops::Deref;
 use core::task::Waker;
 
@@ -168,7 +169,7 @@ pub trait CellPool: Send + Sync + 'static {
     /// `invalid-argument / pool-topology`; such a pool is refused at build (F07).
     fn subscribe_changes(&self, waker: &Waker) -> Result<()> {
         let _ = waker;
-        Err(Error::new(Code::InvalidArgument, "pool-topology"))
+        Err(Error::new(Code::InvalidArgument, Reason::PoolTopology))
     }
 
     /// The current split of the cells.
@@ -197,7 +198,7 @@ impl ClassPool {
         &self,
         req: &LeaseRequest,
     ) -> Result<core::result::Result<Lease, Lease>> {
-        let capacity = || Error::new(Code::Internal, "pool-capacity-mismatch");
+        let capacity = || Error::new(Code::Internal, Reason::PoolCapacityMismatch);
         match self {
             ClassPool::Fixed(p) => match p.acquire_cell(req.request)? {
                 Some(cell) => Ok(Ok(Lease::new(req, cell))),
@@ -247,7 +248,7 @@ pub(crate) fn validate_pools<P>(expected: &[(ClassId, u32)], pools: &[P]) -> Res
 where
     P: Deref<Target = dyn CellPool>,
 {
-    let topology = Error::new(Code::InvalidArgument, "pool-topology");
+    let topology = Error::new(Code::InvalidArgument, Reason::PoolTopology);
     if pools.len() != expected.len() {
         return Err(topology);
     }

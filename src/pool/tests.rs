@@ -1,5 +1,6 @@
 use super::*;
 use crate::sync::{Arc, AtomicBool, AtomicUsize, Ordering};
+use crate::Reason;
 use proptest::prelude::*;
 use std::collections::BTreeSet;
 use std::task::Wake;
@@ -113,7 +114,7 @@ fn f22_all_quarantined_counters() {
     assert_eq!(p.counters(), counters(2, 0, 0, 2));
     assert_eq!(
         p.try_acquire_now(&req(9, 0)).unwrap_err(),
-        Error::new(Code::Unavailable, "all-cells-quarantined")
+        Error::new(Code::Unavailable, Reason::AllCellsQuarantined)
     );
 }
 
@@ -232,7 +233,7 @@ impl CellPool for HostPool {
         if self.notifies {
             self.inner.subscribe_changes(waker)
         } else {
-            Err(Error::new(Code::InvalidArgument, "pool-topology"))
+            Err(Error::new(Code::InvalidArgument, Reason::PoolTopology))
         }
     }
     fn counters(&self) -> PoolCounters {
@@ -271,7 +272,7 @@ fn f07_pool_topology_validation() {
         std::sync::Arc::new(FixedCellPool::new(ClassId(class), cells).unwrap())
     };
     let expected = [(ClassId(0), 2), (ClassId(1), 3)];
-    let topology = Err(Error::new(Code::InvalidArgument, "pool-topology"));
+    let topology = Err(Error::new(Code::InvalidArgument, Reason::PoolTopology));
 
     let good: Pools = vec![fixed(1, 3), fixed(0, 2)];
     assert_eq!(
@@ -397,7 +398,7 @@ proptest! {
                         }
                         Ok(None) => prop_assert!(free.is_empty() && quarantined < cells),
                         Err(e) => {
-                            prop_assert_eq!(e, Error::new(Code::Unavailable, "all-cells-quarantined"));
+                            prop_assert_eq!(e, Error::new(Code::Unavailable, Reason::AllCellsQuarantined));
                             prop_assert_eq!(quarantined, cells);
                         }
                     }

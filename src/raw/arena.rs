@@ -581,7 +581,10 @@ mod tests {
         for capacity in [0, MAX_CAPACITY + 1] {
             let e = Arena::<()>::new(capacity).unwrap_err();
             assert_eq!(e.code(), Code::InvalidArgument);
-            assert_eq!((e.reason(), e.field()), ("configuration", Some("capacity")));
+            assert_eq!(
+                (e.reason().as_str(), e.field()),
+                ("configuration", Some("capacity"))
+            );
         }
         for bits in [0, 33] {
             let e = Arena::<()>::with_generation_bits(4, bits).unwrap_err();

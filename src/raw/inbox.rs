@@ -208,7 +208,10 @@ mod tests {
         for capacity in [0, MAX_CAPACITY + 1] {
             let e = Inbox::new(capacity).unwrap_err();
             assert_eq!(e.code(), Code::InvalidArgument);
-            assert_eq!((e.reason(), e.field()), ("configuration", Some("capacity")));
+            assert_eq!(
+                (e.reason().as_str(), e.field()),
+                ("configuration", Some("capacity"))
+            );
         }
         assert_eq!(Inbox::new(1).unwrap().capacity(), 1);
     }

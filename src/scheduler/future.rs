@@ -7,6 +7,7 @@ use crate::admission::Permit;
 use crate::cancel::CancellationToken;
 use crate::engine::{ended_error, ClassEngine, Ended, Enqueued, Polled, Ticket};
 use crate::pool::Lease;
+use crate::Reason;
 use crate::{ClassId, Code, Error};
 use core::fmt;
 use core::future::Future;
@@ -99,7 +100,10 @@ impl<'a, T: Send + 'static, M: Mechanism> Enqueue<'a, T, M> {
     fn stop_reason(&self, now: &mut Option<u64>) -> Option<(Ended, Error)> {
         let token = self.token.as_ref()?;
         if let Some(reason) = token.reason() {
-            return Some((Ended::Cancelled, Error::new(Code::Cancelled, reason)));
+            return Some((
+                Ended::Cancelled,
+                Error::new(Code::Cancelled, Reason::Host(reason)),
+            ));
         }
         let permit = self.permit.as_ref()?;
         if permit
@@ -108,7 +112,7 @@ impl<'a, T: Send + 'static, M: Mechanism> Enqueue<'a, T, M> {
         {
             return Some((
                 Ended::Expired,
-                Error::new(Code::DeadlineExceeded, "deadline-exceeded"),
+                Error::new(Code::DeadlineExceeded, Reason::DeadlineExceeded),
             ));
         }
         None
@@ -122,7 +126,7 @@ impl<'a, T: Send + 'static, M: Mechanism> Enqueue<'a, T, M> {
         now: &mut Option<u64>,
     ) -> Result<Assignment, Error> {
         let refused = if self.shared.is_shut() {
-            Some(Error::new(Code::Unavailable, "shutdown"))
+            Some(Error::new(Code::Unavailable, Reason::Shutdown))
         } else {
             self.stop_reason(now).map(|(_, e)| e)
         };

@@ -19,6 +19,7 @@ use crate::engine::lockfree::LockFreeClass;
 use crate::engine::{ClassEngine, ClassSetup, Ended, Enqueued, Ticket};
 use crate::pool::{validate_pools, CellPool, ClassPool, FixedCellPool, Lease};
 use crate::sync::{AtomicBool, Ordering};
+use crate::Reason;
 use crate::{ClassId, Code, Error};
 use core::fmt;
 use core::marker::PhantomData;
@@ -226,7 +227,7 @@ impl<T: Send + 'static, M: Mechanism> Shared<T, M> {
     fn class(&self, class: ClassId) -> Result<&M::Class<T>, Error> {
         self.classes
             .get(usize::from(class.0))
-            .ok_or(Error::new(Code::InvalidArgument, "class"))
+            .ok_or(Error::new(Code::InvalidArgument, Reason::Class))
     }
 
     fn is_shut(&self) -> bool {
@@ -237,19 +238,22 @@ impl<T: Send + 'static, M: Mechanism> Shared<T, M> {
     /// Checks that apply to every request before it reaches an engine.
     fn check(&self, req: &AdmittedRequest) -> Result<(), Error> {
         if !req.permit.is_from(&self.ledger) {
-            return Err(Error::new(Code::PermissionDenied, "foreign-admission"));
+            return Err(Error::new(Code::PermissionDenied, Reason::ForeignAdmission));
         }
         if req.token.id() != req.permit.id() {
-            return Err(Error::new(Code::InvalidArgument, "cancellation-identity"));
+            return Err(Error::new(
+                Code::InvalidArgument,
+                Reason::CancellationIdentity,
+            ));
         }
         if self.is_shut() {
-            return Err(Error::new(Code::Unavailable, "shutdown"));
+            return Err(Error::new(Code::Unavailable, Reason::Shutdown));
         }
         if let Some(reason) = req.token.reason() {
-            return Err(Error::new(Code::Cancelled, reason));
+            return Err(Error::new(Code::Cancelled, Reason::Host(reason)));
         }
         if req.permit.deadline().is_some_and(|d| self.clock.now() >= d) {
-            return Err(Error::new(Code::DeadlineExceeded, "deadline-exceeded"));
+            return Err(Error::new(Code::DeadlineExceeded, Reason::DeadlineExceeded));
         }
         Ok(())
     }
@@ -506,7 +510,7 @@ impl<T: Send + 'static, M: Mechanism> Scheduler<T, M> {
                 0,
             )),
             Ok(None) => Err(TryEnqueueError {
-                error: Error::new(Code::Unavailable, "no-capacity"),
+                error: Error::new(Code::Unavailable, Reason::NoCapacity),
                 request: Some(request),
             }),
             Err(error) => Err(TryEnqueueError {
@@ -564,7 +568,7 @@ impl<T: Send + 'static, M: Mechanism> Scheduler<T, M> {
                 // ever grants one directly.
                 engine.release(lease);
                 Err(SubmitError {
-                    error: Error::new(Code::Internal, "pull-granted-directly"),
+                    error: Error::new(Code::Internal, Reason::PullGrantedDirectly),
                     returned: None,
                 })
             }
