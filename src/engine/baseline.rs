@@ -361,7 +361,7 @@ impl<T: Send + 'static, L: BaselineLock> Judge for GrantJudge<'_, '_, T, L> {
             Ok(l) => l,
             Err(err) => {
                 self.stop = true;
-                self.keep_credit = err.reason() == Reason::PoolLeaseMismatch;
+                self.keep_credit = matches!(err.reason(), Reason::PoolLeaseMismatch);
                 return Verdict::Keep;
             }
         };

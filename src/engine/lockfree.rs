@@ -888,7 +888,7 @@ impl<T: Send + 'static> Judge for GrantJudge<'_, T> {
             Ok(l) => l,
             Err(err) => {
                 self.stop = true;
-                self.keep_credit = err.reason() == Reason::PoolLeaseMismatch;
+                self.keep_credit = matches!(err.reason(), Reason::PoolLeaseMismatch);
                 return Verdict::Keep;
             }
         };

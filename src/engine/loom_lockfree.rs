@@ -107,7 +107,7 @@ fn wait_granted(engine: &LockFreeClass<u32>, key: u64) -> (Lease, bool) {
         (Polled::Granted(lease, _), polls) => {
             // The handle is consumed: presenting it again is refused (SPEC F30).
             assert!(
-                matches!(poll_once(engine, key), Polled::Ended(Ended::Failed(e)) if e.reason() == crate::Reason::StaleHandle),
+                matches!(poll_once(engine, key), Polled::Ended(Ended::Failed(e)) if matches!(e.reason(), crate::Reason::StaleHandle)),
                 "a granted handle stayed live"
             );
             (lease, polls == 1)
