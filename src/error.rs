@@ -180,7 +180,7 @@ impl fmt::Display for Reason {
     }
 }
 
-/// Compares the stable string form, for logs and tests (`err.reason() == "queue-full"`).
+/// Compares the stable string form, for logs and tests (`assert_eq!(err.reason(), "queue-full")`).
 impl PartialEq<&str> for Reason {
     fn eq(&self, other: &&str) -> bool {
         self.as_str() == *other
