@@ -184,7 +184,7 @@ mod tests {
     fn f32_cancel_wakes_host_waiter() {
         let t = CancellationToken::new(RequestId(2));
         let t2 = t.clone();
-        let h = std::thread::spawn(move || crate::scheduler::block_on(t2.cancelled()));
+        let h = std::thread::spawn(move || crate::block::block_on(t2.cancelled()));
         std::thread::sleep(std::time::Duration::from_millis(10));
         t.cancel("bye");
         assert_eq!(h.join().unwrap(), "bye");

@@ -7,6 +7,9 @@
 
 pub(crate) mod sync;
 
+mod block;
+mod stats;
+
 pub mod admission;
 mod cancel;
 mod clock;

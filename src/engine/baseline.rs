@@ -19,8 +19,8 @@ use crate::clock::Clock;
 use crate::policy::{EntryMeta, Judge, Policy, Verdict};
 use crate::pool::{ClassPool, Lease};
 use crate::raw::arena::Key;
-use crate::scheduler::stats::ClassStats;
-use crate::scheduler::ClassSnapshot;
+use crate::stats::ClassStats;
+use crate::stats::ClassSnapshot;
 use crate::Reason;
 use crate::{ClassId, Code, Error};
 use arrayvec::ArrayVec;
@@ -443,7 +443,7 @@ fn end_queued<T: Send + 'static, L: BaselineLock>(
         Ended::Cancelled => &class.stats.cancellations,
         _ => &class.stats.rejections,
     };
-    crate::scheduler::stats::saturating_add(counter, 1);
+    crate::stats::saturating_add(counter, 1);
     if s.pull {
         if let Some(c) = s.content.take() {
             if let Err(c) = after.contents.try_push(c) {

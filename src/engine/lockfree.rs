@@ -58,8 +58,8 @@ use crate::raw::arena::{Arena, Key};
 use crate::raw::inbox::Inbox;
 use crate::raw::pack::Field;
 use crate::raw::ring::Ring;
-use crate::scheduler::stats::ClassStats;
-use crate::scheduler::ClassSnapshot;
+use crate::stats::ClassStats;
+use crate::stats::ClassSnapshot;
 use crate::sync::{AtomicU32, AtomicU64, AtomicWaker, Ordering, UnsafeCell};
 use crate::Reason;
 use crate::{ClassId, Code, Error};
@@ -639,8 +639,8 @@ impl<T: Send + 'static> LockFreeClass<T> {
             // keeping every `ctl` RMW at least Release keeps reasoning uniform).
             self.ctl.fetch_sub(QUEUED_ONE, Ordering::Release);
             match stage {
-                EXPIRED_S => crate::scheduler::stats::saturating_add(&self.stats.expirations, 1),
-                _ => crate::scheduler::stats::saturating_add(&self.stats.rejections, 1),
+                EXPIRED_S => crate::stats::saturating_add(&self.stats.expirations, 1),
+                _ => crate::stats::saturating_add(&self.stats.rejections, 1),
             }
             self.collect_ended(key, after);
             // The owner still holds HREF (pull: we took the content and drop HREF for it).
@@ -1105,7 +1105,7 @@ impl<T: Send + 'static> ClassEngine<T> for LockFreeClass<T> {
                 } else {
                     &self.stats.cancellations
                 };
-                crate::scheduler::stats::saturating_add(counter, 1);
+                crate::stats::saturating_add(counter, 1);
                 self.unqueue_now(key);
                 None
             }
@@ -1136,7 +1136,7 @@ impl<T: Send + 'static> ClassEngine<T> for LockFreeClass<T> {
             .map_err(|_| not_found)?;
         // Release: see `end_queued`.
         self.ctl.fetch_sub(QUEUED_ONE, Ordering::Release);
-        crate::scheduler::stats::saturating_add(&self.stats.cancellations, 1);
+        crate::stats::saturating_add(&self.stats.cancellations, 1);
         let mut after = After::new();
         self.collect_ended(key, &mut after);
         for w in after.wakes.drain(..) {

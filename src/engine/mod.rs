@@ -18,7 +18,7 @@ use crate::admission::Permit;
 use crate::clock::Clock;
 use crate::policy::{Policy, PolicyConfig};
 use crate::pool::{ClassPool, Lease, LeaseRequest};
-use crate::scheduler::ClassSnapshot;
+use crate::stats::ClassSnapshot;
 use crate::Reason;
 use crate::{ClassId, Error, RequestId};
 use core::task::{Context, Poll};

@@ -3,12 +3,11 @@
 //! See the crate documentation for an overview and an example.
 
 mod assignment;
-mod block;
 mod future;
-pub(crate) mod stats;
 
 pub use assignment::Assignment;
-pub(crate) use block::block_on;
+pub(crate) use crate::block::block_on;
+pub use crate::stats::ClassSnapshot;
 pub use future::{Enqueue, Next};
 
 use crate::admission::{Ledger, Permit};
@@ -164,40 +163,6 @@ pub struct Job<T> {
     pub payload: T,
     /// The cell and execution permit; release or quarantine it when done.
     pub assignment: Assignment,
-}
-
-/// A class's state at one moment (SPEC F60). The queue view and the pool view are each
-/// internally consistent but sampled separately (SPEC F62).
-#[derive(Debug, Clone)]
-pub struct ClassSnapshot {
-    /// Cells in the class.
-    pub cells_total: u32,
-    /// Cells free now.
-    pub cells_available: u32,
-    /// Cells leased now.
-    pub cells_leased: u32,
-    /// Cells quarantined (never come back).
-    pub cells_quarantined: u32,
-    /// Live queued requests.
-    pub queue_depth: u32,
-    /// Tenants in the rotation, as of the last dispatch pass.
-    pub queued_tenants: u32,
-    /// Requests granted a cell (saturating).
-    pub grants: u64,
-    /// Queued requests failed by shutdown, quarantine or a pool error (saturating).
-    pub rejections: u64,
-    /// Queued requests cancelled (saturating).
-    pub cancellations: u64,
-    /// Queued requests whose deadline passed (saturating).
-    pub expirations: u64,
-    /// Sum of waits of granted requests (saturating).
-    pub wait_total: Duration,
-    /// Longest wait of a granted request.
-    pub wait_max: Duration,
-    /// Age of the oldest live lease.
-    pub oldest_lease_age: Option<Duration>,
-    /// Waits of granted requests, in nanoseconds (log-linear buckets, within 12.5 %).
-    pub wait_histogram: hdrhistogram::Histogram<u64>,
 }
 
 /// Where assignments send their cells back.

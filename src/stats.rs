@@ -5,11 +5,44 @@
 //! [`hdrhistogram::Histogram`] handed out by snapshots is built from fixed log-linear buckets at
 //! snapshot time.
 
-use super::ClassSnapshot;
 use crate::pool::PoolCounters;
 use crate::sync::{AtomicU64, Ordering};
 use core::time::Duration;
 use hdrhistogram::Histogram;
+
+/// A class's state at one moment (SPEC F60). The queue view and the pool view are each
+/// internally consistent but sampled separately (SPEC F62).
+#[derive(Debug, Clone)]
+pub struct ClassSnapshot {
+    /// Cells in the class.
+    pub cells_total: u32,
+    /// Cells free now.
+    pub cells_available: u32,
+    /// Cells leased now.
+    pub cells_leased: u32,
+    /// Cells quarantined (never come back).
+    pub cells_quarantined: u32,
+    /// Live queued requests.
+    pub queue_depth: u32,
+    /// Tenants in the rotation, as of the last dispatch pass.
+    pub queued_tenants: u32,
+    /// Requests granted a cell (saturating).
+    pub grants: u64,
+    /// Queued requests failed by shutdown, quarantine or a pool error (saturating).
+    pub rejections: u64,
+    /// Queued requests cancelled (saturating).
+    pub cancellations: u64,
+    /// Queued requests whose deadline passed (saturating).
+    pub expirations: u64,
+    /// Sum of waits of granted requests (saturating).
+    pub wait_total: Duration,
+    /// Longest wait of a granted request.
+    pub wait_max: Duration,
+    /// Age of the oldest live lease.
+    pub oldest_lease_age: Option<Duration>,
+    /// Waits of granted requests, in nanoseconds (log-linear buckets, within 12.5 %).
+    pub wait_histogram: hdrhistogram::Histogram<u64>,
+}
 
 /// Sub-buckets per power of two: relative bucket width 1/8 (12.5 %).
 const SUB_BITS: u32 = 3;
