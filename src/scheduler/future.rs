@@ -57,15 +57,12 @@ impl<'a, T: Send + 'static, M: Mechanism> Enqueue<'a, T, M> {
             permit: None,
             token: None,
         };
-        if let Err(e) = shared.check(&request) {
-            return failed(e);
-        }
-        let engine = match shared.class(class) {
+        let engine = match shared.check(&request) {
             Ok(e) => e,
             Err(e) => return failed(e),
         };
         let (permit, token) = request.into_parts();
-        let stage = match engine.enqueue(Ticket::from_permit(&permit), None) {
+        let stage = match engine.enqueue(Ticket::from_permit(&permit), None, None) {
             Ok(Enqueued::Queued(key)) => Stage::Queued(key),
             Ok(Enqueued::Granted(lease)) => Stage::Granted(lease),
             Err((e, _)) => return failed(e),
@@ -75,17 +72,14 @@ impl<'a, T: Send + 'static, M: Mechanism> Enqueue<'a, T, M> {
             class,
             stage,
             permit: Some(permit),
-            token: Some(token),
+            token,
         }
     }
 
     /// A handle for [`Scheduler::cancel`] while the request is queued.
     pub fn handle(&self) -> Option<RequestHandle> {
         match self.stage {
-            Stage::Queued(key) => Some(RequestHandle {
-                class: self.class,
-                key,
-            }),
+            Stage::Queued(key) => Some(self.shared.handle(self.class, key)),
             _ => None,
         }
     }
@@ -98,8 +92,7 @@ impl<'a, T: Send + 'static, M: Mechanism> Enqueue<'a, T, M> {
     /// clock for the rest of one poll: it is read at most once, and only for a request with a
     /// deadline.
     fn stop_reason(&self, now: &mut Option<u64>) -> Option<(Ended, Error)> {
-        let token = self.token.as_ref()?;
-        if let Some(reason) = token.reason() {
+        if let Some(reason) = self.token.as_ref().and_then(CancellationToken::reason) {
             return Some((
                 Ended::Cancelled,
                 Error::new(Code::Cancelled, Reason::Host(reason)),
@@ -132,6 +125,7 @@ impl<'a, T: Send + 'static, M: Mechanism> Enqueue<'a, T, M> {
         };
         if let Some(e) = refused {
             // The untouched lease goes back first, then the quota (SPEC F42).
+            self.engine().count_refused_after_grant();
             self.engine().release(lease);
             self.permit = None;
             return Err(e);
