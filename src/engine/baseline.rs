@@ -14,7 +14,7 @@
 
 use super::lockfree::PASS_BUDGET;
 use super::{ClassEngine, ClassSetup, Ended, Enqueued, Polled, Pulled, Ticket};
-use crate::admission::Permit;
+use crate::admission::{ExecutionPermit, Ledger, Permit};
 use crate::cancel::CancellationToken;
 use crate::clock::Clock;
 use crate::policy::{EntryMeta, Judge, Policy, Verdict};
@@ -23,7 +23,7 @@ use crate::raw::arena::Key;
 use crate::stats::ClassSnapshot;
 use crate::stats::ClassStats;
 use crate::Reason;
-use crate::{ClassId, Code, Error};
+use crate::{ClassId, Code, Error, TenantId};
 use arrayvec::ArrayVec;
 use core::task::{Context, Poll, Waker};
 use std::collections::VecDeque;
@@ -90,7 +90,7 @@ struct Slot<T> {
     enqueued_at: u64,
     lease: Option<Lease>,
     waited: u64,
-    content: Option<(Permit, T)>,
+    content: Option<(ExecutionPermit, T)>,
     /// A pull-mode request's token, checked before selection and at delivery (SPEC F32, F46).
     token: Option<CancellationToken>,
     waker: Option<Waker>,
@@ -124,7 +124,7 @@ struct Inner<T> {
 /// Wakes and drops collected under the lock, finished after it is released.
 struct After<T> {
     wakes: ArrayVec<Waker, { PASS_BUDGET as usize + 1 }>,
-    contents: ArrayVec<(Permit, T), { PASS_BUDGET as usize + 1 }>,
+    contents: ArrayVec<(ExecutionPermit, T), { PASS_BUDGET as usize + 1 }>,
     exec: ArrayVec<Waker, 64>,
     more: bool,
 }
@@ -161,6 +161,8 @@ pub struct BaselineClass<T: Send, L: BaselineLock> {
     pool: ClassPool,
     clock: Arc<dyn Clock>,
     stats: ClassStats,
+    /// Queued entries refund their queue slot here when they leave the queue (SPEC F45).
+    ledger: Ledger,
 }
 
 impl<T: Send> Inner<T> {
@@ -397,6 +399,10 @@ impl<T: Send + 'static, L: BaselineLock> Judge for GrantJudge<'_, '_, T, L> {
         let pull = s.pull;
         let waker = s.waker.take();
         self.inner.queued -= 1;
+        // At grant only the queue slot goes back (SPEC F45).
+        self.class
+            .ledger
+            .refund_queue_slot(TenantId(ticket.tenant), self.class.class);
         self.class.stats.record_grant(waited);
         if pull {
             self.inner.ready.push_back(key);
@@ -456,6 +462,9 @@ fn end_queued<T: Send + 'static, L: BaselineLock>(
     debug_assert_eq!(s.stage, Stage::Queued);
     s.stage = Stage::Ended(why);
     inner.queued -= 1;
+    class
+        .ledger
+        .refund_queue_slot(TenantId(s.ticket.tenant), class.class);
     let counter = match why {
         Ended::Expired => &class.stats.expirations,
         Ended::Cancelled => &class.stats.cancellations,
@@ -518,6 +527,7 @@ impl<T: Send + 'static, L: BaselineLock> ClassEngine<T> for BaselineClass<T, L> 
             pool: s.pool,
             clock: s.clock,
             stats: ClassStats::new(),
+            ledger: s.ledger,
         })
     }
 
@@ -595,7 +605,8 @@ impl<T: Send + 'static, L: BaselineLock> ClassEngine<T> for BaselineClass<T, L> 
             s.ticket = ticket;
             s.enqueued_at = at;
             s.token = if pull.is_some() { token.cloned() } else { None };
-            s.content = pull;
+            // From here on the entry owns the queue slot's refund.
+            s.content = pull.map(|(permit, payload)| (permit.detach_queue_slot(), payload));
             let key = Key {
                 index,
                 generation: s.generation,

@@ -3,7 +3,7 @@
 use super::{
     give_up, AdmittedRequest, Assignment, Job, Mechanism, RequestHandle, Scheduler, Shared,
 };
-use crate::admission::Permit;
+use crate::admission::ExecutionPermit;
 use crate::cancel::CancellationToken;
 use crate::engine::{ended_error, ClassEngine, Ended, Enqueued, Polled, Ticket};
 use crate::pool::Lease;
@@ -35,7 +35,9 @@ pub struct Enqueue<'a, T: Send + 'static, M: Mechanism> {
     shared: &'a Arc<Shared<T, M>>,
     class: ClassId,
     stage: Stage,
-    permit: Option<Permit>,
+    /// The execution part of the permit; its queue slot was returned at grant or is owned by
+    /// the engine entry while queued (SPEC F45).
+    permit: Option<ExecutionPermit>,
     token: Option<CancellationToken>,
 }
 
@@ -62,9 +64,11 @@ impl<'a, T: Send + 'static, M: Mechanism> Enqueue<'a, T, M> {
             Err(e) => return failed(e),
         };
         let (permit, token) = request.into_parts();
-        let stage = match engine.enqueue(Ticket::from_permit(&permit), None, None) {
-            Ok(Enqueued::Queued(key)) => Stage::Queued(key),
-            Ok(Enqueued::Granted(lease)) => Stage::Granted(lease),
+        let (stage, permit) = match engine.enqueue(Ticket::from_permit(&permit), None, None) {
+            // The entry refunds the queue slot when the request leaves the queue.
+            Ok(Enqueued::Queued(key)) => (Stage::Queued(key), permit.detach_queue_slot()),
+            // Granted now: only the queue slot goes back (SPEC F45).
+            Ok(Enqueued::Granted(lease)) => (Stage::Granted(lease), permit.into_execution()),
             Err((e, _)) => return failed(e),
         };
         Self {
@@ -134,12 +138,7 @@ impl<'a, T: Send + 'static, M: Mechanism> Enqueue<'a, T, M> {
             .permit
             .take()
             .expect("permit held until the request ends");
-        Ok(Assignment::new(
-            self.shared.clone(),
-            lease,
-            permit.into_execution(),
-            waited,
-        ))
+        Ok(Assignment::new(self.shared.clone(), lease, permit, waited))
     }
 }
 

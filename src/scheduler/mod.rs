@@ -460,6 +460,7 @@ impl<T: Send + 'static> Builder<T> {
             .map(|(i, (c, pool))| {
                 M::Class::<T>::new(ClassSetup {
                     class: ClassId(i as u16),
+                    ledger: self.ledger.clone(),
                     cells: c.cells,
                     queue_capacity: c.queue_capacity,
                     max_tenants: self.ledger.max_tenants(),
@@ -640,12 +641,7 @@ impl<T: Send + 'static, M: Mechanism> Scheduler<T, M> {
             drop(p.permit);
             return None;
         }
-        let assignment = Assignment::new(
-            self.shared.clone(),
-            p.lease,
-            p.permit.into_execution(),
-            p.waited,
-        );
+        let assignment = Assignment::new(self.shared.clone(), p.lease, p.permit, p.waited);
         Some(Job {
             payload: p.payload,
             assignment,

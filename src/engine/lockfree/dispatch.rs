@@ -8,7 +8,7 @@
 use super::ctl::Ctl;
 use super::entry::{Stage, State, HREF, QREF};
 use super::LockFreeClass;
-use crate::admission::Permit;
+use crate::admission::ExecutionPermit;
 use crate::engine::Ended;
 use crate::policy::{EntryMeta, Judge, Policy, Verdict};
 use crate::pool::Lease;
@@ -25,7 +25,7 @@ pub const PASS_BUDGET: u32 = 64;
 /// Work collected during a pass and finished after the token is released (SPEC F35).
 pub(super) struct After<T> {
     pub(super) wakes: ArrayVec<Waker, { PASS_BUDGET as usize + 1 }>,
-    pub(super) contents: ArrayVec<(Permit, T), { PASS_BUDGET as usize + 1 }>,
+    pub(super) contents: ArrayVec<(ExecutionPermit, T), { PASS_BUDGET as usize + 1 }>,
     pub(super) pulled: bool,
 }
 
@@ -265,9 +265,7 @@ impl<T: Send + 'static> LockFreeClass<T> {
             .update(key, |s| State(s).end_by_queue(stage))
             .is_ok();
         if won {
-            // Release: pairs with the Acquire loads of `ctl` (the count is only arithmetic, but
-            // keeping every `ctl` RMW at least Release keeps reasoning uniform).
-            self.ctl.count_out(Ordering::Release);
+            self.left_queue(key);
             match stage {
                 Stage::Expired => saturating_add(&self.stats.expirations, 1),
                 Stage::Cancelled => saturating_add(&self.stats.cancellations, 1),
@@ -466,8 +464,7 @@ impl<T: Send + 'static> Judge for GrantJudge<'_, T> {
             .update(key, |s| State(s).end_by_queue(Stage::Granted))
         {
             Ok((old, _)) => {
-                // Release: see `end_queued`.
-                c.ctl.count_out(Ordering::Release);
+                c.left_queue(key);
                 c.stats.record_grant(waited);
                 if State(old).is_pull() {
                     c.publish_ready(key.to_u64(), self.after);

@@ -44,7 +44,7 @@ pub use ctl::MAX_FIELD;
 pub use dispatch::PASS_BUDGET;
 
 use super::{ClassEngine, ClassSetup, Ended, Enqueued, Polled, Pulled, Ticket};
-use crate::admission::Permit;
+use crate::admission::{Ledger, Permit};
 use crate::cancel::CancellationToken;
 use crate::clock::Clock;
 use crate::policy::Policy;
@@ -54,7 +54,7 @@ use crate::raw::inbox::Inbox;
 use crate::raw::ring::Ring;
 use crate::stats::{saturating_add, ClassSnapshot, ClassStats};
 use crate::sync::{AtomicU32, AtomicU64, Ordering, UnsafeCell};
-use crate::{ClassId, Code, Error, Reason};
+use crate::{ClassId, Code, Error, Reason, TenantId};
 use core::task::{Context, Poll};
 use ctl::{Ctl, CtlCell};
 use dispatch::After;
@@ -66,6 +66,8 @@ use std::sync::Arc;
 pub struct LockFreeClass<T> {
     ctl: CtlCell,
     class: ClassId,
+    /// Queued entries refund their queue slot here when they leave the queue (SPEC F45).
+    ledger: Ledger,
     queue_capacity: u32,
     arena: Arena<Entry<T>>,
     inbox: Inbox,
@@ -158,6 +160,18 @@ impl<T: Send + 'static> LockFreeClass<T> {
                 Err(Error::new(Code::Internal, Reason::PoolLeaseMismatch))
             }
         }
+    }
+
+    /// Books an entry's leaving the queue, by whoever moved it out of `QUEUED` (exactly once):
+    /// uncounts it in `ctl` and refunds its queue slot (SPEC F45: at grant only the queue slot
+    /// goes back).
+    fn left_queue(&self, key: Key) {
+        // Release: pairs with the Acquire loads of `ctl` (the count is only arithmetic, but
+        // keeping every `ctl` RMW at least Release keeps reasoning uniform).
+        self.ctl.count_out(Ordering::Release);
+        // SAFETY: `ticket` is read-only after publication and the caller holds a reference bit.
+        let tenant = self.entry(key).ticket.with(|t| unsafe { (*t).tenant });
+        self.ledger.refund_queue_slot(TenantId(tenant), self.class);
     }
 
     fn clear_lease_since(&self, lease: &Lease) {
@@ -273,6 +287,7 @@ impl<T: Send + 'static> ClassEngine<T> for LockFreeClass<T> {
         Ok(Self {
             ctl: CtlCell::new(Ctl::new(s.cells)),
             class: s.class,
+            ledger: s.ledger,
             queue_capacity: s.queue_capacity,
             arena: Arena::new(slots)?,
             inbox: Inbox::new(slots)?,
@@ -327,6 +342,8 @@ impl<T: Send + 'static> ClassEngine<T> for LockFreeClass<T> {
         let e = self.entry(key);
         let now = self.clock.now();
         let token = if pull.is_some() { token.cloned() } else { None };
+        // From here on the entry owns the queue slot's refund (`left_queue`).
+        let pull = pull.map(|(permit, payload)| (permit.detach_queue_slot(), payload));
         // SAFETY: the slot was just allocated to us and is not yet reachable by anyone else.
         unsafe {
             e.ticket.with_mut(|t| *t = ticket);
@@ -427,8 +444,7 @@ impl<T: Send + 'static> ClassEngine<T> for LockFreeClass<T> {
             .update(key, |s| State(s).end_by_owner(Stage::ended(why)));
         let lease = match res {
             Ok(_) => {
-                // Release: see `end_queued`.
-                self.ctl.count_out(Ordering::Release);
+                self.left_queue(key);
                 saturating_add(
                     match why {
                         Ended::Expired => &self.stats.expirations,
@@ -461,8 +477,7 @@ impl<T: Send + 'static> ClassEngine<T> for LockFreeClass<T> {
         self.arena
             .update(key, |s| State(s).end_by_owner(Stage::Cancelled))
             .map_err(|_| not_found)?;
-        // Release: see `end_queued`.
-        self.ctl.count_out(Ordering::Release);
+        self.left_queue(key);
         saturating_add(&self.stats.cancellations, 1);
         let mut after = After::new();
         self.collect_ended(key, &mut after);
