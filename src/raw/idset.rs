@@ -96,7 +96,7 @@
 //! live ids plus the inserts in flight fit the table (at least `2 × live` cells).
 
 // Used by the scheduler's duplicate-request check (F34); until that lands only tests call it.
-#![cfg_attr(not(test), allow(dead_code))]
+#![cfg_attr(any(not(test), loom), allow(dead_code))]
 
 use core::fmt;
 
@@ -328,26 +328,15 @@ impl IdSet {
                     }
                 }
             }
-            let (cell, dist, taken) = self
-                .take(home, first_free.unwrap_or(reach.saturating_add(1)))
+            let (cell, dist, published) = self
+                .publish(id, home, first_free.unwrap_or(reach.saturating_add(1)))
                 .ok_or(InsertError::Full)?;
             let c = &self.cells[cell];
-            // Release: the id is read after its word by validated reads (`copy_of`); a reader
-            // whose Acquire load of the id sees this store also sees the take above, so its
-            // second word load sees the new version and discards the read.
-            c.id.store(id, Release);
-            // SeqCst: raise the window before publishing; ordered before the publish below and
-            // against the reach loads of every settler (see "Why no duplicate is missed").
-            self.cells[home].reach.fetch_max(dist, SeqCst);
-            let published = taken.with(INSERTING);
-            // SeqCst: the publish; pairs with the SeqCst word loads of the scans in `insert`
-            // and `settle` (a settler either sees it or is seen by this copy's settler).
-            c.word.store(published.0, SeqCst);
             match self.settle(id, home, cell, published, dist, true) {
                 Fate::Won => {
                     return Ok(Slot {
                         index: cell as u32,
-                        version: taken.version(),
+                        version: published.version(),
                     })
                 }
                 Fate::Lost { seen_member } => {
@@ -395,6 +384,25 @@ impl IdSet {
         // is published covers it (see "Why no duplicate is missed").
         let r = self.cells[home].reach.load(SeqCst);
         r.min(self.mask as u32)
+    }
+
+    /// Takes a free cell at distance `from` or more from `home` (see [`IdSet::take`]) and
+    /// publishes a copy of `id` in it: `(cell, distance, published word)`.
+    fn publish(&self, id: u64, home: usize, from: u32) -> Option<(usize, u32, Word)> {
+        let (cell, dist, taken) = self.take(home, from)?;
+        let c = &self.cells[cell];
+        // Release: the id is read after its word by validated reads (`copy_of`); a reader whose
+        // Acquire load of the id sees this store also sees the take, so its second word load sees
+        // the new version and discards the read.
+        c.id.store(id, Release);
+        // SeqCst: raise the window before publishing; ordered before the publish below and
+        // against the reach loads of every settler (see "Why no duplicate is missed").
+        self.cells[home].reach.fetch_max(dist, SeqCst);
+        let published = taken.with(INSERTING);
+        // SeqCst: the publish; pairs with the SeqCst word loads of the scans in `insert` and
+        // `settle` (a settler either sees it or is seen by this copy's settler).
+        c.word.store(published.0, SeqCst);
+        Some((cell, dist, published))
     }
 
     /// Takes the first free cell at distance `from` or more from `home`: `(cell, distance,
@@ -581,7 +589,7 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
     use std::collections::{HashMap, HashSet};
-    use std::sync::atomic::AtomicBool;
+    use std::sync::atomic::{AtomicBool, AtomicUsize};
     use std::sync::{Barrier, Mutex};
 
     /// `n` distinct ids whose home in `set` is the same cell.
@@ -671,6 +679,86 @@ mod tests {
             (home + 5) & set.mask as u32
         );
         assert_eq!(set.len(), 6);
+    }
+
+    /// Two copies of one id published by hand, `near` at home and `far` one step past it, as two
+    /// racing inserts leave them when a cell nearer home frees up between their scans.
+    fn two_undecided_copies(set: &IdSet, id: u64) -> [(usize, u32, Word); 2] {
+        let home = set.home(id);
+        let far = set.publish(id, home, 1).unwrap();
+        let near = set.publish(id, home, 0).unwrap();
+        assert_eq!((near.1, far.1), (0, 1));
+        [near, far]
+    }
+
+    fn word_of(set: &IdSet, cell: usize) -> Word {
+        Word(set.cells[cell].word.load(Relaxed))
+    }
+
+    /// Settling the nearer copy first admits it and collides the farther one, whose own settle
+    /// then reports the loss with the member seen.
+    #[test]
+    fn f34_settle_nearer_copy_wins_and_collides_a_farther_one() {
+        let set = IdSet::with_seed(8, 1).unwrap();
+        let (id, home) = (99, set.home(99));
+        let [near, far] = two_undecided_copies(&set, id);
+        assert_eq!(
+            set.settle(id, home, near.0, near.2, near.1, true),
+            Fate::Won
+        );
+        assert_eq!(word_of(&set, far.0), far.2.with(COLLIDED));
+        assert_eq!(
+            set.settle(id, home, far.0, far.2, far.1, true),
+            Fate::Lost { seen_member: true }
+        );
+        assert_eq!(word_of(&set, near.0), near.2.with(MEMBER));
+        assert_eq!(set.len(), 1);
+    }
+
+    /// Settling the farther copy first makes it defer to the nearer undecided one and admit that
+    /// one on its behalf; the nearer inserter then finds itself admitted.
+    #[test]
+    fn f34_settle_farther_copy_defers_and_helps_the_nearer_one() {
+        let set = IdSet::with_seed(8, 2).unwrap();
+        let (id, home) = (99, set.home(99));
+        let [near, far] = two_undecided_copies(&set, id);
+        assert_eq!(
+            set.settle(id, home, far.0, far.2, far.1, true),
+            Fate::Lost { seen_member: true }
+        );
+        assert_eq!(word_of(&set, far.0), far.2.with(COLLIDED));
+        assert_eq!(word_of(&set, near.0), near.2.with(MEMBER));
+        assert_eq!(
+            set.settle(id, home, near.0, near.2, near.1, true),
+            Fate::Won
+        );
+        // A stale settle of the farther copy, after its cell was given back and reused, touches
+        // nothing.
+        set.cells[far.0].word.store(far.2.with(FREE).0, SeqCst);
+        let other = set.insert(5).unwrap();
+        set.settle(id, home, far.0, far.2, far.1, false);
+        assert_eq!(set.len(), 2);
+        set.remove(other);
+    }
+
+    /// The classic hard case: the farther copy is already a member when the nearer one (in a
+    /// cell that was free when the farther inserter scanned) is published; the nearer collides.
+    #[test]
+    fn f34_settle_member_farther_along_beats_a_nearer_copy() {
+        let set = IdSet::with_seed(8, 3).unwrap();
+        let (id, home) = (99, set.home(99));
+        let far = set.publish(id, home, 1).unwrap();
+        assert_eq!(set.settle(id, home, far.0, far.2, far.1, true), Fate::Won);
+        let near = set.publish(id, home, 0).unwrap();
+        assert_eq!(near.1, 0);
+        assert_eq!(
+            set.settle(id, home, near.0, near.2, near.1, true),
+            Fate::Lost { seen_member: true }
+        );
+        assert_eq!(word_of(&set, near.0), near.2.with(COLLIDED));
+        assert_eq!(set.len(), 1);
+        // An insert finds the undecided-then-collided copy harmless and the member refusing.
+        assert_eq!(set.insert(id), Err(InsertError::Duplicate));
     }
 
     #[test]
@@ -771,14 +859,18 @@ mod tests {
         let ids = colliding(&set, 8);
         let (racer, background) = (ids[0], &ids[1..]);
         let barrier = Barrier::new(threads);
+        // Racers spin to the start line rather than sleep in the barrier, so that they leave it
+        // within nanoseconds of each other.
+        let arrived = AtomicUsize::new(0);
         let results = Mutex::new(Vec::with_capacity(threads));
         let live_bg = Mutex::new(Vec::<(u64, Slot)>::new());
         std::thread::scope(|s| {
             for me in 0..threads {
-                let (set, barrier, results, live_bg) = (&set, &barrier, &results, &live_bg);
+                let (set, barrier, arrived) = (&set, &barrier, &arrived);
+                let (results, live_bg) = (&results, &live_bg);
                 s.spawn(move || {
                     let mut rng = Rng(me as u64);
-                    for _ in 0..rounds {
+                    for round in 0..rounds {
                         if me == 0 {
                             // Churn the background: at most 3 of them live, plus the racers'
                             // cells, fit the table.
@@ -796,6 +888,15 @@ mod tests {
                             }
                         }
                         barrier.wait();
+                        arrived.fetch_add(1, SeqCst);
+                        let mut spins = 0u32;
+                        while arrived.load(SeqCst) < threads * (round + 1) {
+                            spins += 1;
+                            if spins.is_multiple_of(1024) {
+                                std::thread::yield_now();
+                            }
+                            std::hint::spin_loop();
+                        }
                         let r = set.insert(racer);
                         results.lock().unwrap().push(r);
                         if barrier.wait().is_leader() {
@@ -874,7 +975,7 @@ mod tests {
         const IDS: usize = 2 * LIVE;
         let set = IdSet::with_seed(LIVE, 13).unwrap();
         let held: Vec<AtomicBool> = (0..IDS).map(|_| AtomicBool::new(false)).collect();
-        let duplicates_refused = std::sync::atomic::AtomicUsize::new(0);
+        let duplicates_refused = AtomicUsize::new(0);
         std::thread::scope(|s| {
             for me in 0..THREADS {
                 let (set, held, refused) = (&set, &held, &duplicates_refused);
