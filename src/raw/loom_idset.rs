@@ -1,6 +1,6 @@
-//! loom models of [`IdSet`]: racing inserts of one id, an insert racing a remove and re-insert
-//! across a freed cell, a free cell opening nearer home than a racing copy, and different ids
-//! sharing a home.
+//! loom models of [`IdSet`]: racing inserts of one id (two and three threads), an insert racing
+//! a remove and re-insert across a freed cell, a free cell opening nearer home than a racing
+//! copy, and different ids sharing a home.
 //!
 //! Tables are the smallest the set builds (4 cells under loom). Ids are picked so that every id
 //! in a model has the same home, which makes every model probe the same cells. Each model counts
@@ -66,6 +66,28 @@ fn same_id_two_threads_exactly_one_wins() {
         tally.hit(if who == 0 { "first-won" } else { "second-won" });
     });
     outcomes.assert_exactly(&["first-won", "second-won"]);
+}
+
+/// Three threads insert the same id: helping chains (a copy deferring to a nearer one that
+/// itself defers) still admit exactly one.
+#[test]
+fn same_id_three_threads_exactly_one_wins() {
+    let outcomes = std::sync::Arc::new(Outcomes::new());
+    let tally = outcomes.clone();
+    model(move || {
+        let set = Arc::new(IdSet::with_seed(1, 0).unwrap());
+        let racers: Vec<_> = (0..3)
+            .map(|_| {
+                let set = set.clone();
+                thread::spawn(move || set.insert(7))
+            })
+            .collect();
+        let results: Vec<_> = racers.into_iter().map(|t| t.join().unwrap()).collect();
+        let (who, _) = sole_winner(&results);
+        assert_eq!(set.len(), 1);
+        tally.hit(["first-won", "second-won", "third-won"][who]);
+    });
+    outcomes.assert_exactly(&["first-won", "second-won", "third-won"]);
 }
 
 /// `x` and `y` share a home, `x` nearest. One thread removes `x` (freeing the cell in front of
