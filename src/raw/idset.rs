@@ -29,13 +29,13 @@
 //! |        version (61)      |  state  |
 //! ```
 //!
-//! | state       | id word           | meaning                                                  |
-//! |-------------|-------------------|----------------------------------------------------------|
-//! | `FREE`      | stale             | takeable by any inserter                                  |
-//! | `BUSY`      | being written     | taken by an inserter that has not published yet           |
-//! | `INSERTING` | the id            | published; not yet decided whether it is the member       |
-//! | `MEMBER`    | the id            | the id is in the set; the inserter's caller owns the cell |
-//! | `COLLIDED`  | the id            | lost to another copy of the id; its inserter frees it     |
+//! | state       | id word       | meaning                                                   |
+//! |-------------|---------------|-----------------------------------------------------------|
+//! | `FREE`      | stale         | takeable by any inserter                                  |
+//! | `BUSY`      | being written | taken by an inserter that has not published yet           |
+//! | `INSERTING` | the id        | published; not yet decided whether it is the member       |
+//! | `MEMBER`    | the id        | the id is in the set; the inserter's caller owns the cell |
+//! | `COLLIDED`  | the id        | lost to another copy of the id; its inserter frees it     |
 //!
 //! Transitions (`v` = version, bumped only when a cell is taken, so a word never repeats):
 //!
@@ -92,9 +92,11 @@
 //!
 //! Inserts and removes of different ids are lock-free: the only loops are the scans, a re-read of
 //! a cell that changed under a validated read, and an insert's restart after a collision it did
-//! not see the cause of — each caused by another operation's progress. [`IdSet::insert`] reports
-//! `Full` after one pass over the whole table finds no free cell, which cannot happen while the
-//! live ids plus the inserts in flight fit the table (at least `2 × live` cells).
+//! not see the cause of — each caused by another operation's progress. There is no locked slow
+//! path. [`IdSet::insert`] reports `Full` when its pass over the table (from the first free cell
+//! its scan saw to the farthest cell) finds nothing free; it never waits for a cell. With at most
+//! `live` ids live or in flight, at least half the table is free at every instant, so a spurious
+//! `Full` would need other threads to move every free cell behind the pass while it runs.
 
 // Used by the scheduler's duplicate-request check (F34); until that lands only tests call it.
 #![cfg_attr(any(not(test), loom), allow(dead_code))]
@@ -611,6 +613,19 @@ mod tests {
 
         fn below(&mut self, n: usize) -> usize {
             (self.next() % n as u64) as usize
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn f34_cell_word_round_trips(version in 0..=VERSION.max(), state in FREE..=COLLIDED) {
+            let w = Word::new(version, state);
+            prop_assert_eq!((w.version(), w.state()), (version, state));
+            let other = if state == MEMBER { FREE } else { MEMBER };
+            prop_assert_eq!(w.with(other).version(), version);
+            prop_assert_eq!(w.with(other).state(), other);
+            let next = if version == VERSION.max() { 0 } else { version + 1 };
+            prop_assert_eq!((w.taken().version(), w.taken().state()), (next, BUSY));
         }
     }
 
