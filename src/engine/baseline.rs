@@ -20,6 +20,7 @@ use crate::clock::Clock;
 use crate::policy::{EntryMeta, Judge, Policy, Verdict};
 use crate::pool::{ClassPool, Lease};
 use crate::raw::arena::Key;
+use crate::raw::idset::IdSet;
 use crate::stats::ClassSnapshot;
 use crate::stats::ClassStats;
 use crate::Reason;
@@ -163,6 +164,8 @@ pub struct BaselineClass<T: Send, L: BaselineLock> {
     stats: ClassStats,
     /// Queued entries refund their queue slot here when they leave the queue (SPEC F45).
     ledger: Ledger,
+    /// The scheduler's live request ids (SPEC F34).
+    ids: Arc<IdSet>,
 }
 
 impl<T: Send> Inner<T> {
@@ -209,6 +212,7 @@ impl<T: Send> Inner<T> {
             .expect("granted pull entry holds content and lease");
         let waited = s.waited;
         let cancelled = s.token.take().and_then(|t| t.reason());
+        let live = s.ticket.live;
         s.owner_ref = false;
         self.maybe_free(index);
         Some(Pulled {
@@ -217,6 +221,7 @@ impl<T: Send> Inner<T> {
             lease,
             waited,
             cancelled,
+            live,
         })
     }
 
@@ -477,6 +482,9 @@ fn end_queued<T: Send + 'static, L: BaselineLock>(
                 drop(c);
             }
         }
+        if let Some(live) = s.ticket.live {
+            class.ids.remove(live);
+        }
         s.owner_ref = false;
     } else if let Some(w) = s.waker.take() {
         if let Err(e) = after.wakes.try_push(w) {
@@ -528,6 +536,7 @@ impl<T: Send + 'static, L: BaselineLock> ClassEngine<T> for BaselineClass<T, L> 
             clock: s.clock,
             stats: ClassStats::new(),
             ledger: s.ledger,
+            ids: s.ids,
         })
     }
 

@@ -19,6 +19,7 @@ use crate::cancel::CancellationToken;
 use crate::clock::Clock;
 use crate::policy::{Policy, PolicyConfig};
 use crate::pool::{ClassPool, Lease, LeaseRequest};
+use crate::raw::idset::{IdSet, Slot};
 use crate::stats::ClassSnapshot;
 use crate::Reason;
 use crate::{ClassId, Error, RequestId};
@@ -31,6 +32,9 @@ pub struct ClassSetup {
     /// The scheduler's ledger: queued entries refund their queue slot to it when they leave the
     /// queue (SPEC F45).
     pub ledger: Ledger,
+    /// The scheduler's live request ids (SPEC F34): a pull-mode request the engine ends gives
+    /// its id up here.
+    pub(crate) ids: Arc<IdSet>,
     pub cells: u32,
     pub queue_capacity: u32,
     pub max_tenants: u32,
@@ -71,6 +75,9 @@ pub struct Ticket {
     pub weight: u32,
     pub cpu_units: u64,
     pub memory_units: u64,
+    /// The request id's place among the scheduler's live ids (SPEC F34); the engine gives it up
+    /// when it ends a pull-mode request itself.
+    pub(crate) live: Option<Slot>,
 }
 
 impl Ticket {
@@ -83,6 +90,7 @@ impl Ticket {
         weight: 1,
         cpu_units: 0,
         memory_units: 0,
+        live: None,
     };
 
     pub fn from_permit(p: &Permit) -> Self {
@@ -94,6 +102,7 @@ impl Ticket {
             weight: p.weight(),
             cpu_units: p.cpu_units(),
             memory_units: p.memory_units(),
+            live: None,
         }
     }
 
@@ -141,6 +150,8 @@ pub struct Pulled<T> {
     pub payload: T,
     /// The queue slot went back at grant (SPEC F45).
     pub permit: ExecutionPermit,
+    /// The request id's place among the live ids, for the assignment to give up.
+    pub(crate) live: Option<Slot>,
     pub lease: Lease,
     pub waited: u64,
     /// The first reason, if the request's token was cancelled (checked again at acceptance,

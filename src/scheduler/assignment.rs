@@ -3,6 +3,7 @@
 use super::CellReturn;
 use crate::admission::ExecutionPermit;
 use crate::pool::{Lease, LeaseRequest};
+use crate::raw::idset::Slot;
 use crate::{CellId, ClassId, RequestId, TenantId};
 use core::fmt;
 use core::time::Duration;
@@ -23,6 +24,8 @@ pub struct Assignment {
     permit: Option<ExecutionPermit>,
     waited: u64,
     home: Arc<dyn CellReturn>,
+    /// The request id's place among the scheduler's live ids (SPEC F34), given up at the end.
+    live: Option<Slot>,
 }
 
 impl Assignment {
@@ -32,6 +35,7 @@ impl Assignment {
         lease: Lease,
         permit: ExecutionPermit,
         waited: u64,
+        live: Option<Slot>,
     ) -> Self {
         debug_assert!(
             lease.matches(&request_of(&permit)),
@@ -42,6 +46,7 @@ impl Assignment {
             permit: Some(permit),
             waited,
             home,
+            live,
         }
     }
 
@@ -114,6 +119,9 @@ impl Assignment {
                 Some(reason) => self.home.quarantine(class, lease, reason),
             }
             drop(permit);
+            if let Some(slot) = self.live.take() {
+                self.home.forget_id(slot);
+            }
         }
     }
 }

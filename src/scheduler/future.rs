@@ -7,6 +7,7 @@ use crate::admission::ExecutionPermit;
 use crate::cancel::CancellationToken;
 use crate::engine::{ended_error, ClassEngine, Ended, Enqueued, Polled, Ticket};
 use crate::pool::Lease;
+use crate::raw::idset::Slot;
 use crate::Reason;
 use crate::{ClassId, Code, Error};
 use core::fmt;
@@ -39,6 +40,9 @@ pub struct Enqueue<'a, T: Send + 'static, M: Mechanism> {
     /// the engine entry while queued (SPEC F45).
     permit: Option<ExecutionPermit>,
     token: Option<CancellationToken>,
+    /// The request id's place among the live ids (SPEC F34): handed to the assignment, or given
+    /// up when the request ends otherwise.
+    live: Option<Slot>,
 }
 
 impl<T: Send + 'static, M: Mechanism> fmt::Debug for Enqueue<'_, T, M> {
@@ -58,8 +62,9 @@ impl<'a, T: Send + 'static, M: Mechanism> Enqueue<'a, T, M> {
             stage: Stage::Failed(error),
             permit: None,
             token: None,
+            live: None,
         };
-        let engine = match shared.check(&request) {
+        let (engine, live) = match shared.check(&request) {
             Ok(e) => e,
             Err(e) => return failed(e),
         };
@@ -69,7 +74,10 @@ impl<'a, T: Send + 'static, M: Mechanism> Enqueue<'a, T, M> {
             Ok(Enqueued::Queued(key)) => (Stage::Queued(key), permit.detach_queue_slot()),
             // Granted now: only the queue slot goes back (SPEC F45).
             Ok(Enqueued::Granted(lease)) => (Stage::Granted(lease), permit.into_execution()),
-            Err((e, _)) => return failed(e),
+            Err((e, _)) => {
+                shared.forget_id(live);
+                return failed(e);
+            }
         };
         Self {
             shared,
@@ -77,6 +85,7 @@ impl<'a, T: Send + 'static, M: Mechanism> Enqueue<'a, T, M> {
             stage,
             permit: Some(permit),
             token,
+            live: Some(live),
         }
     }
 
@@ -131,14 +140,29 @@ impl<'a, T: Send + 'static, M: Mechanism> Enqueue<'a, T, M> {
             // The untouched lease goes back first, then the quota (SPEC F42).
             self.engine().count_refused_after_grant();
             self.engine().release(lease);
-            self.permit = None;
+            self.end();
             return Err(e);
         }
         let permit = self
             .permit
             .take()
             .expect("permit held until the request ends");
-        Ok(Assignment::new(self.shared.clone(), lease, permit, waited))
+        Ok(Assignment::new(
+            self.shared.clone(),
+            lease,
+            permit,
+            waited,
+            self.live.take(),
+        ))
+    }
+
+    /// The request ended without an assignment: its quota is refunded, then its id is no
+    /// longer live.
+    fn end(&mut self) {
+        self.permit = None;
+        if let Some(live) = self.live.take() {
+            self.shared.forget_id(live);
+        }
     }
 }
 
@@ -159,7 +183,7 @@ impl<T: Send + 'static, M: Mechanism> Future for Enqueue<'_, T, M> {
                 }
                 if let Some((why, e)) = this.stop_reason(&mut now) {
                     give_up(engine, key, why);
-                    this.permit = None;
+                    this.end();
                     return Poll::Ready(Err(e));
                 }
                 match engine.poll(key, cx) {
@@ -171,7 +195,7 @@ impl<T: Send + 'static, M: Mechanism> Future for Enqueue<'_, T, M> {
                         Poll::Ready(this.accept(lease, waited, &mut now))
                     }
                     Polled::Ended(why) => {
-                        this.permit = None;
+                        this.end();
                         let reason = this.token.as_ref().and_then(CancellationToken::reason);
                         Poll::Ready(Err(ended_error(why, reason)))
                     }
@@ -189,6 +213,7 @@ impl<T: Send + 'static, M: Mechanism> Drop for Enqueue<'_, T, M> {
             Stage::Granted(lease) => self.engine().release(lease),
             Stage::Failed(_) | Stage::Done => {}
         }
+        self.end();
     }
 }
 

@@ -17,6 +17,7 @@ use crate::engine::baseline::{BaselineClass, BaselineLock, StdMutex};
 use crate::engine::lockfree::LockFreeClass;
 use crate::engine::{ClassEngine, ClassSetup, Ended, Enqueued, Ticket};
 use crate::pool::{validate_pools, CellPool, ClassPool, FixedCellPool, Lease};
+use crate::raw::idset::{IdSet, InsertError, Slot};
 use crate::sync::{AtomicBool, Ordering};
 use crate::Reason;
 use crate::{ClassId, Code, Error};
@@ -221,11 +222,14 @@ fn next_scheduler_id() -> u64 {
 pub(crate) trait CellReturn: Send + Sync {
     fn release(&self, class: ClassId, lease: Lease);
     fn quarantine(&self, class: ClassId, lease: Lease, reason: &'static str);
+    fn forget_id(&self, slot: Slot);
 }
 
 pub(crate) struct Shared<T: Send + 'static, M: Mechanism> {
     /// Process-unique identity, stamped into every [`RequestHandle`] (SPEC F30).
     id: u64,
+    /// Ids of the live requests (SPEC F34).
+    ids: Arc<IdSet>,
     ledger: Ledger,
     classes: Box<[M::Class<T>]>,
     shut: AtomicBool,
@@ -239,6 +243,10 @@ impl<T: Send + 'static, M: Mechanism> CellReturn for Shared<T, M> {
 
     fn quarantine(&self, class: ClassId, lease: Lease, reason: &'static str) {
         self.classes[usize::from(class.0)].quarantine(lease, reason);
+    }
+
+    fn forget_id(&self, slot: Slot) {
+        Shared::forget_id(self, slot);
     }
 }
 
@@ -255,9 +263,11 @@ impl<T: Send + 'static, M: Mechanism> Shared<T, M> {
     }
 
     /// Checks that apply to every request before it reaches an engine; returns its class's
-    /// engine. A request refused for the state it or the scheduler is in (shut down, cancelled,
-    /// expired) is counted in the class's snapshot; bad input is not.
-    fn check(&self, req: &AdmittedRequest) -> Result<&M::Class<T>, Error> {
+    /// engine and the request id's place among the live ids (SPEC F34), which the caller must
+    /// give up ([`Shared::forget_id`]) when the request ends. A request refused for the state it
+    /// or the scheduler is in (shut down, cancelled, expired) is counted in the class's
+    /// snapshot; bad input (a foreign permit, a wrong token, a duplicate id) is not.
+    fn check(&self, req: &AdmittedRequest) -> Result<(&M::Class<T>, Slot), Error> {
         if !req.permit.is_from(&self.ledger) {
             return Err(Error::new(Code::PermissionDenied, Reason::ForeignAdmission));
         }
@@ -281,13 +291,28 @@ impl<T: Send + 'static, M: Mechanism> Shared<T, M> {
         } else {
             None
         };
-        match refused {
-            Some(e) => {
-                engine.count_refused(e.code() == Code::DeadlineExceeded);
-                Err(e)
-            }
-            None => Ok(engine),
+        if let Some(e) = refused {
+            engine.count_refused(e.code() == Code::DeadlineExceeded);
+            return Err(e);
         }
+        match self.ids.insert(req.permit.id().0) {
+            Ok(slot) => Ok((engine, slot)),
+            Err(InsertError::Duplicate) => {
+                Err(Error::new(Code::AlreadyExists, Reason::DuplicateRequest))
+            }
+            // Cannot happen while the table is sized for every request that can be live (see
+            // `Builder::build`); refuse rather than admit an unchecked id.
+            Err(InsertError::Full) => {
+                engine.count_refused(false);
+                Err(Error::new(Code::ResourceExhausted, Reason::QueueFull))
+            }
+        }
+    }
+
+    /// Gives up a request id's place among the live ids: the request has ended.
+    #[inline]
+    pub(crate) fn forget_id(&self, slot: Slot) {
+        self.ids.remove(slot);
     }
 
     /// A handle to the request queued under `key` in `class`.
@@ -452,6 +477,15 @@ impl<T: Send + 'static> Builder<T> {
                 .collect::<Result<_, _>>()?,
         };
         let clock = self.ledger.clock().clone();
+        // Every request that can be live at once: queued, or holding (or about to take) a cell.
+        let live: u64 = self
+            .classes
+            .iter()
+            .map(|c| u64::from(c.queue_capacity) + u64::from(c.cells))
+            .sum();
+        let ids = Arc::new(IdSet::new(
+            usize::try_from(live.max(1)).map_err(|_| Error::configuration("queue_capacity"))?,
+        )?);
         let classes = self
             .classes
             .iter()
@@ -461,6 +495,7 @@ impl<T: Send + 'static> Builder<T> {
                 M::Class::<T>::new(ClassSetup {
                     class: ClassId(i as u16),
                     ledger: self.ledger.clone(),
+                    ids: ids.clone(),
                     cells: c.cells,
                     queue_capacity: c.queue_capacity,
                     max_tenants: self.ledger.max_tenants(),
@@ -474,6 +509,7 @@ impl<T: Send + 'static> Builder<T> {
         Ok(Scheduler {
             shared: Arc::new(Shared {
                 id: next_scheduler_id(),
+                ids,
                 ledger: self.ledger,
                 classes,
                 shut: AtomicBool::new(false),
@@ -528,7 +564,7 @@ impl<T: Send + 'static, M: Mechanism> Scheduler<T, M> {
     /// otherwise as [`enqueue`](Self::enqueue), with the request refunded.
     pub fn try_enqueue(&self, request: AdmittedRequest) -> Result<Assignment, TryEnqueueError> {
         let s = &*self.shared;
-        let engine = match s.check(&request) {
+        let (engine, live) = match s.check(&request) {
             Ok(e) => e,
             Err(error) => {
                 return Err(TryEnqueueError {
@@ -538,12 +574,17 @@ impl<T: Send + 'static, M: Mechanism> Scheduler<T, M> {
             }
         };
         let ticket = Ticket::from_permit(&request.permit);
-        match engine.try_grant_now(&ticket) {
+        let out = engine.try_grant_now(&ticket);
+        if !matches!(out, Ok(Some(_))) {
+            s.forget_id(live);
+        }
+        match out {
             Ok(Some(lease)) => Ok(Assignment::new(
                 self.shared.clone(),
                 lease,
                 request.permit.into_execution(),
                 0,
+                Some(live),
             )),
             Ok(None) => Err(TryEnqueueError {
                 error: Error::new(Code::Unavailable, Reason::NoCapacity),
@@ -579,7 +620,7 @@ impl<T: Send + 'static, M: Mechanism> Scheduler<T, M> {
     ) -> Result<RequestHandle, SubmitError<T>> {
         let s = &*self.shared;
         let req = request;
-        let engine = match s.check(&req) {
+        let (engine, live) = match s.check(&req) {
             Ok(e) => e,
             Err(error) => {
                 return Err(SubmitError {
@@ -589,8 +630,15 @@ impl<T: Send + 'static, M: Mechanism> Scheduler<T, M> {
             }
         };
         let class = req.permit.class();
-        let ticket = Ticket::from_permit(&req.permit);
-        match engine.enqueue(ticket, Some((req.permit, payload)), req.token.as_ref()) {
+        let ticket = Ticket {
+            live: Some(live),
+            ..Ticket::from_permit(&req.permit)
+        };
+        let out = engine.enqueue(ticket, Some((req.permit, payload)), req.token.as_ref());
+        if !matches!(out, Ok(Enqueued::Queued(_))) {
+            s.forget_id(live);
+        }
+        match out {
             Ok(Enqueued::Queued(key)) => Ok(s.handle(class, key)),
             Ok(Enqueued::Granted(lease)) => {
                 // Pull-mode requests always queue; give the cell straight back if an engine
@@ -639,9 +687,12 @@ impl<T: Send + 'static, M: Mechanism> Scheduler<T, M> {
             engine.count_refused_after_grant();
             engine.release(p.lease);
             drop(p.permit);
+            if let Some(live) = p.live {
+                s.forget_id(live);
+            }
             return None;
         }
-        let assignment = Assignment::new(self.shared.clone(), p.lease, p.permit, p.waited);
+        let assignment = Assignment::new(self.shared.clone(), p.lease, p.permit, p.waited, p.live);
         Some(Job {
             payload: p.payload,
             assignment,
