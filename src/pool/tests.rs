@@ -472,3 +472,109 @@ fn multi_thread_churn_keeps_counters_consistent() {
     let q = quarantined_by_workers.load(Ordering::Relaxed) as u32;
     assert_eq!(p.counters(), counters(CELLS, CELLS - q, 0, q));
 }
+
+/// Churns `cells` cells the way the engines use the pool: a thread first takes one of the class's
+/// cell credits (a counter of cells neither leased nor quarantined, returned after the cell), then
+/// asks for a cell, which must be there. Only the cells in `circulating` change hands (the others
+/// stay leased), one or two per bitmap word, so that a thread scanning the words meets a word
+/// emptied by one credit holder just before another's release refills a word it already passed.
+/// More threads than cores, so that scans are preempted midway. Runs for about `CREDIT_CHURN`
+/// (a race that shows up only under preemption needs time rather than a round count) and returns
+/// how many acquisitions ran.
+fn churn_with_credits(cells: u32, circulating: &[u32], threads: u64) -> u64 {
+    let class = ClassPool::Fixed(pool(cells));
+    // Lease every cell, then give back the circulating ones.
+    let mut held: Vec<Lease> = (0..cells)
+        .map(|i| {
+            class
+                .acquire_checked(&req(u64::from(i), 0))
+                .unwrap()
+                .unwrap()
+        })
+        .collect();
+    held.sort_by_key(|l| l.cell().0);
+    let mut kept = Vec::new();
+    for l in held {
+        if circulating.contains(&l.cell().0) {
+            class.release(l);
+        } else {
+            kept.push(l);
+        }
+    }
+    let credits = AtomicUsize::new(circulating.len());
+    let failures = AtomicUsize::new(0);
+    let acquired = AtomicUsize::new(0);
+    let until = std::time::Instant::now() + CREDIT_CHURN;
+    std::thread::scope(|s| {
+        for t in 0..threads {
+            let (class, credits, failures, acquired) = (&class, &credits, &failures, &acquired);
+            s.spawn(move || {
+                for n in 0.. {
+                    if n % 256 == 0 && std::time::Instant::now() >= until {
+                        break;
+                    }
+                    // Take a credit (the engines' CAS on their control word).
+                    // Relaxed (all): the pool's own Acquire/Release order the cells; the credit
+                    // count only has to be exact, which its RMWs make it.
+                    let mut c = credits.load(Ordering::Relaxed);
+                    loop {
+                        if c == 0 {
+                            std::thread::yield_now();
+                            c = credits.load(Ordering::Relaxed);
+                            continue;
+                        }
+                        match credits.compare_exchange_weak(
+                            c,
+                            c - 1,
+                            Ordering::Relaxed,
+                            Ordering::Relaxed,
+                        ) {
+                            Ok(_) => break,
+                            Err(now) => c = now,
+                        }
+                    }
+                    match class.acquire_checked(&req(n * threads + t, 0)) {
+                        Ok(Ok(lease)) => {
+                            acquired.fetch_add(1, Ordering::Relaxed);
+                            class.release(lease);
+                        }
+                        other => {
+                            assert!(other.is_err(), "the built-in pool's leases match");
+                            failures.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                    // The cell goes back before the credit, as in the engines.
+                    credits.fetch_add(1, Ordering::Relaxed);
+                }
+            });
+        }
+    });
+    kept.into_iter().for_each(|l| class.release(l));
+    assert_eq!(
+        failures.load(Ordering::Relaxed),
+        0,
+        "a credit holder found no cell ({cells} cells)"
+    );
+    assert_eq!(class.counters(), counters(cells, cells, 0, 0));
+    acquired.load(Ordering::Relaxed) as u64
+}
+
+const CREDIT_CHURN: std::time::Duration =
+    std::time::Duration::from_millis(if cfg!(miri) { 50 } else { 1500 });
+
+#[test]
+fn f08_credit_holder_always_finds_a_cell_33_cells() {
+    // One cell left in each of the two words.
+    assert!(churn_with_credits(33, &[5, 32], 6) > 0);
+}
+
+#[test]
+fn f08_credit_holder_always_finds_a_cell_64_cells() {
+    assert!(churn_with_credits(64, &[0, 40], 6) > 0);
+}
+
+#[test]
+fn f08_credit_holder_always_finds_a_cell_1000_cells() {
+    // A few cells spread over the 32 words: a scan passes many empty words.
+    assert!(churn_with_credits(1000, &[3, 300, 640, 999], 6) > 0);
+}
