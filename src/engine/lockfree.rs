@@ -922,6 +922,10 @@ impl<T: Send + 'static> Judge for GrantJudge<'_, T> {
                 c.lost_grants.fetch_add(1, Ordering::Relaxed);
                 // SAFETY: the entry is not GRANTED, so the lease is still ours.
                 if let Some(l) = e.lease.with_mut(|l| unsafe { (*l).take() }) {
+                    // The lease age `acquire` started ends with the lease (Relaxed: an observation).
+                    if let Some(s) = c.lease_since.get(l.cell().0 as usize) {
+                        s.store(u64::MAX, Ordering::Relaxed);
+                    }
                     c.pool.release(l);
                 }
                 c.drop_ref(key, QREF);

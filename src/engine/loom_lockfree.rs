@@ -160,6 +160,11 @@ fn assert_quiescent(rig: &Rig) {
     );
     assert_eq!(pool.leased, 0, "{pool:?}");
     assert_eq!(engine.snapshot().queue_depth, 0);
+    assert_eq!(
+        engine.snapshot().oldest_lease_age,
+        None,
+        "a free cell shown as leased"
+    );
     // Cancelled entries stay in the inbox or the policy until a pass meets them; a compacting
     // pass must drain them and free every slot (no reference bit leaked).
     engine.kick_with(true);
