@@ -10,11 +10,62 @@ use fairway::{
     AdmittedRequest, Assignment, Baseline, CancellationToken, ClassId, Code, LockFree, Mechanism,
     RequestId, Scheduler, StdMutex, TenantId,
 };
+use fairway::{ClassConfig, Footprint};
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
+
+/// Counts, per thread, the bytes allocated (in total) and live.
+struct Counting;
+
+thread_local! {
+    static ALLOCATED: Cell<u64> = const { Cell::new(0) };
+    static LIVE: Cell<i64> = const { Cell::new(0) };
+}
+
+fn count(grow: usize, shrink: usize) {
+    let _ = ALLOCATED.try_with(|c| c.set(c.get() + grow as u64));
+    let _ = LIVE.try_with(|c| c.set(c.get() + grow as i64 - shrink as i64));
+}
+
+// SAFETY: every call is forwarded to `System` unchanged; the counters are thread-local cells.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        count(layout.size(), 0);
+        // SAFETY: forwarded with the caller's layout.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        count(layout.size(), 0);
+        // SAFETY: as above.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        count(0, layout.size());
+        // SAFETY: `ptr` came from `System` with this layout.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        count(new_size, layout.size());
+        // SAFETY: as above.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+/// Runs `f`; returns its result, the bytes it allocated in total on this thread, and the bytes
+/// it left allocated.
+fn measured<R>(f: impl FnOnce() -> R) -> (R, u64, i64) {
+    let (a, l) = (ALLOCATED.with(Cell::get), LIVE.with(Cell::get));
+    let r = f();
+    (r, ALLOCATED.with(Cell::get) - a, LIVE.with(Cell::get) - l)
+}
 
 /// A scheduler with one class of `cells` cells and `queue` queue slots, for `tenants` tenants.
 struct World<M: Mechanism> {
@@ -284,4 +335,172 @@ fn q04_1000_cells_10k_tenants_100k_slots_conserve_lockfree() {
 #[test]
 fn q04_1000_cells_10k_tenants_100k_slots_conserve_baseline() {
     large_class_conserves::<Baseline<StdMutex>>();
+}
+
+// ---------------------------------------------------------------------------------------------
+// SPEC F01 / F02: configurations are checked before anything is allocated, and a host can read
+// what a valid one will allocate.
+// ---------------------------------------------------------------------------------------------
+
+/// What a refused configuration may allocate: the error and small temporaries, nothing sized by
+/// the configuration.
+const REFUSAL_BYTES: u64 = 64 << 10;
+
+fn ledger(tenants: u32) -> Ledger {
+    Ledger::new(LedgerConfig {
+        classes: vec![ClassSpec::new("c")],
+        max_tenants: tenants,
+        tenant_limits: Limits::UNLIMITED,
+    })
+    .unwrap()
+}
+
+#[track_caller]
+fn assert_config_error(e: &fairway::Error, field: &str) {
+    assert_eq!(e.code(), Code::InvalidArgument, "{e}");
+    assert_eq!(
+        (e.reason().as_str(), e.field()),
+        ("configuration", Some(field))
+    );
+}
+
+fn over_limits_refused<M: Mechanism>() {
+    let cases = [
+        (ClassConfig::MAX_CELLS + 1, 0, "cells"),
+        (u32::MAX, 0, "cells"),
+        (1, ClassConfig::MAX_QUEUE_CAPACITY + 1, "queue_capacity"),
+        (1, u32::MAX, "queue_capacity"),
+        (u32::MAX, u32::MAX, "cells"),
+    ];
+    for (cells, queue, field) in cases {
+        let l = ledger(1);
+        let e = Scheduler::<()>::builder(l.clone())
+            .class(cells, queue)
+            .footprint()
+            .unwrap_err();
+        assert_config_error(&e, field);
+        let builder = Scheduler::<()>::builder(l).class(cells, queue);
+        let (r, bytes, _) = measured(|| builder.build_with::<M>().map(drop));
+        assert_config_error(&r.unwrap_err(), field);
+        assert!(
+            bytes < REFUSAL_BYTES,
+            "{cells} cells, queue {queue}: {bytes} bytes allocated before refusing"
+        );
+    }
+    // The limits themselves are accepted (footprint only: a class at the limits is ~3.2 GB).
+    let f = Scheduler::<()>::builder(ledger(1))
+        .class(ClassConfig::MAX_CELLS, ClassConfig::MAX_QUEUE_CAPACITY)
+        .footprint()
+        .unwrap();
+    assert_eq!(
+        f.entry_slots,
+        2 * u64::from(ClassConfig::MAX_QUEUE_CAPACITY) + u64::from(ClassConfig::MAX_CELLS)
+    );
+    assert!(f.bytes > 3_000_000_000 && f.bytes < 4_000_000_000, "{f:?}");
+}
+
+#[test]
+fn f01_over_limit_cells_and_queue_refused_before_allocating_lockfree() {
+    over_limits_refused::<LockFree>();
+}
+
+#[test]
+fn f01_over_limit_cells_and_queue_refused_before_allocating_baseline() {
+    over_limits_refused::<Baseline<StdMutex>>();
+}
+
+#[test]
+fn f01_over_limit_max_tenants_refused_before_allocating() {
+    for tenants in [LedgerConfig::MAX_TENANTS + 1, u32::MAX] {
+        let config = LedgerConfig {
+            classes: vec![ClassSpec::new("c")],
+            max_tenants: tenants,
+            tenant_limits: Limits::UNLIMITED,
+        };
+        let (r, bytes, _) = measured(|| Ledger::new(config).map(drop));
+        assert_config_error(&r.unwrap_err(), "max_tenants");
+        assert!(
+            bytes < REFUSAL_BYTES,
+            "{tenants} tenants: {bytes} bytes allocated before refusing"
+        );
+    }
+}
+
+#[test]
+fn f01_fixed_pool_over_limit_refused_before_allocating() {
+    for cells in [ClassConfig::MAX_CELLS + 1, u32::MAX] {
+        let (r, bytes, _) =
+            measured(|| fairway::pool::FixedCellPool::new(ClassId(0), cells).map(drop));
+        assert_config_error(&r.unwrap_err(), "cells");
+        assert!(bytes < REFUSAL_BYTES, "{cells} cells: {bytes} bytes");
+    }
+}
+
+/// Builds `classes` for `tenants` tenants and compares what the build left allocated with
+/// [`Builder::footprint`]: the estimate is an upper bound, and within 25 % (plus a few KiB of
+/// fixed overhead) of the real figure. Measured on this suite's configurations: 63.9 MB
+/// allocated for 67.9 MB estimated (lock-free, 1000 cells, 10^5 queue, 10^4 tenants), 67.3 MB for
+/// the baseline.
+fn footprint_matches<M: Mechanism, T: Send + 'static>(classes: &[(u32, u32)], tenants: u32) {
+    let names = ["a", "b", "c"];
+    let config = LedgerConfig {
+        classes: names[..classes.len()]
+            .iter()
+            .map(|n| ClassSpec::new(n))
+            .collect(),
+        max_tenants: tenants,
+        tenant_limits: Limits::UNLIMITED,
+    };
+    let estimate = config.footprint_bytes();
+    let (ledger, _, live) = measured(|| Ledger::new(config).unwrap());
+    assert!(
+        live as u64 <= estimate && estimate <= live as u64 + 1024,
+        "ledger: {live} bytes, estimated {estimate}"
+    );
+    let mut b = Scheduler::<T>::builder(ledger);
+    for &(cells, queue) in classes {
+        b = b.class(cells, queue);
+    }
+    let footprint = b.footprint().unwrap();
+    let (sched, _, live) = measured(|| b.build_with::<M>().unwrap());
+    let live = live as u64;
+    assert!(
+        live <= footprint.bytes && footprint.bytes <= live + live / 4 + (16 << 10),
+        "{classes:?}, {tenants} tenants, payload {} bytes: {live} bytes allocated, {footprint:?}",
+        std::mem::size_of::<T>()
+    );
+    drop(sched);
+}
+
+#[test]
+fn f02_footprint_bounds_the_allocation_lockfree() {
+    footprint_matches::<LockFree, ()>(&[(CELLS, QUEUE)], TENANTS);
+    footprint_matches::<LockFree, [u64; 8]>(&[(64, 1000), (1, 0)], 10);
+    footprint_matches::<LockFree, u64>(&[(1, 1), (33, 5000), (1000, 20)], 3000);
+}
+
+#[test]
+fn f02_footprint_bounds_the_allocation_baseline() {
+    footprint_matches::<Baseline<StdMutex>, ()>(&[(CELLS, QUEUE)], TENANTS);
+    footprint_matches::<Baseline<StdMutex>, [u64; 8]>(&[(64, 1000), (1, 0)], 10);
+    footprint_matches::<Baseline<StdMutex>, u64>(&[(1, 1), (33, 5000), (1000, 20)], 3000);
+}
+
+#[test]
+fn f02_footprint_per_unit_figures() {
+    // One more unit of queue capacity costs two slots; a cell one slot and its own bytes; a
+    // tenant its bytes in each class.
+    let f = |cells, queue, tenants| {
+        Scheduler::<()>::builder(ledger(tenants))
+            .class(cells, queue)
+            .footprint()
+            .unwrap()
+            .bytes
+    };
+    assert_eq!(f(1, 1, 1) - f(1, 0, 1), 2 * Footprint::BYTES_PER_SLOT);
+    assert_eq!(
+        f(2, 0, 1) - f(1, 0, 1),
+        Footprint::BYTES_PER_SLOT + Footprint::BYTES_PER_CELL
+    );
+    assert_eq!(f(1, 0, 2) - f(1, 0, 1), Footprint::BYTES_PER_TENANT);
 }

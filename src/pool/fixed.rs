@@ -103,9 +103,10 @@ impl FixedCellPool {
     ///
     /// # Errors
     ///
-    /// `invalid-argument / configuration` (field `cells`) if `cells` is 0.
+    /// `invalid-argument / configuration` (field `cells`) if `cells` is 0 or above
+    /// [`ClassConfig::MAX_CELLS`](crate::ClassConfig::MAX_CELLS), before allocating anything.
     pub fn new(class: ClassId, cells: u32) -> Result<Self> {
-        if cells == 0 {
+        if cells == 0 || cells > crate::policy::MAX_CELLS {
             return Err(Error::configuration("cells"));
         }
         let words = cells.div_ceil(BITS) as usize;

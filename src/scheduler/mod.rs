@@ -4,11 +4,13 @@
 
 mod assignment;
 mod block;
+mod footprint;
 mod future;
 pub(crate) mod stats;
 
 pub use assignment::Assignment;
 pub(crate) use block::block_on;
+pub use footprint::Footprint;
 pub use future::{Enqueue, Next};
 
 use crate::admission::{Ledger, Permit};
@@ -60,9 +62,10 @@ impl<L: BaselineLock> Mechanism for Baseline<L> {
 /// One class of cells.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ClassConfig {
-    /// Number of cells (`>= 1`).
+    /// Number of cells (`1..=`[`ClassConfig::MAX_CELLS`]).
     pub cells: u32,
-    /// Exact bound on queued requests; `0` denies every request (SPEC F06).
+    /// Exact bound on queued requests (at most [`ClassConfig::MAX_QUEUE_CAPACITY`]); `0` denies
+    /// every request (SPEC F06).
     pub queue_capacity: u32,
 }
 
@@ -275,6 +278,9 @@ impl<T: Send + 'static, M: Mechanism> Shared<T, M> {
 /// Everything is sized at build: per class `queue_capacity` live queued requests (plus as many
 /// slots again for cancelled entries awaiting removal, plus one per cell), `max_tenants` tenants
 /// (from the ledger), and 64 async pull-mode executors per class. Nothing allocates afterwards.
+/// [`Builder::footprint`] gives the bytes before building; [`ClassConfig::MAX_CELLS`],
+/// [`ClassConfig::MAX_QUEUE_CAPACITY`] and
+/// [`LedgerConfig::MAX_TENANTS`](crate::admission::LedgerConfig::MAX_TENANTS) bound each figure.
 pub struct Scheduler<T: Send + 'static = (), M: Mechanism = LockFree> {
     shared: Arc<Shared<T, M>>,
 }
@@ -351,8 +357,11 @@ impl<T: Send + 'static> Builder<T> {
     ///
     /// # Errors
     ///
-    /// `invalid-argument / configuration` naming the field (`classes`, `cells`,
-    /// `queue_capacity`, `starvation_after`), or `invalid-argument / pool-topology`.
+    /// `invalid-argument / configuration` naming the field (`classes`, `cells` — 0 or above
+    /// [`ClassConfig::MAX_CELLS`] —, `queue_capacity` — above
+    /// [`ClassConfig::MAX_QUEUE_CAPACITY`] —, `starvation_after`), or
+    /// `invalid-argument / pool-topology`. The configuration is checked before anything is
+    /// allocated; [`footprint`](Self::footprint) tells what a valid one will allocate.
     #[inline]
     pub fn build(self) -> Result<Scheduler<T, LockFree>, Error> {
         self.build_with()
@@ -374,16 +383,9 @@ impl<T: Send + 'static> Builder<T> {
     ///
     /// As [`build`](Self::build).
     pub fn build_with<M: Mechanism>(self) -> Result<Scheduler<T, M>, Error> {
-        if self.classes.is_empty() || self.classes.len() != self.ledger.class_count() {
-            return Err(Error::configuration("classes"));
-        }
-        if self.classes.iter().any(|c| c.cells == 0) {
-            return Err(Error::configuration("cells"));
-        }
+        // Every check before the first allocation (SPEC F01).
+        self.validate()?;
         let starvation_after = u64::try_from(self.starvation_after.as_nanos()).unwrap_or(u64::MAX);
-        if starvation_after == 0 {
-            return Err(Error::configuration("starvation_after"));
-        }
         let pools: Vec<ClassPool> = match self.pools {
             Some(pools) => {
                 let expected: Vec<(ClassId, u32)> = self
