@@ -578,3 +578,107 @@ fn f08_credit_holder_always_finds_a_cell_1000_cells() {
     // A few cells spread over the 32 words: a scan passes many empty words.
     assert!(churn_with_credits(1000, &[3, 300, 640, 999], 6) > 0);
 }
+
+/// Sizes past toy: with 33 cells (one in the second word) and 1000 (32 words, the last partly
+/// filled) every cell is handed out exactly once, quarantined cells in every word stay out, the
+/// rest cycle, and the class fails `all-cells-quarantined` only once the last one goes.
+fn every_cell_once_and_quarantine_across_words(cells: u32) {
+    let p = ClassPool::Fixed(pool(cells));
+    let lease = |i: u64| p.acquire_checked(&req(i, 0)).unwrap().unwrap();
+    let mut leases: Vec<Lease> = (0..u64::from(cells)).map(lease).collect();
+    let seen: BTreeSet<u32> = leases.iter().map(|l| l.cell().0).collect();
+    assert_eq!(seen, (0..cells).collect(), "{cells} cells");
+    let ClassPool::Fixed(fixed) = &p else {
+        unreachable!()
+    };
+    assert!(fixed.acquire_cell(RequestId(0)).unwrap().is_none());
+    assert_eq!(p.counters(), counters(cells, 0, cells, 0));
+    // Quarantine every 31st cell (some in each word, the last cell included), release the rest.
+    leases.sort_by_key(|l| l.cell().0);
+    let mut out = 0;
+    for l in leases {
+        if l.cell().0 % 31 == 0 || l.cell().0 == cells - 1 {
+            p.quarantine(l, "sizes");
+            out += 1;
+        } else {
+            p.release(l);
+        }
+    }
+    assert_eq!(p.counters(), counters(cells, cells - out, 0, out));
+    // Two rounds: each hands out exactly the cells still in service.
+    for round in 0..2u64 {
+        let leases: Vec<Lease> = (0..u64::from(cells - out))
+            .map(|i| lease(round * 10_000 + i))
+            .collect();
+        assert!(leases
+            .iter()
+            .all(|l| l.cell().0 % 31 != 0 && l.cell().0 != cells - 1));
+        assert!(fixed.acquire_cell(RequestId(7)).unwrap().is_none());
+        leases.into_iter().for_each(|l| p.release(l));
+    }
+    // Quarantine the rest: then, and only then, the class is dead.
+    for i in 0..u64::from(cells - out) {
+        p.quarantine(lease(i), "sizes");
+    }
+    assert_eq!(p.counters(), counters(cells, 0, 0, cells));
+    assert_eq!(
+        fixed.acquire_cell(RequestId(1)).unwrap_err(),
+        Error::new(Code::Unavailable, Reason::AllCellsQuarantined)
+    );
+}
+
+#[test]
+fn f03_every_cell_once_and_quarantine_across_words_33_cells() {
+    every_cell_once_and_quarantine_across_words(33);
+}
+
+#[test]
+fn f03_every_cell_once_and_quarantine_across_words_1000_cells() {
+    every_cell_once_and_quarantine_across_words(1000);
+}
+
+/// F17 across words: a subscriber registered while 1000 cells are all leased is woken by a
+/// release in any word, and its probe then finds that cell.
+#[test]
+fn f17_release_in_any_word_wakes_subscriber_1000_cells() {
+    const CELLS: u32 = 1000;
+    let p = pool(CELLS);
+    let mut leases: Vec<Lease> = (0..u64::from(CELLS))
+        .map(|i| p.try_acquire_now(&req(i, 0)).unwrap().unwrap())
+        .collect();
+    leases.sort_by_key(|l| l.cell().0);
+    let waker = std::sync::Arc::new(CountingWaker(AtomicUsize::new(0)));
+    let mut wakes = 0;
+    // One cell from each word, last word first.
+    for cell in (0..CELLS).step_by(32).rev() {
+        p.subscribe_changes(&Waker::from(waker.clone())).unwrap();
+        assert!(p.try_acquire_now(&req(5000, 0)).unwrap().is_none());
+        let l = leases.remove(cell as usize);
+        p.release(l);
+        wakes += 1;
+        // Relaxed: the wake ran on this thread.
+        assert_eq!(waker.0.load(Ordering::Relaxed), wakes, "cell {cell}");
+        let again = p
+            .try_acquire_now(&req(u64::from(cell), 0))
+            .unwrap()
+            .unwrap();
+        assert_eq!(again.cell().0, cell);
+        leases.insert(cell as usize, again);
+    }
+    leases.into_iter().for_each(|l| p.release(l));
+    assert_eq!(p.counters(), counters(CELLS, CELLS, 0, 0));
+}
+
+#[test]
+fn f01_cells_over_the_limit_are_refused() {
+    for cells in [crate::policy::MAX_CELLS + 1, u32::MAX] {
+        assert_eq!(
+            FixedCellPool::new(ClassId(0), cells).unwrap_err(),
+            Error::configuration("cells")
+        );
+    }
+    assert_eq!(
+        pool(crate::policy::MAX_CELLS).counters(),
+        counters(crate::policy::MAX_CELLS, crate::policy::MAX_CELLS, 0, 0)
+    );
+}
