@@ -80,7 +80,7 @@ enum Stage {
 }
 
 struct Slot<T> {
-    generation: u32,
+    generation: u64,
     stage: Stage,
     /// The policy holds the index.
     queued_ref: bool,
@@ -182,7 +182,8 @@ impl<T: Send> Inner<T> {
             s.waker = None;
             s.token = None;
             // A slot whose generation is exhausted is retired, never reused (SPEC F21).
-            if let Some(g) = s.generation.checked_add(1) {
+            let next = s.generation.checked_add(1);
+            if let Some(g) = next.filter(|&g| g <= crate::raw::arena::MAX_GENERATION) {
                 s.generation = g;
                 self.free_slots.push(index);
             }
@@ -500,7 +501,7 @@ impl<T: Send + 'static, L: BaselineLock> ClassEngine<T> for BaselineClass<T, L> 
         let inner = Inner {
             slots: (0..slots)
                 .map(|_| Slot {
-                    generation: 0,
+                    generation: crate::raw::arena::first_generation(),
                     stage: Stage::Free,
                     queued_ref: false,
                     owner_ref: false,

@@ -48,10 +48,17 @@ impl ClassSetup {
     /// Returns it with the number of entry slots: live queued entries, granted-but-untaken ones
     /// (at most one per cell) and as many tombstones as live entries before a compaction.
     pub(crate) fn policy(&self) -> Result<(Policy, usize), Error> {
-        if u64::from(self.cells) > lockfree::MAX_FIELD {
+        // Before anything is allocated (SPEC F01); the limits fit every packed field.
+        const _: () = assert!(crate::policy::MAX_CELLS as u64 <= lockfree::MAX_FIELD);
+        const _: () = assert!(crate::policy::MAX_QUEUE_CAPACITY as u64 <= lockfree::MAX_FIELD);
+        const _: () = assert!(
+            2 * crate::policy::MAX_QUEUE_CAPACITY as usize + crate::policy::MAX_CELLS as usize
+                <= crate::raw::arena::MAX_CAPACITY
+        );
+        if self.cells == 0 || self.cells > crate::policy::MAX_CELLS {
             return Err(Error::configuration("cells"));
         }
-        if u64::from(self.queue_capacity) > lockfree::MAX_FIELD {
+        if self.queue_capacity > crate::policy::MAX_QUEUE_CAPACITY {
             return Err(Error::configuration("queue_capacity"));
         }
         let slots = (2 * self.queue_capacity as usize + self.cells as usize).max(1);

@@ -3,11 +3,13 @@
 //! See the crate documentation for an overview and an example.
 
 mod assignment;
+mod footprint;
 mod future;
 
 pub(crate) use crate::block::block_on;
 pub use crate::stats::ClassSnapshot;
 pub use assignment::Assignment;
+pub use footprint::Footprint;
 pub use future::{Enqueue, Next};
 
 use crate::admission::{Ledger, Permit};
@@ -36,6 +38,8 @@ pub trait Mechanism: sealed::Sealed + Send + Sync + 'static {
     /// The per-class engine.
     #[doc(hidden)]
     type Class<T: Send + 'static>: ClassEngine<T>;
+    /// Bytes per entry slot of this mechanism, besides the payload (see [`Footprint`]).
+    const BYTES_PER_SLOT: u64;
 }
 
 /// The lock-free engine: no mutex on any hot path; no thread ever waits for another.
@@ -45,6 +49,7 @@ pub struct LockFree;
 impl sealed::Sealed for LockFree {}
 impl Mechanism for LockFree {
     type Class<T: Send + 'static> = LockFreeClass<T>;
+    const BYTES_PER_SLOT: u64 = 400;
 }
 
 /// The mutex baseline: the same policy under one lock per class. `L` picks the mutex
@@ -55,14 +60,16 @@ pub struct Baseline<L = StdMutex>(PhantomData<L>);
 impl<L: BaselineLock> sealed::Sealed for Baseline<L> {}
 impl<L: BaselineLock> Mechanism for Baseline<L> {
     type Class<T: Send + 'static> = BaselineClass<T, L>;
+    const BYTES_PER_SLOT: u64 = 352;
 }
 
 /// One class of cells.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ClassConfig {
-    /// Number of cells (`>= 1`).
+    /// Number of cells (`1..=`[`ClassConfig::MAX_CELLS`]).
     pub cells: u32,
-    /// Exact bound on queued requests; `0` denies every request (SPEC F06).
+    /// Exact bound on queued requests (at most [`ClassConfig::MAX_QUEUE_CAPACITY`]); `0` denies
+    /// every request (SPEC F06).
     pub queue_capacity: u32,
 }
 
@@ -341,6 +348,9 @@ impl<T: Send + 'static, M: Mechanism> Shared<T, M> {
 /// Everything is sized at build: per class `queue_capacity` live queued requests (plus as many
 /// slots again for cancelled entries awaiting removal, plus one per cell), `max_tenants` tenants
 /// (from the ledger), and 64 async pull-mode executors per class. Nothing allocates afterwards.
+/// [`Builder::footprint`] gives the bytes before building; [`ClassConfig::MAX_CELLS`],
+/// [`ClassConfig::MAX_QUEUE_CAPACITY`] and
+/// [`LedgerConfig::MAX_TENANTS`](crate::admission::LedgerConfig::MAX_TENANTS) bound each figure.
 pub struct Scheduler<T: Send + 'static = (), M: Mechanism = LockFree> {
     shared: Arc<Shared<T, M>>,
 }
@@ -417,8 +427,11 @@ impl<T: Send + 'static> Builder<T> {
     ///
     /// # Errors
     ///
-    /// `invalid-argument / configuration` naming the field (`classes`, `cells`,
-    /// `queue_capacity`, `starvation_after`), or `invalid-argument / pool-topology`.
+    /// `invalid-argument / configuration` naming the field (`classes`, `cells` — 0 or above
+    /// [`ClassConfig::MAX_CELLS`] —, `queue_capacity` — above
+    /// [`ClassConfig::MAX_QUEUE_CAPACITY`] —, `starvation_after`), or
+    /// `invalid-argument / pool-topology`. The configuration is checked before anything is
+    /// allocated; [`footprint`](Self::footprint) tells what a valid one will allocate.
     #[inline]
     pub fn build(self) -> Result<Scheduler<T, LockFree>, Error> {
         self.build_with()
@@ -440,16 +453,9 @@ impl<T: Send + 'static> Builder<T> {
     ///
     /// As [`build`](Self::build).
     pub fn build_with<M: Mechanism>(self) -> Result<Scheduler<T, M>, Error> {
-        if self.classes.is_empty() || self.classes.len() != self.ledger.class_count() {
-            return Err(Error::configuration("classes"));
-        }
-        if self.classes.iter().any(|c| c.cells == 0) {
-            return Err(Error::configuration("cells"));
-        }
+        // Every check before the first allocation (SPEC F01).
+        self.validate()?;
         let starvation_after = u64::try_from(self.starvation_after.as_nanos()).unwrap_or(u64::MAX);
-        if starvation_after == 0 {
-            return Err(Error::configuration("starvation_after"));
-        }
         let pools: Vec<ClassPool> = match self.pools {
             Some(pools) => {
                 let expected: Vec<(ClassId, u32)> = self
