@@ -30,6 +30,10 @@ pub trait SingleOp {
     fn run(&mut self, iters: u64);
 }
 
+/// A closure that is handed a freshly built [`SingleOp`] (operations that borrow a fixture are
+/// built inside the call that owns it).
+pub type OpUser<'a> = &'a mut dyn FnMut(&mut dyn SingleOp);
+
 /// What one timed run of a threaded workload measured.
 #[derive(Debug, Clone, Default)]
 pub struct Measured {

@@ -56,7 +56,7 @@ use fairway::{
 
 use crate::alloc::thread_allocs;
 use crate::latency::{Latency, Timer};
-use crate::{Measured, Named, SingleOp};
+use crate::{Measured, Named, OpUser, SingleOp};
 
 /// Tenants of the fixture and of the mix.
 pub const TENANTS: u32 = 16;
@@ -897,11 +897,11 @@ pub struct EngineRuns {
     /// [`fairness`].
     pub fairness: fn(Duration) -> Measured,
     /// Runs a closure on a fresh [`Cycle`].
-    pub cycle: fn(&mut dyn FnMut(&mut dyn SingleOp)),
+    pub cycle: fn(OpUser<'_>),
     /// Runs a closure on a fresh [`FastPath`].
-    pub fast: fn(&mut dyn FnMut(&mut dyn SingleOp)),
+    pub fast: fn(OpUser<'_>),
     /// Runs a closure on a fresh [`Cancel`] at a depth.
-    pub cancel: fn(usize, &mut dyn FnMut(&mut dyn SingleOp)),
+    pub cancel: fn(usize, OpUser<'_>),
 }
 
 impl EngineRuns {
@@ -949,7 +949,7 @@ mod tests {
     #[test]
     fn single_ops_run_on_every_engine() {
         for e in engines() {
-            let run: &mut dyn FnMut(&mut dyn SingleOp) = &mut |op| op.run(100);
+            let run: OpUser<'_> = &mut |op| op.run(100);
             (e.cycle)(run);
             (e.fast)(run);
             (e.cancel)(1, run);
