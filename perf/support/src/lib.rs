@@ -12,6 +12,7 @@
 //!   multi-tenant mix, the open-loop latency workload and the P11 fairness run.
 
 pub mod alloc;
+pub mod arena;
 pub mod latency;
 pub mod pool;
 pub mod ring;
