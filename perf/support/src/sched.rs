@@ -31,8 +31,9 @@
 //!   `next_blocking` when idle. The queue stays full, so its latency is the backlog's.
 //! * [`open_loop`] (P4, P5): producers submit on a fixed schedule at a given rate; a job carries
 //!   its *scheduled* arrival time and latency is counted from it, so a producer that stalls (or
-//!   is refused by a full queue and retries) cannot hide the queueing it causes. Executors poll
-//!   `try_next` without parking, as a runtime's worker threads do.
+//!   is refused by a full queue and retries) cannot hide the queueing it causes. Executors are
+//!   those of the pull mode: `try_next`, a short backoff, then `next_blocking`, as a runtime's
+//!   idle worker threads park.
 //! * [`fairness`] (P11): 4 equal tenants saturating one cell; the Jain index of every
 //!   1,000-grant window.
 //!
@@ -657,11 +658,7 @@ fn pull_thread<M: Mechanism>(s: &Shared<M>, me: usize, tally: &mut Tally) {
     );
     let mut rng = seed(me);
     if execute {
-        // Warm-up of the thread's blocking waker: one blocking enqueue, granted at once or as
-        // soon as another warming executor releases, before any producer starts.
-        if let Ok(a) = s.f.sched.enqueue_blocking(s.draw(me, &mut rng).0) {
-            a.release();
-        }
+        warm_executor(s, me, &mut rng);
     }
     s.start.wait();
     let backoff = Backoff::new();
@@ -670,29 +667,46 @@ fn pull_thread<M: Mechanism>(s: &Shared<M>, me: usize, tally: &mut Tally) {
             if produce {
                 submit(s, me, &mut rng, None);
             }
-            if !execute {
-                continue;
-            }
-            let h = s.draw_hold(&mut rng);
-            let job = match s.f.sched.try_next(ClassId(0)) {
-                Some(job) => Some(job),
-                None if threads > 1 && backoff.is_completed() => {
-                    match s.f.sched.next_blocking(ClassId(0)) {
-                        Some(job) => Some(job),
-                        None => break,
-                    }
-                }
-                None => {
-                    backoff.snooze();
-                    None
-                }
-            };
-            if let Some(job) = job {
-                backoff.reset();
-                run_job(s, job, h, tally);
+            if execute && !execute_one(s, &mut rng, &backoff, threads > 1, tally) {
+                break;
             }
         }
     });
+}
+
+/// Warms an executor thread's blocking waker: one blocking enqueue, granted at once or as soon
+/// as another warming executor releases, before any producer starts.
+fn warm_executor<M: Mechanism>(s: &Shared<M>, me: usize, rng: &mut u64) {
+    if let Ok(a) = s.f.sched.enqueue_blocking(s.draw(me, rng).0) {
+        a.release();
+    }
+}
+
+/// Executor side, one step: `try_next`, backing off (spin, then yield) while there is nothing
+/// and then, if `park`, waiting in `next_blocking`. Returns `false` once the scheduler is shut
+/// down.
+fn execute_one<M: Mechanism>(
+    s: &Shared<M>,
+    rng: &mut u64,
+    backoff: &Backoff,
+    park: bool,
+    tally: &mut Tally,
+) -> bool {
+    let h = s.draw_hold(rng);
+    let job = match s.f.sched.try_next(ClassId(0)) {
+        Some(job) => job,
+        None if park && backoff.is_completed() => match s.f.sched.next_blocking(ClassId(0)) {
+            Some(job) => job,
+            None => return false,
+        },
+        None => {
+            backoff.snooze();
+            return true;
+        }
+    };
+    backoff.reset();
+    run_job(s, job, h, tally);
+    true
 }
 
 impl<M: Mechanism> Shared<M> {
@@ -751,6 +765,9 @@ fn open_thread<M: Mechanism>(s: &Shared<M>, me: usize, tally: &mut Tally) {
     let mut rng = seed(me);
     // Relaxed: written before the threads are spawned.
     let rate = f64::from_bits(OPEN_RATE.load(Ordering::Relaxed));
+    if me >= producers {
+        warm_executor(s, me, &mut rng);
+    }
     s.start.wait();
     counted(tally, |tally| {
         let mut idle = 0u32;
@@ -769,16 +786,8 @@ fn open_thread<M: Mechanism>(s: &Shared<M>, me: usize, tally: &mut Tally) {
                 k += 1;
             }
         } else {
-            while !s.stopped() {
-                let h = s.draw_hold(&mut rng);
-                match s.f.sched.try_next(ClassId(0)) {
-                    Some(job) => {
-                        idle = 0;
-                        run_job(s, job, h, tally);
-                    }
-                    None => pause(&mut idle),
-                }
-            }
+            let backoff = Backoff::new();
+            while !s.stopped() && execute_one(s, &mut rng, &backoff, true, tally) {}
         }
     });
 }
