@@ -146,6 +146,7 @@ mod tests {
                 cpu: "test".into(),
                 cores: 2,
                 kernel: "test".into(),
+                load: String::new(),
             },
             suite: "default".into(),
             reps: lf.len(),

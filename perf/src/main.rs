@@ -51,8 +51,8 @@ const USAGE: &str =
   --markdown       print the targets as the README's Markdown table
   --check          exit with status 1 when a target misses (on the run's median)
   --out FILE       also write the JSON report to FILE
-  --reps N         interleaved repetitions (default 5, 3 with --quick)
-  --ms N           one threaded run in ms (default 400, 40 with --quick)
+  --reps N         interleaved repetitions (default 7, 3 with --quick)
+  --ms N           one threaded run in ms (default 500, 40 with --quick)
   --quick          short runs, for smoke checks
   --threads LIST   thread counts of the scaling suite (default 1,2,4,8,16)
   --plots DIR      where SVG plots go (default target/fairway-perf/)
@@ -154,8 +154,8 @@ impl Args {
             check,
             out,
             settings: Settings {
-                reps: reps.map_or(if quick { 3 } else { 5 }, |r| r as usize),
-                threaded: ms.map_or(q(400, 40), Duration::from_millis),
+                reps: reps.map_or(if quick { 3 } else { 7 }, |r| r as usize),
+                threaded: ms.map_or(q(500, 40), Duration::from_millis),
                 single: q(150, 15),
                 fairness: q(300, 40),
                 ring: q(50, 10),
@@ -199,7 +199,7 @@ fn run_suite(suite: &str, args: &Args) -> Report {
 }
 
 /// Latency against offered load and the latency percentile curves of the open-loop rows, one
-/// file each per thread count; returns the paths written.
+/// file each per thread count, into `dir`; returns the names of the files written.
 fn write_plots(dir: &std::path::Path, rows: &[report::Row], lat: &[Latency]) -> Vec<String> {
     // (threads, load, row index) of every open-loop row.
     let open: Vec<(usize, u32, usize)> = rows
@@ -308,9 +308,9 @@ fn write_plots(dir: &std::path::Path, rows: &[report::Row], lat: &[Latency]) -> 
     charts
         .into_iter()
         .filter_map(|(name, svg)| {
-            let path = dir.join(name);
+            let path = dir.join(&name);
             match std::fs::write(&path, svg) {
-                Ok(()) => Some(path.display().to_string()),
+                Ok(()) => Some(name),
                 Err(e) => {
                     eprintln!("cannot write {}: {e}", path.display());
                     None
@@ -417,7 +417,7 @@ mod tests {
         assert_eq!(a.command, Command::Run("default".into()));
         assert_eq!(
             (a.settings.reps, a.settings.threaded),
-            (5, Duration::from_millis(400))
+            (7, Duration::from_millis(500))
         );
         let a = parse("--suite open-loop --json --check --reps 7 --ms 100 --threads 1,4")
             .unwrap()

@@ -53,6 +53,9 @@ pub struct System {
     pub cores: usize,
     /// Kernel release.
     pub kernel: String,
+    /// Load averages (1, 5, 15 min) when the run ended: other work on the host shows here.
+    #[serde(default)]
+    pub load: String,
 }
 
 impl System {
@@ -73,6 +76,11 @@ impl System {
             } else {
                 kernel
             },
+            load: read("/proc/loadavg")
+                .split_whitespace()
+                .take(3)
+                .collect::<Vec<_>>()
+                .join(" "),
         }
     }
 }
@@ -135,8 +143,8 @@ impl Report {
     pub fn text(&self) -> String {
         let s = &self.system;
         let mut out = format!(
-            "fairway-perf, suite {}: {} interleaved repetitions, {:.0} s\ncpu: {} | cores: {} | kernel: {}\n\n",
-            self.suite, self.reps, self.wall_s, s.cpu, s.cores, s.kernel
+            "fairway-perf, suite {}: {} interleaved repetitions, {:.0} s\ncpu: {} | cores: {} | kernel: {} | load average at the end: {}\n\n",
+            self.suite, self.reps, self.wall_s, s.cpu, s.cores, s.kernel, s.load
         );
         let _ = writeln!(
             out,
