@@ -180,13 +180,22 @@ fn run_suite(suite: &str, args: &Args) -> Report {
         .collect();
     let jobs = suites::plan(suite, &threads).expect("suite checked by the parser");
     let m = suites::run(&jobs, &args.settings);
-    let dir = args.plots.clone().unwrap_or_else(|| {
-        PathBuf::from(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../target/fairway-perf"
-        ))
-    });
-    let plots = write_plots(&dir, &m.rows, &m.latency);
+    // Plots go to the workspace's target/fairway-perf/ unless --plots says where; the report
+    // names them relative to the workspace there.
+    let (dir, shown) = match &args.plots {
+        Some(d) => (d.clone(), d.clone()),
+        None => (
+            PathBuf::from(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../target/fairway-perf"
+            )),
+            PathBuf::from("target/fairway-perf"),
+        ),
+    };
+    let plots = write_plots(&dir, &m.rows, &m.latency)
+        .into_iter()
+        .map(|name| shown.join(name).display().to_string())
+        .collect();
     Report {
         system: System::detect(),
         suite: suite.into(),
