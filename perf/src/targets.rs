@@ -396,7 +396,7 @@ pub fn markdown(verdicts: &[Verdict]) -> String {
     for v in verdicts {
         let _ = writeln!(
             out,
-            "| {} {} | {} | {:.2} | {} | {} | {} |",
+            "| {} {} | {} | {:.3} | {} | {} | {} |",
             v.id,
             v.what,
             v.row,
@@ -482,7 +482,7 @@ mod tests {
         // Header, rule, P1 vs std, P1 vs pl, P10.
         assert_eq!(md.lines().count(), 2 + 3);
         assert!(md.contains(
-            "| P1 fast-path time vs pl | fast 1 thr 1 cell / lock-free vs parking_lot | 1.00 |"
+            "| P1 fast-path time vs pl | fast 1 thr 1 cell / lock-free vs parking_lot | 1.000 |"
         ));
     }
 }
