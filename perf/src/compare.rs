@@ -1,5 +1,6 @@
 //! `--compare A.json B.json`: each same-run ratio of run A beside run B, with the spread over
-//! repetitions measured in each, and a flag where the change is larger than that spread.
+//! repetitions measured in each (interquartile range / median), and a flag where the change is
+//! larger than that spread.
 //!
 //! The ratios compared are the targets' values and, per workload, the throughput of its first
 //! backend (fairway's) over each other backend's. Absolute figures are not compared: they move
@@ -7,7 +8,7 @@
 
 use std::fmt::Write as _;
 
-use crate::report::{median, range, Report};
+use crate::report::{median, Report};
 
 /// One compared ratio: its label and its per-repetition values.
 type Series = (String, Vec<f64>);
@@ -46,10 +47,21 @@ pub fn ratios(r: &Report) -> Vec<Series> {
     out
 }
 
-/// The relative spread of `values`: (largest − smallest) / median.
+/// The relative spread of `values`: their interquartile range over their median (the middle
+/// half of the repetitions; the extremes on a shared VM are the host's, not the code's).
 pub fn spread(values: &[f64]) -> f64 {
-    let (lo, hi) = range(values);
-    (hi - lo) / median(values)
+    let mut v: Vec<f64> = values.iter().copied().filter(|x| !x.is_nan()).collect();
+    v.sort_by(f64::total_cmp);
+    let q = |p: f64| {
+        // Linear interpolation between the closest ranks.
+        let x = p * (v.len() - 1) as f64;
+        let (i, f) = (x.floor() as usize, x.fract());
+        v[i] + (v[(i + 1).min(v.len() - 1)] - v[i]) * f
+    };
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    (q(0.75) - q(0.25)) / median(&v)
 }
 
 /// One comparison line.
@@ -63,7 +75,7 @@ pub struct Change {
     pub b: f64,
     /// `b / a`.
     pub change: f64,
-    /// The larger relative spread of A's and B's repetitions.
+    /// The larger relative spread ([`spread`]) of A's and B's repetitions.
     pub spread: f64,
     /// Whether `|change − 1|` exceeds `spread`.
     pub flagged: bool,
@@ -97,8 +109,8 @@ pub fn changes(a: &Report, b: &Report) -> Vec<Change> {
 pub fn text(a: &Report, b: &Report, changes: &[Change]) -> String {
     let mut out = format!(
         "A: suite {}, {} reps, {} | B: suite {}, {} reps, {}\n\
-         ratio medians in A and B, B/A, and the larger spread (max−min)/median of A's and B's \
-         repetitions; ! marks a change beyond that spread\n",
+         ratio medians in A and B, B/A, and the larger spread (interquartile range / median) of \
+         A's and B's repetitions; ! marks a change beyond that spread\n",
         a.suite, a.reps, a.system.cpu, b.suite, b.reps, b.system.cpu
     );
     for c in changes {
@@ -159,7 +171,7 @@ mod tests {
 
     #[test]
     fn a_change_beyond_the_spread_is_flagged() {
-        // A: ratios 1.0, 1.1, 1.2 (spread 0.2 / 1.1 = 18 %); B: 2.0, 2.1, 2.2 (x1.91).
+        // A: ratios 1.0, 1.1, 1.2 (spread 0.1 / 1.1 = 9 %); B: 2.0, 2.1, 2.2 (x1.91).
         let a = report(&[1.0, 1.1, 1.2], &[1.0, 1.0, 1.0]);
         let b = report(&[2.0, 2.1, 2.2], &[1.0, 1.0, 1.0]);
         let c = changes(&a, &b);
@@ -172,6 +184,12 @@ mod tests {
         );
         assert!((c[0].change - 2.1 / 1.1).abs() < 1e-9);
         assert!(text(&a, &b, &c).contains("2 of 3 ratios changed"));
+    }
+
+    #[test]
+    fn spread_is_the_interquartile_range_over_the_median() {
+        assert!((spread(&[1.0, 2.0, 3.0, 4.0, 5.0]) - 2.0 / 3.0).abs() < 1e-12);
+        assert_eq!(spread(&[2.0, 2.0, 2.0]), 0.0);
     }
 
     #[test]
