@@ -363,7 +363,7 @@ impl Verdict {
 
     fn range_text(&self) -> String {
         let (lo, hi) = range(&self.values);
-        format!("{lo:.2}–{hi:.2}")
+        format!("{lo:.3}–{hi:.3}")
     }
 }
 
@@ -375,7 +375,7 @@ pub fn text(verdicts: &[Verdict]) -> String {
     for v in verdicts {
         let _ = writeln!(
             out,
-            "{:<4} {:<32} {:<56} {:>8.3} [{:>11}] {:>7}  {}",
+            "{:<4} {:<32} {:<56} {:>8.3} [{:>13}] {:>7}  {}",
             v.id,
             v.what,
             v.row,
