@@ -458,6 +458,47 @@ mod tests {
         }
     }
 
+    /// `--check` turns a missed target into exit status 1, on a run or on a saved report
+    /// (`--report`); without it the status is 0.
+    #[test]
+    fn check_exits_non_zero_when_a_target_misses() {
+        let row = |backend: &str, tput: f64| report::Row {
+            workload: targets::rows::PULL2.into(),
+            backend: backend.into(),
+            reps: vec![report::Rep {
+                ops_per_sec: tput,
+                ..report::Rep::default()
+            }],
+        };
+        let report_of = |lf: f64| {
+            let rows = vec![row("lock-free", lf), row("std Mutex", 1.0)];
+            Report {
+                system: System::detect(),
+                suite: "default".into(),
+                reps: 1,
+                wall_s: 0.0,
+                targets: targets::evaluate(&rows),
+                rows,
+                plots: vec![],
+            }
+        };
+        let path =
+            std::env::temp_dir().join(format!("fairway-perf-check-{}.json", std::process::id()));
+        let mut a = parse(&format!("--report {} --check --markdown", path.display()))
+            .unwrap()
+            .unwrap();
+        // P3 vs std needs ≥ 1.5x: 1.2x misses, 1.6x passes.
+        for (lf, status) in [(1.2, ExitCode::FAILURE), (1.6, ExitCode::SUCCESS)] {
+            std::fs::write(&path, serde_json::to_string(&report_of(lf)).unwrap()).unwrap();
+            let r = load(&path).unwrap();
+            assert_eq!(emit(&r, &a).unwrap(), status, "lock-free at {lf}x");
+        }
+        a.check = false;
+        std::fs::write(&path, serde_json::to_string(&report_of(1.2)).unwrap()).unwrap();
+        assert_eq!(emit(&load(&path).unwrap(), &a).unwrap(), ExitCode::SUCCESS);
+        std::fs::remove_file(&path).unwrap();
+    }
+
     /// A short default run: every target of the default suite is evaluated, the lock-free rows
     /// allocate nothing, and `--check`'s verdict and the JSON follow the targets.
     #[test]
