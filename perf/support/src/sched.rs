@@ -479,10 +479,14 @@ struct Shared<M: Mechanism> {
     timer: Timer,
     hold100: u32,
     zipf: [u8; 1024],
+    /// Threads of the run.
+    threads: usize,
+    /// Open loop: arrivals per second in all (0 otherwise).
+    rate: f64,
 }
 
 impl<M: Mechanism> Shared<M> {
-    fn new(threads: usize, cells: u32, limits: Limits) -> Arc<Self> {
+    fn new(threads: usize, cells: u32, limits: Limits, rate: f64) -> Arc<Self> {
         // One token per thread and tenant: ids `thread * TENANTS + tenant`.
         let ids = (threads as u64 + 1) * u64::from(TENANTS);
         Arc::new(Self {
@@ -492,6 +496,8 @@ impl<M: Mechanism> Shared<M> {
             timer: Timer::new(),
             hold100: hold100(),
             zipf: zipf_table(),
+            threads,
+            rate,
         })
     }
 
@@ -651,7 +657,7 @@ fn wait_thread<M: Mechanism>(s: &Shared<M>, me: usize, tally: &mut Tally) {
 /// Pull mode, one thread: a producer (the first half), an executor (the second half), or both
 /// alternately when alone.
 fn pull_thread<M: Mechanism>(s: &Shared<M>, me: usize, tally: &mut Tally) {
-    let threads = s.start_threads();
+    let threads = s.threads;
     let (produce, execute) = (
         threads == 1 || me < threads / 2,
         threads == 1 || me >= threads / 2,
@@ -710,11 +716,6 @@ fn execute_one<M: Mechanism>(
 }
 
 impl<M: Mechanism> Shared<M> {
-    /// Threads of the run (the start barrier counts them and the main thread).
-    fn start_threads(&self) -> usize {
-        self.f.ids() as usize / TENANTS as usize - 1
-    }
-
     /// Hold iterations for the next job.
     fn draw_hold(&self, rng: &mut u64) -> u32 {
         self.hold100 + (xorshift(rng) % u64::from(2 * self.hold100)) as u32
@@ -728,16 +729,13 @@ pub fn closed_loop<M: Mechanism>(
     cells: u32,
     run_for: Duration,
 ) -> Measured {
-    let s = Shared::<M>::new(threads, cells, Limits::UNLIMITED);
+    let s = Shared::<M>::new(threads, cells, Limits::UNLIMITED, 0.0);
     let body = match mode {
         Mode::Wait => wait_thread::<M>,
         Mode::Pull => pull_thread::<M>,
     };
     timed(&s, threads, run_for, body)
 }
-
-/// Offered load of an open-loop run, total arrivals per second (set per run by the harness).
-static OPEN_RATE: AtomicU64 = AtomicU64::new(0);
 
 /// One open-loop run of engine `M` on `threads` (≥ 2: half producers, the rest executors) and
 /// `cells`, with `rate` arrivals per second in all, for `run_for`. Latency is counted from each
@@ -753,18 +751,14 @@ pub fn open_loop<M: Mechanism>(
         "an open-loop run needs a producer and an executor"
     );
     assert!(rate > 0.0, "a positive arrival rate");
-    OPEN_RATE.store(rate.to_bits(), Ordering::Relaxed);
-    let s = Shared::<M>::new(threads, cells, Limits::UNLIMITED);
+    let s = Shared::<M>::new(threads, cells, Limits::UNLIMITED, rate);
     timed(&s, threads, run_for, open_thread::<M>)
 }
 
 /// Open loop, one thread.
 fn open_thread<M: Mechanism>(s: &Shared<M>, me: usize, tally: &mut Tally) {
-    let threads = s.start_threads();
-    let producers = threads / 2;
+    let (producers, rate) = (s.threads / 2, s.rate);
     let mut rng = seed(me);
-    // Relaxed: written before the threads are spawned.
-    let rate = f64::from_bits(OPEN_RATE.load(Ordering::Relaxed));
     if me >= producers {
         warm_executor(s, me, &mut rng);
     }
@@ -817,7 +811,7 @@ pub fn fairness<M: Mechanism>(run_for: Duration) -> Measured {
         queue_slots: 16,
         ..Limits::UNLIMITED
     };
-    let s = Shared::<M>::new(2, 1, limits);
+    let s = Shared::<M>::new(2, 1, limits, 0.0);
     let order_cap = 4_000_000;
     let producer = {
         let s = s.clone();
