@@ -188,6 +188,40 @@ pub fn run<Q: Queue>(timer: &Timer, threads: usize, run_for: Duration) -> Measur
     m
 }
 
+/// One thread's attempt counter, sampler and backoff.
+struct Meter<'a> {
+    timer: &'a Timer,
+    latency: &'a mut Latency,
+    backoff: Backoff,
+    attempt: u64,
+    ops: u64,
+}
+
+impl Meter<'_> {
+    /// One attempt of `op`, timed if it is every 8th and recorded if it succeeds; backs off
+    /// after a failure.
+    #[inline(always)]
+    fn step(&mut self, op: impl FnOnce() -> bool) {
+        self.attempt += 1;
+        let ok = if self.attempt.is_multiple_of(8) {
+            let t0 = self.timer.now_ns();
+            let ok = op();
+            if ok {
+                self.latency.record(self.timer.now_ns() - t0);
+            }
+            ok
+        } else {
+            op()
+        };
+        if ok {
+            self.backoff.reset();
+            self.ops += 1;
+        } else {
+            self.backoff.snooze();
+        }
+    }
+}
+
 /// Pushes and/or pops until `stop`; returns the successful operations.
 fn worker<Q: Queue>(
     q: &Q,
@@ -196,37 +230,23 @@ fn worker<Q: Queue>(
     timer: &Timer,
     latency: &mut Latency,
 ) -> u64 {
-    let backoff = Backoff::new();
-    let (mut ops, mut attempt) = (0u64, 0u64);
-    let mut step = |op: &dyn Fn() -> bool| {
-        attempt += 1;
-        let ok = if attempt.is_multiple_of(8) {
-            let t0 = timer.now_ns();
-            let ok = op();
-            if ok {
-                latency.record(timer.now_ns() - t0);
-            }
-            ok
-        } else {
-            op()
-        };
-        if ok {
-            backoff.reset();
-            ops += 1;
-        } else {
-            backoff.snooze();
-        }
+    let mut m = Meter {
+        timer,
+        latency,
+        backoff: Backoff::new(),
+        attempt: 0,
+        ops: 0,
     };
     // Relaxed: see `run`.
     while !stop.load(Ordering::Relaxed) {
         for i in 0..256 {
             if push {
-                step(&|| q.push(black_box(i)).is_ok());
+                m.step(|| q.push(black_box(i)).is_ok());
             }
             if pop {
-                step(&|| black_box(q.pop()).is_some());
+                m.step(|| black_box(q.pop()).is_some());
             }
         }
     }
-    ops
+    m.ops
 }
