@@ -7,7 +7,7 @@
 #
 # Writes perf/results/scaling-<cores>-cores.txt (the text report) and .json beside it (for
 # `fairway-perf --compare`); the latency plots go to target/fairway-perf/scaling-<cores>-cores/.
-# About 90 s on 16 cores, 30 s on 2.
+# 55 s on 2 cores; about 3 minutes on 16 (14 workloads x 3 engines x 7.25 runs of 0.5 s).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
