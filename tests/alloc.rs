@@ -1,66 +1,20 @@
 //! Allocation counts of steady-state operations (SPEC F02, Q03; PERF P10).
 //!
-//! A thread-local counting global allocator: each test counts only its own thread's allocations,
-//! so the test harness's threads cannot disturb the numbers.
+//! The thread-local counting global allocator of `fairway-bench-support`: each test counts only
+//! its own thread's allocations, so the test harness's threads cannot disturb the numbers.
 
 use fairway::admission::{AdmissionRequest, ClassSpec, Ledger, LedgerConfig, Limits};
 use fairway::{
     AdmittedRequest, CancellationToken, ClassId, LockFree, Mechanism, RequestId, Scheduler,
     TenantId,
 };
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
+use fairway_bench_support::alloc::{count, Counting};
 use std::future::Future;
 use std::pin::pin;
 use std::task::{Context, Poll, Waker};
 
-struct Counting;
-
-thread_local! {
-    static ALLOCS: Cell<u64> = const { Cell::new(0) };
-}
-
-fn bump() {
-    // `try_with`: the thread-local may already be gone while a thread is torn down.
-    let _ = ALLOCS.try_with(|c| c.set(c.get() + 1));
-}
-
-// SAFETY: forwards to the system allocator unchanged; only counts calls.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        bump();
-        // SAFETY: same contract as ours.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        bump();
-        // SAFETY: same contract as ours.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        bump();
-        // SAFETY: same contract as ours.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: same contract as ours.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
-
 #[global_allocator]
 static GLOBAL: Counting = Counting;
-
-fn allocations() -> u64 {
-    ALLOCS.with(Cell::get)
-}
-
-/// Counts allocations of `f` on this thread.
-fn count(f: impl FnOnce()) -> u64 {
-    let before = allocations();
-    f();
-    allocations() - before
-}
 
 const OPS: u64 = if cfg!(miri) { 100 } else { 1_000_000 };
 const TENANTS: u32 = 16;
