@@ -37,8 +37,9 @@
 //! * [`fairness`] (P11): 4 equal tenants saturating one cell; the Jain index of every
 //!   1,000-grant window.
 //!
-//! Steady state allocates nothing: tokens are reused, histograms and tallies are allocated
-//! before the start barrier, and each thread warms its path first.
+//! Steady state allocates nothing: requests go without a cancellation token (they are cancelled
+//! by handle) under fresh request ids, histograms and tallies are allocated before the start
+//! barrier, and each thread warms its path first.
 
 use std::future::Future;
 use std::hint::black_box;
@@ -51,8 +52,8 @@ use std::time::{Duration, Instant};
 use crossbeam_utils::Backoff;
 use fairway::admission::{AdmissionRequest, ClassSpec, Ledger, LedgerConfig, Limits};
 use fairway::{
-    AdmittedRequest, Assignment, Baseline, CancellationToken, ClassId, Code, Enqueue, LockFree,
-    Mechanism, ParkingLotMutex, RequestId, Scheduler, StdMutex, TenantId,
+    AdmittedRequest, Assignment, Baseline, ClassId, Code, Enqueue, LockFree, Mechanism,
+    ParkingLotMutex, RequestId, Scheduler, StdMutex, TenantId,
 };
 
 use crate::alloc::thread_allocs;
@@ -79,15 +80,18 @@ pub trait Engine: Mechanism + Named {}
 
 impl<M: Mechanism + Named> Engine for M {}
 
-/// A ledger of [`TENANTS`] tenants, one class, and a scheduler of engine `M` on it, with
-/// reusable cancellation tokens (a token allocates its shared state once).
+/// A ledger of [`TENANTS`] tenants, one class, and a scheduler of engine `M` on it. Requests
+/// get fresh ids (two live requests never share one, SPEC F34) and no cancellation token: the
+/// workloads cancel by handle, and a token-less request allocates nothing.
 pub struct Fixture<M: Mechanism> {
     /// The ledger the scheduler is bound to.
     pub ledger: Ledger,
     /// The scheduler (payloads are `u64`, for the pull mode).
     pub sched: Scheduler<u64, M>,
-    /// Token `i` belongs to `RequestId(i)`; reused once its request has ended.
-    tokens: Vec<CancellationToken>,
+    /// The next fresh request id.
+    next_id: AtomicU64,
+    /// The id count the workload was sized for (see [`ids`](Self::ids)).
+    ids: u64,
 }
 
 impl<M: Engine> Named for Fixture<M> {
@@ -95,8 +99,8 @@ impl<M: Engine> Named for Fixture<M> {
 }
 
 impl<M: Mechanism> Fixture<M> {
-    /// `cells` cells, a queue bound of `queue_capacity`, `ids` reusable request ids, unlimited
-    /// tenants.
+    /// `cells` cells, a queue bound of `queue_capacity`, a workload of `ids` concurrent
+    /// requests at most, unlimited tenants.
     pub fn new(cells: u32, queue_capacity: u32, ids: u64) -> Self {
         Self::with_limits(cells, queue_capacity, ids, Limits::UNLIMITED)
     }
@@ -113,44 +117,43 @@ impl<M: Mechanism> Fixture<M> {
             .class(cells, queue_capacity)
             .build_with::<M>()
             .expect("scheduler");
-        let tokens = (0..ids)
-            .map(|i| CancellationToken::new(RequestId(i)))
-            .collect();
         Self {
             ledger,
             sched,
-            tokens,
+            next_id: AtomicU64::new(0),
+            ids,
         }
     }
 
-    /// The number of reusable request ids.
+    /// The number of concurrent requests the fixture was sized for.
     pub fn ids(&self) -> u64 {
-        self.tokens.len() as u64
+        self.ids
     }
 
-    /// Admits request number `i` under id `id` (below [`ids`](Self::ids)): tenant `i % 16`, a
-    /// priority cycling over 0..4 and, for every third request, a deadline far in the future (so
-    /// it orders the queue but never expires).
-    pub fn request(&self, i: u64, id: u64) -> AdmittedRequest {
+    /// A request id no other request of this fixture has had.
+    pub fn fresh_id(&self) -> RequestId {
+        // Relaxed: only uniqueness matters.
+        RequestId(self.next_id.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// Admits request number `i` under a fresh id: tenant `i % 16`, a priority cycling over
+    /// 0..4 and, for every third request, a deadline far in the future (so it orders the queue
+    /// but never expires). (`_slot` is the caller's bookkeeping index, kept for its call sites.)
+    pub fn request(&self, i: u64, _slot: u64) -> AdmittedRequest {
         let tenant = (i % u64::from(TENANTS)) as u32;
-        let mut req = AdmissionRequest::new(RequestId(id), TenantId(tenant))
+        let mut req = AdmissionRequest::new(self.fresh_id(), TenantId(tenant))
             .class(ClassId(0))
             .priority(((i / u64::from(TENANTS)) % 4) as u8);
         if i.is_multiple_of(3) {
             req = req.deadline(Duration::from_secs(3600));
         }
-        self.admitted(req, id)
+        self.admitted(req)
     }
 
-    /// Admits `req` with the token of `id`.
-    pub fn admitted(&self, req: AdmissionRequest, id: u64) -> AdmittedRequest {
+    /// Admits `req`, token-less.
+    pub fn admitted(&self, req: AdmissionRequest) -> AdmittedRequest {
         let permit = self.ledger.admit(req).expect("admission");
-        AdmittedRequest::new(permit, self.token(id))
-    }
-
-    /// The reusable token of request id `id`.
-    pub fn token(&self, id: u64) -> CancellationToken {
-        self.tokens[id as usize].clone()
+        AdmittedRequest::without_token(permit)
     }
 }
 
@@ -379,9 +382,8 @@ impl Default for AdmitRefund {
 impl SingleOp for AdmitRefund {
     fn run(&mut self, iters: u64) {
         for _ in 0..iters {
-            // The token-less request (no CancellationToken) goes here once the library has
-            // it; today `AdmittedRequest::new(permit, token)` clones a reused token.
-            let request = self.f.admitted(self.request.clone(), 0);
+            // A token-less request (P13): admit, grant, release, refund, and nothing else.
+            let request = self.f.admitted(self.request.clone());
             let a = self.f.sched.try_enqueue(request).expect("the cell is free");
             black_box(a.cell());
             a.release();
@@ -506,20 +508,19 @@ impl<M: Mechanism> Shared<M> {
         self.stop.load(Ordering::Relaxed)
     }
 
-    /// Draws and admits the next request of the mix for `thread`: (request, its id, cancel it?,
-    /// hold iterations).
-    fn draw(&self, thread: usize, rng: &mut u64) -> (AdmittedRequest, u64, bool, u32) {
+    /// Draws and admits the next request of the mix: (request, cancel it?, hold iterations).
+    fn draw(&self, rng: &mut u64) -> (AdmittedRequest, bool, u32) {
         let r = xorshift(rng);
         let tenant = u32::from(self.zipf[(r & 1023) as usize]);
-        let id = thread as u64 * u64::from(TENANTS) + u64::from(tenant);
-        let mut req = AdmissionRequest::new(RequestId(id), TenantId(tenant))
+        let id = self.f.fresh_id();
+        let mut req = AdmissionRequest::new(id, TenantId(tenant))
             .class(ClassId(0))
             .priority(((r >> 10) & 3) as u8);
         if (r >> 12) & 3 == 0 {
             req = req.deadline(Duration::from_secs(1));
         }
         let hold = self.hold100 + ((r >> 20) % u64::from(2 * self.hold100)) as u32;
-        (self.f.admitted(req, id), id, (r >> 14) & 63 == 0, hold)
+        (self.f.admitted(req), (r >> 14) & 63 == 0, hold)
     }
 }
 
@@ -590,8 +591,8 @@ fn run_job<M: Mechanism>(s: &Shared<M>, job: fairway::Job<u64>, hold_n: u32, tal
 
 /// Producer side: one request of the mix submitted with `stamp` (retried while the queue is
 /// full), and cancelled by handle if the draw says so.
-fn submit<M: Mechanism>(s: &Shared<M>, me: usize, rng: &mut u64, stamp: Option<u64>) {
-    let (mut request, id, cancel, _) = s.draw(me, rng);
+fn submit<M: Mechanism>(s: &Shared<M>, rng: &mut u64, stamp: Option<u64>) {
+    let (mut request, cancel, _) = s.draw(rng);
     let backoff = Backoff::new();
     loop {
         match s
@@ -607,7 +608,7 @@ fn submit<M: Mechanism>(s: &Shared<M>, me: usize, rng: &mut u64, stamp: Option<u
             }
             Err(e) => match e.returned {
                 Some((permit, _)) if e.error.code() == Code::ResourceExhausted && !s.stopped() => {
-                    request = AdmittedRequest::new(permit, s.f.token(id));
+                    request = AdmittedRequest::without_token(permit);
                     backoff.snooze();
                 }
                 _ => return,
@@ -626,7 +627,7 @@ fn wait_thread<M: Mechanism>(s: &Shared<M>, me: usize, tally: &mut Tally) {
     let mut rng = seed(me);
     let mut cx = Context::from_waker(Waker::noop());
     let step = |tally: &mut Tally, rng: &mut u64, cx: &mut Context<'_>| {
-        let (request, _, cancel, h) = s.draw(me, rng);
+        let (request, cancel, h) = s.draw(rng);
         let t0 = s.timer.now_ns();
         let granted = if cancel {
             // Poll once; withdraw by dropping the future if it has to wait.
@@ -664,14 +665,14 @@ fn pull_thread<M: Mechanism>(s: &Shared<M>, me: usize, tally: &mut Tally) {
     );
     let mut rng = seed(me);
     if execute {
-        warm_executor(s, me, &mut rng);
+        warm_executor(s, &mut rng);
     }
     s.start.wait();
     let backoff = Backoff::new();
     counted(tally, |tally| {
         while !s.stopped() {
             if produce {
-                submit(s, me, &mut rng, None);
+                submit(s, &mut rng, None);
             }
             if execute && !execute_one(s, &mut rng, &backoff, threads > 1, tally) {
                 break;
@@ -682,8 +683,8 @@ fn pull_thread<M: Mechanism>(s: &Shared<M>, me: usize, tally: &mut Tally) {
 
 /// Warms an executor thread's blocking waker: one blocking enqueue, granted at once or as soon
 /// as another warming executor releases, before any producer starts.
-fn warm_executor<M: Mechanism>(s: &Shared<M>, me: usize, rng: &mut u64) {
-    if let Ok(a) = s.f.sched.enqueue_blocking(s.draw(me, rng).0) {
+fn warm_executor<M: Mechanism>(s: &Shared<M>, rng: &mut u64) {
+    if let Ok(a) = s.f.sched.enqueue_blocking(s.draw(rng).0) {
         a.release();
     }
 }
@@ -760,7 +761,7 @@ fn open_thread<M: Mechanism>(s: &Shared<M>, me: usize, tally: &mut Tally) {
     let (producers, rate) = (s.threads / 2, s.rate);
     let mut rng = seed(me);
     if me >= producers {
-        warm_executor(s, me, &mut rng);
+        warm_executor(s, &mut rng);
     }
     s.start.wait();
     counted(tally, |tally| {
@@ -776,7 +777,7 @@ fn open_thread<M: Mechanism>(s: &Shared<M>, me: usize, tally: &mut Tally) {
                     pause(&mut idle);
                     continue;
                 }
-                submit(s, me, &mut rng, Some(due));
+                submit(s, &mut rng, Some(due));
                 k += 1;
             }
         } else {
@@ -822,10 +823,9 @@ pub fn fairness<M: Mechanism>(run_for: Duration) -> Measured {
                 let mut queued = false;
                 for t in 0..FAIR_TENANTS {
                     // At most 16 queued per tenant; a refusal means "already saturated".
-                    let req = AdmissionRequest::new(RequestId(u64::from(t)), TenantId(t))
-                        .class(ClassId(0));
+                    let req = AdmissionRequest::new(s.f.fresh_id(), TenantId(t)).class(ClassId(0));
                     if let Ok(p) = s.f.ledger.admit(req) {
-                        let r = AdmittedRequest::new(p, s.f.token(u64::from(t)));
+                        let r = AdmittedRequest::without_token(p);
                         queued |= s.f.sched.submit(r, 0).is_ok();
                     }
                 }
