@@ -46,6 +46,8 @@ both_engines!(
     f45_queue_slots_return_at_grant_1000_cells,
     f46_deadline_applies_without_a_token,
     f60_request_refused_at_enqueue_for_a_past_deadline_is_counted,
+    f34_second_live_request_with_the_same_id_is_refused,
+    f34_duplicate_ids_refused_in_every_mode_at_1000_cells,
 );
 
 /// Tenants of the tests at size.
@@ -584,4 +586,138 @@ fn f46_deadline_applies_without_a_token<M: Mechanism>() {
     let s = h.sched.snapshot(ClassId(0)).unwrap();
     assert_eq!((s.cells_available, s.queue_depth), (1, 0));
     assert!(h.ledger.usage().is_zero());
+}
+
+// ---- F34: duplicate live ids ------------------------------------------------------------------
+
+/// Admits a token-less request with id `id` for tenant `tenant` of class 0.
+fn admit_id(ledger: &Ledger, id: u64, tenant: u32) -> AdmittedRequest {
+    let permit = ledger
+        .admit(AdmissionRequest::new(
+            fairway::RequestId(id),
+            TenantId(tenant),
+        ))
+        .unwrap();
+    AdmittedRequest::without_token(permit)
+}
+
+fn assert_duplicate(e: &fairway::Error) {
+    assert_eq!(
+        (e.code(), e.reason()),
+        (Code::AlreadyExists, Reason::DuplicateRequest),
+        "{e}"
+    );
+}
+
+/// While a request is live — queued, granted, or holding its cell — a second request with its
+/// id is refused with `already-exists / duplicate-request`, refunded, and leaves the first
+/// untouched; once the first has ended, the id can be used again.
+fn f34_second_live_request_with_the_same_id_is_refused<M: Mechanism>() {
+    let (ledger, sched) = tracked_world::<M>(1);
+    let drops = Arc::new(AtomicUsize::new(0));
+    // Live and holding the cell.
+    let held = sched.try_enqueue(admit_id(&ledger, 7, 0)).unwrap();
+    let e = sched.try_enqueue(admit_id(&ledger, 7, 1)).unwrap_err();
+    assert_duplicate(&e.error);
+    assert!(e.request.is_none(), "a refused request is refunded");
+    // Live and queued (future mode).
+    let mut queued = Box::pin(sched.enqueue(admit_id(&ledger, 8, 0)));
+    assert!(poll_once(&mut queued).is_pending());
+    let mut dup = Box::pin(sched.enqueue(admit_id(&ledger, 8, 1)));
+    match poll_once(&mut dup) {
+        Poll::Ready(Err(e)) => assert_duplicate(&e),
+        other => panic!("expected duplicate-request, got {other:?}"),
+    }
+    drop(dup);
+    // Live and queued (pull mode): the payload comes back with the refusal.
+    sched
+        .submit(admit_id(&ledger, 9, 2), Tracked(drops.clone()))
+        .unwrap();
+    let refused = sched
+        .submit(admit_id(&ledger, 9, 3), Tracked(drops.clone()))
+        .unwrap_err();
+    assert_duplicate(&refused.error);
+    assert!(refused.returned.is_some(), "the payload is given back");
+    drop(refused);
+    // Ids 7 and 8 and 9 across modes: 8 is refused while 9 (pull) is queued, whatever the mode.
+    let mut dup = Box::pin(sched.enqueue(admit_id(&ledger, 9, 1)));
+    match poll_once(&mut dup) {
+        Poll::Ready(Err(e)) => assert_duplicate(&e),
+        other => panic!("expected duplicate-request, got {other:?}"),
+    }
+    drop(dup);
+    // The first ones end; their ids are free again.
+    held.release();
+    let a8 = match poll_once(&mut queued) {
+        Poll::Ready(Ok(a)) => a,
+        other => panic!("8 is granted when 7 releases: {other:?}"),
+    };
+    a8.release();
+    let job = sched.try_next(ClassId(0)).expect("9 is delivered");
+    assert_eq!(job.assignment.request_id(), fairway::RequestId(9));
+    job.assignment.release();
+    drop(job.payload);
+    for id in [7, 8, 9] {
+        sched
+            .try_enqueue(admit_id(&ledger, id, 0))
+            .unwrap_or_else(|e| panic!("id {id} is free again: {}", e.error))
+            .release();
+    }
+    assert!(ledger.usage().is_zero(), "{:?}", ledger.usage());
+    let s = sched.snapshot(ClassId(0)).unwrap();
+    assert_eq!(s.cells_available, s.cells_total);
+}
+
+/// At 1000 cells and 10^4 tenants: every cell held under its own id, a queue of requests behind
+/// them, and a duplicate of each live id refused; after everything ends, every id is usable.
+fn f34_duplicate_ids_refused_in_every_mode_at_1000_cells<M: Mechanism>() {
+    const CELLS: u32 = 1000;
+    let ledger = Ledger::new(ledger_config(1, MANY_TENANTS)).unwrap();
+    let sched = Scheduler::<u64>::builder(ledger.clone())
+        .class(CELLS, 4 * CELLS)
+        .build_with::<M>()
+        .unwrap();
+    let held: Vec<_> = (0..u64::from(CELLS))
+        .map(|id| {
+            sched
+                .try_enqueue(admit_id(&ledger, id, (id % 10_000) as u32))
+                .unwrap()
+        })
+        .collect();
+    let mut queued: Vec<_> = (1000..3000u64)
+        .map(|id| {
+            let mut f = Box::pin(sched.enqueue(admit_id(&ledger, id, (id % 10_000) as u32)));
+            assert!(poll_once(&mut f).is_pending());
+            f
+        })
+        .collect();
+    for id in (0..3000u64).step_by(7) {
+        let e = sched
+            .try_enqueue(admit_id(&ledger, id, ((id + 1) % 10_000) as u32))
+            .unwrap_err();
+        assert_duplicate(&e.error);
+    }
+    for a in held {
+        a.release();
+    }
+    for f in queued.iter_mut().take(1000) {
+        match poll_once(f) {
+            Poll::Ready(Ok(a)) => a.release(),
+            other => panic!("expected a grant, got {other:?}"),
+        }
+    }
+    for f in queued.iter_mut().skip(1000) {
+        match poll_once(f) {
+            Poll::Ready(Ok(a)) => a.release(),
+            other => panic!("expected a grant, got {other:?}"),
+        }
+    }
+    drop(queued);
+    for id in (0..3000u64).step_by(7) {
+        sched
+            .try_enqueue(admit_id(&ledger, id, 0))
+            .unwrap_or_else(|e| panic!("id {id} is free again: {}", e.error))
+            .release();
+    }
+    assert!(ledger.usage().is_zero(), "{:?}", ledger.usage());
 }

@@ -12,21 +12,24 @@
 //! One mutex per class ([`std::sync::Mutex`] or [`parking_lot::Mutex`], chosen by the
 //! [`BaselineLock`] type), held for every operation.
 
+mod judges;
+
 use super::lockfree::PASS_BUDGET;
 use super::{ClassEngine, ClassSetup, Ended, Enqueued, Polled, Pulled, Ticket};
 use crate::admission::{ExecutionPermit, Ledger, Permit};
 use crate::cancel::CancellationToken;
 use crate::clock::Clock;
-use crate::policy::{EntryMeta, Judge, Policy, Verdict};
+use crate::policy::{EntryMeta, Policy};
 use crate::pool::{ClassPool, Lease};
 use crate::raw::arena::Key;
 use crate::raw::idset::IdSet;
 use crate::stats::ClassSnapshot;
 use crate::stats::ClassStats;
 use crate::Reason;
-use crate::{ClassId, Code, Error, TenantId};
+use crate::{ClassId, Code, Error};
 use arrayvec::ArrayVec;
 use core::task::{Context, Poll, Waker};
+use judges::{end_queued, unqueue, EndJudge, GrantJudge};
 use std::collections::VecDeque;
 use std::sync::Arc;
 
@@ -345,154 +348,6 @@ impl<T: Send + 'static, L: BaselineLock> BaselineClass<T, L> {
         }
         after.more = budget == 0;
     }
-}
-
-struct GrantJudge<'a, 'b, T: Send, L: BaselineLock> {
-    class: &'a BaselineClass<T, L>,
-    inner: &'b mut Inner<T>,
-    now: u64,
-    after: &'b mut After<T>,
-    stop: bool,
-    keep_credit: bool,
-    pulled: &'b mut bool,
-}
-
-impl<T: Send + 'static, L: BaselineLock> Judge for GrantJudge<'_, '_, T, L> {
-    fn judge(&mut self, index: u32) -> Verdict {
-        if self.stop {
-            return Verdict::Keep;
-        }
-        let ticket = {
-            let s = &mut self.inner.slots[index as usize];
-            if s.stage != Stage::Queued {
-                // A tombstone (cancelled while queued): it leaves the policy now.
-                s.queued_ref = false;
-                self.inner.maybe_free(index);
-                return Verdict::Drop;
-            }
-            if s.token
-                .as_ref()
-                .is_some_and(CancellationToken::is_cancelled)
-            {
-                // A pull-mode request whose token was cancelled fails `cancelled` before
-                // selection, as a waiting future would (SPEC F32, F46).
-                end_queued(self.class, self.inner, index, Ended::Cancelled, self.after);
-                self.inner.slots[index as usize].queued_ref = false;
-                self.inner.maybe_free(index);
-                return Verdict::Drop;
-            }
-            s.ticket
-        };
-        let lease = match self.class.acquire(self.inner, &ticket, self.now) {
-            Ok(l) => l,
-            Err(err) => {
-                self.stop = true;
-                self.keep_credit = matches!(err.reason(), Reason::PoolLeaseMismatch);
-                return Verdict::Keep;
-            }
-        };
-        let s = &mut self.inner.slots[index as usize];
-        let waited = self.now.saturating_sub(s.enqueued_at);
-        s.stage = Stage::Granted;
-        s.queued_ref = false;
-        s.lease = Some(lease);
-        s.waited = waited;
-        let key = Key {
-            index,
-            generation: s.generation,
-        }
-        .to_u64();
-        let pull = s.pull;
-        let waker = s.waker.take();
-        self.inner.queued -= 1;
-        // At grant only the queue slot goes back (SPEC F45).
-        self.class
-            .ledger
-            .refund_queue_slot(TenantId(ticket.tenant), self.class.class);
-        self.class.stats.record_grant(waited);
-        if pull {
-            self.inner.ready.push_back(key);
-            *self.pulled = true;
-        } else if let Some(w) = waker {
-            if let Err(e) = self.after.wakes.try_push(w) {
-                e.element().wake();
-            }
-        }
-        Verdict::Take
-    }
-}
-
-struct EndJudge<'a, 'b, T: Send, L: BaselineLock> {
-    class: &'a BaselineClass<T, L>,
-    inner: &'b mut Inner<T>,
-    why: Ended,
-    after: &'b mut After<T>,
-}
-
-impl<T: Send + 'static, L: BaselineLock> Judge for EndJudge<'_, '_, T, L> {
-    fn judge(&mut self, index: u32) -> Verdict {
-        if self.after.wakes.is_full() || self.after.contents.is_full() {
-            return Verdict::Keep;
-        }
-        if self.inner.slots[index as usize].stage == Stage::Queued {
-            end_queued(self.class, self.inner, index, self.why, self.after);
-        }
-        self.inner.slots[index as usize].queued_ref = false;
-        self.inner.maybe_free(index);
-        Verdict::Drop
-    }
-}
-
-/// Ends a queued entry. The policy may still hold it as a tombstone (`queued_ref`), exactly as
-/// in the lock-free engine, so that both run the same rotation rules (SPEC F11's lazy removal);
-/// callers that remove it from the policy clear `queued_ref` themselves.
-/// Takes a cancelled or withdrawn entry out of the policy at once and drops the queue's
-/// reference, as the lock-free engine does when its dispatch token is free (it always is in a
-/// sequential run, so the two engines' grant orders stay identical). The tenant keeps its ring
-/// position (F11).
-fn unqueue<T: Send>(policy: &mut Policy, inner: &mut Inner<T>, index: u32) {
-    if policy.remove(index) {
-        inner.slots[index as usize].queued_ref = false;
-        inner.maybe_free(index);
-    }
-}
-
-fn end_queued<T: Send + 'static, L: BaselineLock>(
-    class: &BaselineClass<T, L>,
-    inner: &mut Inner<T>,
-    index: u32,
-    why: Ended,
-    after: &mut After<T>,
-) {
-    let s = &mut inner.slots[index as usize];
-    debug_assert_eq!(s.stage, Stage::Queued);
-    s.stage = Stage::Ended(why);
-    inner.queued -= 1;
-    class
-        .ledger
-        .refund_queue_slot(TenantId(s.ticket.tenant), class.class);
-    let counter = match why {
-        Ended::Expired => &class.stats.expirations,
-        Ended::Cancelled => &class.stats.cancellations,
-        _ => &class.stats.rejections,
-    };
-    crate::stats::saturating_add(counter, 1);
-    if s.pull {
-        if let Some(c) = s.content.take() {
-            if let Err(c) = after.contents.try_push(c) {
-                drop(c);
-            }
-        }
-        if let Some(live) = s.ticket.live {
-            class.ids.remove(live);
-        }
-        s.owner_ref = false;
-    } else if let Some(w) = s.waker.take() {
-        if let Err(e) = after.wakes.try_push(w) {
-            e.element().wake();
-        }
-    }
-    inner.maybe_free(index);
 }
 
 impl<T: Send + 'static, L: BaselineLock> ClassEngine<T> for BaselineClass<T, L> {
