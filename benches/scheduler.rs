@@ -107,7 +107,7 @@ impl Workload for ProducerExecutor {
         } else {
             let mut left = iters;
             while left > 0 {
-                match f.sched.try_next(ClassId(0)) {
+                match f.sched.try_next(ClassId(0)).expect("class 0 exists") {
                     Some(job) => {
                         black_box(job.payload);
                         job.assignment.release();

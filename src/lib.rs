@@ -27,8 +27,9 @@ pub use engine::baseline::{BaselineLock, ParkingLotMutex, StdMutex};
 pub use error::{Code, Error, Reason, Result};
 pub use ids::{CellId, ClassId, Priority, RequestId, TenantId};
 pub use scheduler::{
-    AdmittedRequest, Assignment, Baseline, Builder, ClassConfig, ClassSnapshot, Enqueue, Job,
-    LockFree, Mechanism, Next, RequestHandle, Scheduler, SubmitError, TryEnqueueError,
+    AdmittedRequest, Assignment, Baseline, Builder, ClassConfig, ClassSnapshot, DropPolicy,
+    Enqueue, Job, LockFree, Mechanism, Next, RequestHandle, Scheduler, SubmitError,
+    TryEnqueueError,
 };
 
 #[doc(hidden)]

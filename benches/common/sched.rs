@@ -60,7 +60,8 @@ impl<M: Mechanism> Fixture<M> {
             tenant_limits: Limits::UNLIMITED,
         })
         .expect("ledger");
-        let sched = Scheduler::<u64>::builder(ledger.clone())
+        let sched = Scheduler::builder(ledger.clone())
+            .payload::<u64>()
             .class(cells, queue_capacity)
             .build_with::<M>()
             .expect("scheduler");

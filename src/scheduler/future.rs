@@ -11,9 +11,29 @@ use crate::Reason;
 use crate::{ClassId, Code, Error};
 use core::fmt;
 use core::future::Future;
+use core::ops::Deref;
 use core::pin::Pin;
 use core::task::{Context, Poll};
 use std::sync::Arc;
+
+/// What a future holds on to: a borrow of the scheduler (`enqueue`, `next`) or an owned clone
+/// of it (`enqueue_owned`, `next_owned`, whose futures are `'static`).
+pub(super) enum Holder<'a, X> {
+    Borrowed(&'a X),
+    Owned(X),
+}
+
+impl<X> Deref for Holder<'_, X> {
+    type Target = X;
+
+    #[inline]
+    fn deref(&self) -> &X {
+        match self {
+            Holder::Borrowed(x) => x,
+            Holder::Owned(x) => x,
+        }
+    }
+}
 
 enum Stage {
     /// Queued under this engine handle.
@@ -25,14 +45,18 @@ enum Stage {
     Done,
 }
 
-/// Future returned by [`Scheduler::enqueue`]; resolves to an [`Assignment`].
+/// Future returned by [`Scheduler::enqueue`] (borrowing the scheduler) and
+/// [`Scheduler::enqueue_owned`] (`Enqueue<'static, ..>`, holding a clone of it, for
+/// `tokio::spawn`); resolves to an [`Assignment`].
 ///
 /// # Cancel safety
 ///
-/// Dropping it withdraws the request and refunds everything it held (SPEC F41, F42).
+/// Dropping it withdraws the request and refunds everything it held (SPEC F41, F42): a queued
+/// entry is removed, a granted but unaccepted cell goes back to its pool, then the quota is
+/// refunded. Aborting the task that polls it is the same as dropping it.
 #[must_use = "futures do nothing unless polled; dropping this one withdraws the request"]
 pub struct Enqueue<'a, T: Send + 'static, M: Mechanism> {
-    shared: &'a Arc<Shared<T, M>>,
+    shared: Holder<'a, Arc<Shared<T, M>>>,
     class: ClassId,
     stage: Stage,
     permit: Option<Permit>,
@@ -48,34 +72,39 @@ impl<T: Send + 'static, M: Mechanism> fmt::Debug for Enqueue<'_, T, M> {
 }
 
 impl<'a, T: Send + 'static, M: Mechanism> Enqueue<'a, T, M> {
-    pub(super) fn start(shared: &'a Arc<Shared<T, M>>, request: AdmittedRequest) -> Self {
+    pub(super) fn start(shared: Holder<'a, Arc<Shared<T, M>>>, request: AdmittedRequest) -> Self {
         let class = request.permit.class();
-        let failed = |error| Self {
-            shared,
-            class,
-            stage: Stage::Failed(error),
-            permit: None,
-            token: None,
-        };
-        if let Err(e) = shared.check(&request) {
-            return failed(e);
-        }
-        let engine = match shared.class(class) {
-            Ok(e) => e,
-            Err(e) => return failed(e),
+        let stage = match Self::register(&shared, &request) {
+            Ok(stage) => stage,
+            Err(error) => {
+                return Self {
+                    shared,
+                    class,
+                    stage: Stage::Failed(error),
+                    permit: None,
+                    token: None,
+                }
+            }
         };
         let (permit, token) = request.into_parts();
-        let stage = match engine.enqueue(Ticket::from_permit(&permit), None) {
-            Ok(Enqueued::Queued(key)) => Stage::Queued(key),
-            Ok(Enqueued::Granted(lease)) => Stage::Granted(lease),
-            Err((e, _)) => return failed(e),
-        };
         Self {
             shared,
             class,
             stage,
             permit: Some(permit),
             token: Some(token),
+        }
+    }
+
+    /// The checks and the engine's enqueue; on an error the request is dropped by the caller,
+    /// which refunds its permit.
+    fn register(shared: &Shared<T, M>, request: &AdmittedRequest) -> Result<Stage, Error> {
+        shared.check(request)?;
+        let engine = shared.class(request.permit.class())?;
+        match engine.enqueue(Ticket::from_permit(&request.permit), None) {
+            Ok(Enqueued::Queued(key)) => Ok(Stage::Queued(key)),
+            Ok(Enqueued::Granted(lease)) => Ok(Stage::Granted(lease)),
+            Err((e, _)) => Err(e),
         }
     }
 
@@ -90,7 +119,7 @@ impl<'a, T: Send + 'static, M: Mechanism> Enqueue<'a, T, M> {
         }
     }
 
-    fn engine(&self) -> &'a M::Class<T> {
+    fn engine(&self) -> &M::Class<T> {
         &self.shared.classes[usize::from(self.class.0)]
     }
 
@@ -141,7 +170,7 @@ impl<'a, T: Send + 'static, M: Mechanism> Enqueue<'a, T, M> {
             .take()
             .expect("permit held until the request ends");
         Ok(Assignment::new(
-            self.shared.clone(),
+            Arc::clone(&self.shared) as _,
             lease,
             permit.into_execution(),
             waited,
@@ -160,7 +189,7 @@ impl<T: Send + 'static, M: Mechanism> Future for Enqueue<'_, T, M> {
             Stage::Failed(e) => Poll::Ready(Err(e)),
             Stage::Granted(lease) => Poll::Ready(this.accept(lease, 0, &mut now)),
             Stage::Queued(key) => {
-                let engine = this.engine();
+                let engine = &this.shared.classes[usize::from(this.class.0)];
                 if let Some(token) = &this.token {
                     token.register_scheduler(cx.waker());
                 }
@@ -199,10 +228,16 @@ impl<T: Send + 'static, M: Mechanism> Drop for Enqueue<'_, T, M> {
     }
 }
 
-/// Future returned by [`Scheduler::next`]: the next pull-mode job of a class.
+/// Future returned by [`Scheduler::next`] (borrowing the scheduler) and
+/// [`Scheduler::next_owned`] (`Next<'static, ..>`): the next pull-mode job of a class.
+///
+/// # Cancel safety
+///
+/// Dropping it before it resolves loses nothing: a job is taken from the class only in the
+/// poll that returns it.
 #[must_use = "futures do nothing unless polled"]
 pub struct Next<'a, T: Send + 'static, M: Mechanism> {
-    scheduler: &'a Scheduler<T, M>,
+    scheduler: Holder<'a, Scheduler<T, M>>,
     class: ClassId,
     slot: Option<usize>,
 }
@@ -216,7 +251,7 @@ impl<T: Send + 'static, M: Mechanism> fmt::Debug for Next<'_, T, M> {
 }
 
 impl<'a, T: Send + 'static, M: Mechanism> Next<'a, T, M> {
-    pub(super) fn new(scheduler: &'a Scheduler<T, M>, class: ClassId) -> Self {
+    pub(super) fn new(scheduler: Holder<'a, Scheduler<T, M>>, class: ClassId) -> Self {
         Self {
             scheduler,
             class,
@@ -226,20 +261,21 @@ impl<'a, T: Send + 'static, M: Mechanism> Next<'a, T, M> {
 }
 
 impl<T: Send + 'static, M: Mechanism> Future for Next<'_, T, M> {
-    type Output = Option<Job<T>>;
+    type Output = Result<Option<Job<T>>, Error>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
-        let Ok(engine) = this.scheduler.shared.class(this.class) else {
-            return Poll::Ready(None);
+        let engine = match this.scheduler.shared.class(this.class) {
+            Ok(engine) => engine,
+            Err(e) => return Poll::Ready(Err(e)),
         };
         loop {
             match engine.poll_next(cx, &mut this.slot) {
                 Poll::Pending => return Poll::Pending,
-                Poll::Ready(None) => return Poll::Ready(None),
+                Poll::Ready(None) => return Poll::Ready(Ok(None)),
                 Poll::Ready(Some(p)) => {
                     if let Some(job) = this.scheduler.accept_pulled(p) {
-                        return Poll::Ready(Some(job));
+                        return Poll::Ready(Ok(Some(job)));
                     }
                 }
             }

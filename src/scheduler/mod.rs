@@ -5,10 +5,12 @@
 mod assignment;
 mod future;
 
-pub use assignment::Assignment;
 pub(crate) use crate::block::block_on;
 pub use crate::stats::ClassSnapshot;
+pub use assignment::Assignment;
 pub use future::{Enqueue, Next};
+
+use future::Holder;
 
 use crate::admission::{Ledger, Permit};
 use crate::cancel::CancellationToken;
@@ -56,13 +58,61 @@ impl<L: BaselineLock> Mechanism for Baseline<L> {
     type Class<T: Send + 'static> = BaselineClass<T, L>;
 }
 
+/// What becomes of the cell of an [`Assignment`] dropped without
+/// [`release`](Assignment::release) or [`quarantine`](Assignment::quarantine) (SPEC F44): a
+/// panic in the job, a `timeout` or `abort` around it, an early return.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum DropPolicy {
+    /// The cell is quarantined: it may hold guest state whose cleanup nobody vouched for. It
+    /// stays out of service until the host cleans it and returns it with
+    /// [`Scheduler::restore_cell`]. The default.
+    #[default]
+    Quarantine,
+    /// The cell goes back to its pool as after [`Assignment::release`]: for cells that hold no
+    /// state of their own (a concurrency slot, a connection the job does not touch).
+    Release,
+}
+
 /// One class of cells.
+///
+/// # Examples
+///
+/// ```
+/// use fairway::{ClassConfig, DropPolicy};
+/// let c = ClassConfig::new(4, 1024).on_drop(DropPolicy::Release);
+/// assert_eq!((c.cells, c.queue_capacity, c.on_drop), (4, 1024, DropPolicy::Release));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ClassConfig {
     /// Number of cells (`>= 1`).
     pub cells: u32,
     /// Exact bound on queued requests; `0` denies every request (SPEC F06).
     pub queue_capacity: u32,
+    /// What a dropped assignment does to its cell. Default: [`DropPolicy::Quarantine`].
+    pub on_drop: DropPolicy,
+}
+
+impl ClassConfig {
+    /// A class of `cells` cells and at most `queue_capacity` queued requests, quarantining the
+    /// cells of dropped assignments.
+    #[inline]
+    pub const fn new(cells: u32, queue_capacity: u32) -> Self {
+        Self {
+            cells,
+            queue_capacity,
+            on_drop: DropPolicy::Quarantine,
+        }
+    }
+
+    /// Sets what a dropped assignment does to its cell.
+    #[inline]
+    #[must_use]
+    pub const fn on_drop(mut self, policy: DropPolicy) -> Self {
+        self.on_drop = policy;
+        self
+    }
 }
 
 /// A request that passed admission: its permit and the host's cancellation token for it.
@@ -169,11 +219,15 @@ pub struct Job<T> {
 pub(crate) trait CellReturn: Send + Sync {
     fn release(&self, class: ClassId, lease: Lease);
     fn quarantine(&self, class: ClassId, lease: Lease, reason: &'static str);
+    /// An assignment was dropped without a disposition: its class's [`DropPolicy`] decides.
+    fn dropped(&self, class: ClassId, lease: Lease);
 }
 
 pub(crate) struct Shared<T: Send + 'static, M: Mechanism> {
     ledger: Ledger,
     classes: Box<[M::Class<T>]>,
+    /// Per class, what a dropped assignment does to its cell.
+    on_drop: Box<[DropPolicy]>,
     shut: AtomicBool,
     clock: Arc<dyn Clock>,
 }
@@ -185,6 +239,13 @@ impl<T: Send + 'static, M: Mechanism> CellReturn for Shared<T, M> {
 
     fn quarantine(&self, class: ClassId, lease: Lease, reason: &'static str) {
         self.classes[usize::from(class.0)].quarantine(lease, reason);
+    }
+
+    fn dropped(&self, class: ClassId, lease: Lease) {
+        match self.on_drop[usize::from(class.0)] {
+            DropPolicy::Release => self.release(class, lease),
+            DropPolicy::Quarantine => self.quarantine(class, lease, "dropped-without-disposition"),
+        }
     }
 }
 
@@ -279,13 +340,41 @@ impl<T> fmt::Debug for Builder<T> {
 }
 
 impl<T: Send + 'static> Builder<T> {
+    /// Starts building a scheduler with pull-mode payload type `T` bound to `ledger` (SPEC
+    /// F04); the same as `Scheduler::builder(ledger).payload::<T>()`.
+    pub fn new(ledger: Ledger) -> Self {
+        Builder {
+            ledger,
+            classes: Vec::new(),
+            starvation_after: Duration::from_secs(1),
+            pools: None,
+            _payload: PhantomData,
+        }
+    }
+
+    /// Sets the payload type of pull-mode submissions ([`Scheduler::submit`]).
+    #[inline]
+    pub fn payload<U: Send + 'static>(self) -> Builder<U> {
+        Builder {
+            ledger: self.ledger,
+            classes: self.classes,
+            starvation_after: self.starvation_after,
+            pools: self.pools,
+            _payload: PhantomData,
+        }
+    }
+
     /// Adds the next class (its [`ClassId`] is its position, matching the ledger's classes).
     #[inline]
     pub fn class(mut self, cells: u32, queue_capacity: u32) -> Self {
-        self.classes.push(ClassConfig {
-            cells,
-            queue_capacity,
-        });
+        self.classes.push(ClassConfig::new(cells, queue_capacity));
+        self
+    }
+
+    /// Adds the next class with all its settings (the drop policy, ...).
+    #[inline]
+    pub fn class_config(mut self, class: ClassConfig) -> Self {
+        self.classes.push(class);
         self
     }
 
@@ -398,6 +487,7 @@ impl<T: Send + 'static> Builder<T> {
             shared: Arc::new(Shared {
                 ledger: self.ledger,
                 classes,
+                on_drop: self.classes.iter().map(|c| c.on_drop).collect(),
                 shut: AtomicBool::new(false),
                 clock,
             }),
@@ -405,16 +495,29 @@ impl<T: Send + 'static> Builder<T> {
     }
 }
 
-impl<T: Send + 'static> Scheduler<T, LockFree> {
-    /// Starts building a scheduler bound to `ledger` (SPEC F04).
-    pub fn builder(ledger: Ledger) -> Builder<T> {
-        Builder {
-            ledger,
-            classes: Vec::new(),
-            starvation_after: Duration::from_secs(1),
-            pools: None,
-            _payload: PhantomData,
-        }
+impl Scheduler {
+    /// Starts building a scheduler bound to `ledger` (SPEC F04), with no pull-mode payload
+    /// (`T = ()`); [`Builder::payload`] picks another payload type.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use fairway::admission::{ClassSpec, Ledger, LedgerConfig, Limits};
+    /// use fairway::Scheduler;
+    ///
+    /// let ledger = Ledger::new(LedgerConfig {
+    ///     classes: vec![ClassSpec::new("cpu")],
+    ///     max_tenants: 4,
+    ///     tenant_limits: Limits::UNLIMITED,
+    /// })?;
+    /// let scheduler = Scheduler::builder(ledger.clone()).class(2, 64).build()?;
+    /// let pull = Scheduler::builder(ledger).payload::<String>().class(2, 64).build()?;
+    /// # let _ = (scheduler, pull);
+    /// # Ok::<(), fairway::Error>(())
+    /// ```
+    #[inline]
+    pub fn builder(ledger: Ledger) -> Builder<()> {
+        Builder::new(ledger)
     }
 }
 
@@ -438,7 +541,24 @@ impl<T: Send + 'static, M: Mechanism> Scheduler<T, M> {
     /// refunded; a granted but unaccepted cell goes back to its pool first, then the quota.
     #[inline]
     pub fn enqueue(&self, request: AdmittedRequest) -> Enqueue<'_, T, M> {
-        Enqueue::start(&self.shared, request)
+        Enqueue::start(Holder::Borrowed(&self.shared), request)
+    }
+
+    /// [`enqueue`](Self::enqueue) with a future that owns a handle to the scheduler (one `Arc`
+    /// clone) instead of borrowing it, so it is `'static` and can be spawned
+    /// (`tokio::spawn(scheduler.enqueue_owned(request))`), as tokio's `acquire_owned`.
+    ///
+    /// # Errors
+    ///
+    /// As [`enqueue`](Self::enqueue).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`enqueue`](Self::enqueue): dropping the future, or aborting the task that polls it,
+    /// withdraws the request and refunds everything.
+    #[inline]
+    pub fn enqueue_owned(&self, request: AdmittedRequest) -> Enqueue<'static, T, M> {
+        Enqueue::start(Holder::Owned(Arc::clone(&self.shared)), request)
     }
 
     /// Grants at once if nothing is queued in the class and a cell is free; never waits and
@@ -469,7 +589,7 @@ impl<T: Send + 'static, M: Mechanism> Scheduler<T, M> {
         let ticket = Ticket::from_permit(&request.permit);
         match engine.try_grant_now(&ticket) {
             Ok(Some(lease)) => Ok(Assignment::new(
-                self.shared.clone(),
+                Arc::clone(&self.shared) as _,
                 lease,
                 request.permit.into_execution(),
                 0,
@@ -487,11 +607,25 @@ impl<T: Send + 'static, M: Mechanism> Scheduler<T, M> {
 
     /// Like [`enqueue`](Self::enqueue), blocking the calling thread (SPEC X02).
     ///
+    /// For threads that are not an async runtime's: blocking a runtime's thread keeps it from
+    /// running the tasks that would release the cells this call waits for. In a current-thread
+    /// runtime that is a hang (the one thread waits for itself); in a multi-thread runtime it
+    /// takes a worker away. In async code use [`enqueue`](Self::enqueue)`(..).await`.
+    ///
     /// # Errors
     ///
     /// As [`enqueue`](Self::enqueue).
+    ///
+    /// # Panics
+    ///
+    /// With the `tokio` cargo feature, when called from within a current-thread tokio runtime
+    /// (where it would hang), as tokio's own blocking calls do. That includes the
+    /// `spawn_blocking` threads of such a runtime, where blocking is in fact harmless; use
+    /// `Handle::block_on(scheduler.enqueue(request))` there. Without the feature nothing is
+    /// detected and such a call hangs.
     #[inline]
     pub fn enqueue_blocking(&self, request: AdmittedRequest) -> Result<Assignment, Error> {
+        assert_not_in_current_thread_runtime("Scheduler::enqueue_blocking");
         block_on(self.enqueue(request))
     }
 
@@ -541,27 +675,88 @@ impl<T: Send + 'static, M: Mechanism> Scheduler<T, M> {
         }
     }
 
-    /// Pull mode: the next request of `class` by the fairness rules, if one can be granted now.
-    pub fn try_next(&self, class: ClassId) -> Option<Job<T>> {
-        let engine = self.shared.class(class).ok()?;
+    /// Pull mode: the next request of `class` by the fairness rules, if one can be granted now
+    /// (`Ok(None)` otherwise).
+    ///
+    /// # Errors
+    ///
+    /// `invalid-argument / class` for a class the scheduler does not have.
+    pub fn try_next(&self, class: ClassId) -> Result<Option<Job<T>>, Error> {
+        let engine = self.shared.class(class)?;
         loop {
-            let p = engine.try_next()?;
+            let Some(p) = engine.try_next() else {
+                return Ok(None);
+            };
             if let Some(job) = self.accept_pulled(p) {
-                return Some(job);
+                return Ok(Some(job));
             }
         }
     }
 
-    /// Pull mode: waits for the next request of `class`; `None` once the scheduler is shut down
-    /// (or every cell quarantined) and nothing is left.
+    /// Pull mode: waits for the next request of `class` by the fairness rules.
+    ///
+    /// The future resolves to `Ok(None)` once the scheduler is shut down or drained (or every
+    /// cell of the class is quarantined) and nothing is left to deliver in the class.
+    ///
+    /// # Errors
+    ///
+    /// `invalid-argument / class` for a class the scheduler does not have.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe: a job leaves the class only in the poll that returns it, so dropping the
+    /// future (in a `select!`, say) loses nothing.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use fairway::admission::{AdmissionRequest, ClassSpec, Ledger, LedgerConfig, Limits};
+    /// use fairway::{AdmittedRequest, CancellationToken, ClassId, RequestId, Scheduler, TenantId};
+    ///
+    /// let ledger = Ledger::new(LedgerConfig {
+    ///     classes: vec![ClassSpec::new("cpu")],
+    ///     max_tenants: 4,
+    ///     tenant_limits: Limits::UNLIMITED,
+    /// })?;
+    /// let scheduler = Scheduler::builder(ledger.clone())
+    ///     .payload::<&str>()
+    ///     .class(1, 16)
+    ///     .build()?;
+    /// let id = RequestId(7);
+    /// let permit = ledger.admit(AdmissionRequest::new(id, TenantId(0)))?;
+    /// scheduler
+    ///     .submit(AdmittedRequest::new(permit, CancellationToken::new(id)), "job")
+    ///     .map_err(|e| e.error)?;
+    /// // An executor thread (`.next(class).await` in async code).
+    /// let job = scheduler.next_blocking(ClassId(0))?.expect("one job is queued");
+    /// assert_eq!(job.payload, "job");
+    /// job.assignment.release();
+    /// # Ok::<(), fairway::Error>(())
+    /// ```
     #[inline]
     pub fn next(&self, class: ClassId) -> Next<'_, T, M> {
-        Next::new(self, class)
+        Next::new(Holder::Borrowed(self), class)
     }
 
-    /// Pull mode: blocks the calling thread for the next request of `class`.
+    /// [`next`](Self::next) with a `'static` future that owns a handle to the scheduler (for
+    /// spawning executor tasks).
+    ///
+    /// # Errors
+    ///
+    /// As [`next`](Self::next).
     #[inline]
-    pub fn next_blocking(&self, class: ClassId) -> Option<Job<T>> {
+    pub fn next_owned(&self, class: ClassId) -> Next<'static, T, M> {
+        Next::new(Holder::Owned(self.clone()), class)
+    }
+
+    /// Pull mode: blocks the calling thread for the next request of `class`; as
+    /// [`next`](Self::next).
+    ///
+    /// # Errors
+    ///
+    /// As [`next`](Self::next).
+    #[inline]
+    pub fn next_blocking(&self, class: ClassId) -> Result<Option<Job<T>>, Error> {
         block_on(self.next(class))
     }
 
@@ -577,7 +772,7 @@ impl<T: Send + 'static, M: Mechanism> Scheduler<T, M> {
             return None;
         }
         let assignment = Assignment::new(
-            self.shared.clone(),
+            Arc::clone(&self.shared) as _,
             p.lease,
             p.permit.into_execution(),
             p.waited,
@@ -611,6 +806,12 @@ impl<T: Send + 'static, M: Mechanism> Scheduler<T, M> {
         }
     }
 
+    /// Whether [`shutdown`](Self::shutdown) has been called. One atomic load; allocation-free.
+    #[inline]
+    pub fn is_shutdown(&self) -> bool {
+        self.shared.is_shut()
+    }
+
     /// Counters and pool view of `class` (SPEC F60).
     ///
     /// # Errors
@@ -632,6 +833,25 @@ impl<T: Send + 'static, M: Mechanism> Scheduler<T, M> {
     pub fn class_count(&self) -> usize {
         self.shared.classes.len()
     }
+}
+
+/// With the `tokio` feature: panics if the calling thread is inside a current-thread tokio
+/// runtime, where a blocking wait for a cell could never end.
+#[inline]
+#[track_caller]
+fn assert_not_in_current_thread_runtime(what: &str) {
+    #[cfg(feature = "tokio")]
+    if let Ok(handle) = tokio::runtime::Handle::try_current() {
+        if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread {
+            panic!(
+                "{what} called from within a current-thread tokio runtime: blocking here would \
+                 hang (the cell it waits for is released by a task of this same thread); use \
+                 `.enqueue(request).await` instead"
+            );
+        }
+    }
+    #[cfg(not(feature = "tokio"))]
+    let _ = what;
 }
 
 /// What the enqueue future needs from its owner when it gives up.

@@ -109,7 +109,8 @@ fn cancel_at(depth: usize, run_for: Duration) -> f64 {
         tenant_limits: Limits::UNLIMITED,
     })
     .expect("valid ledger");
-    let sched = Scheduler::<u64>::builder(ledger.clone())
+    let sched = Scheduler::builder(ledger.clone())
+        .payload::<u64>()
         .class(1, 4096)
         .build_with::<LockFree>()
         .expect("valid scheduler");

@@ -335,7 +335,8 @@ fn setup<M: Mechanism>(
         tenant_limits,
     })
     .expect("valid ledger");
-    let sched = Scheduler::<u64>::builder(ledger.clone())
+    let sched = Scheduler::builder(ledger.clone())
+        .payload::<u64>()
         .class(config.cells, capacity)
         .build_with::<M>()
         .expect("valid scheduler");
@@ -546,7 +547,7 @@ fn run_job<M: Mechanism>(s: &Shared<M>, job: fairway::Job<u64>, hold_n: u32, tal
 fn pull_alone<M: Mechanism>(s: &Shared<M>, src: &mut Requests, tally: &mut Tally) {
     let step = |tally: &mut Tally, src: &mut Requests| {
         submit_one(s, src, tally);
-        if let Some(job) = s.sched.try_next(ClassId(0)) {
+        if let Some(job) = s.sched.try_next(ClassId(0)).expect("class 0 exists") {
             let h = src.draw(s).hold;
             run_job(s, job, h, tally);
         }
@@ -587,18 +588,20 @@ fn executor<M: Mechanism>(s: &Shared<M>, src: &mut Requests, tally: &mut Tally) 
     let before = alloc_count::thread_allocs();
     while !s.stopped() {
         let h = src.draw(s).hold;
-        match s.sched.try_next(ClassId(0)) {
+        match s.sched.try_next(ClassId(0)).expect("class 0 exists") {
             Some(job) => {
                 backoff.reset();
                 run_job(s, job, h, tally);
             }
-            None if backoff.is_completed() => match s.sched.next_blocking(ClassId(0)) {
-                Some(job) => {
-                    backoff.reset();
-                    run_job(s, job, h, tally);
+            None if backoff.is_completed() => {
+                match s.sched.next_blocking(ClassId(0)).expect("class 0 exists") {
+                    Some(job) => {
+                        backoff.reset();
+                        run_job(s, job, h, tally);
+                    }
+                    None => break,
                 }
-                None => break,
-            },
+            }
             None => backoff.snooze(),
         }
     }
@@ -662,7 +665,7 @@ fn rpc_executor<M: Mechanism>(s: &Shared<M>, src: &mut Requests, tally: &mut Tal
     let mut idle = 0u32;
     while !s.stopped() {
         let h = src.draw(s).hold;
-        match s.sched.try_next(ClassId(0)) {
+        match s.sched.try_next(ClassId(0)).expect("class 0 exists") {
             Some(job) => {
                 idle = 0;
                 let producer = (job.payload >> PRODUCER_SHIFT) as usize;
@@ -927,7 +930,7 @@ fn fairness_once<M: Mechanism>(timer: &Timer, run_for: Duration) -> Vec<f64> {
             s.start.wait();
             let backoff = Backoff::new();
             while !s.stopped() && order.len() < order_cap {
-                match s.sched.try_next(ClassId(0)) {
+                match s.sched.try_next(ClassId(0)).expect("class 0 exists") {
                     Some(job) => {
                         order.push(job.assignment.tenant().0 as u8);
                         job.assignment.release();
