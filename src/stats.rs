@@ -12,6 +12,14 @@ use hdrhistogram::Histogram;
 
 /// A class's state at one moment (SPEC F60). The queue view and the pool view are each
 /// internally consistent but sampled separately (SPEC F62).
+///
+/// Every request the class has seen ends counted exactly once in `grants + rejections +
+/// cancellations + expirations` (at quiescence the sum equals the requests enqueued or
+/// submitted with a valid permit): a grant counts when the cell is granted, a refusal at enqueue
+/// counts as a rejection (or an expiration, for a deadline already passed), and a queued request
+/// counts when it ends. A granted request that is then refused at acceptance (its deadline passed
+/// or its token was cancelled before its owner took the cell) stays counted as a grant and is
+/// counted again, apart, in `refused_at_acceptance`.
 #[derive(Debug, Clone)]
 pub struct ClassSnapshot {
     /// Cells in the class.
@@ -28,12 +36,16 @@ pub struct ClassSnapshot {
     pub queued_tenants: u32,
     /// Requests granted a cell (saturating).
     pub grants: u64,
-    /// Queued requests failed by shutdown, quarantine or a pool error (saturating).
+    /// Requests refused at enqueue (queue full, shutdown, every cell quarantined, already
+    /// cancelled) or failed while queued by shutdown, quarantine or a pool error (saturating).
     pub rejections: u64,
     /// Queued requests cancelled (saturating).
     pub cancellations: u64,
-    /// Queued requests whose deadline passed (saturating).
+    /// Requests whose deadline passed while queued or before they were enqueued (saturating).
     pub expirations: u64,
+    /// Granted requests refused when their owner came to take the cell (saturating); already
+    /// counted in `grants`.
+    pub refused_at_acceptance: u64,
     /// Sum of waits of granted requests (saturating).
     pub wait_total: Duration,
     /// Longest wait of a granted request.
@@ -89,6 +101,7 @@ pub(crate) struct ClassStats {
     pub(crate) rejections: AtomicU64,
     pub(crate) cancellations: AtomicU64,
     pub(crate) expirations: AtomicU64,
+    refused_at_acceptance: AtomicU64,
     pub(crate) wait_total: AtomicU64,
     pub(crate) wait_max: AtomicU64,
     buckets: Box<[AtomicU64]>,
@@ -100,20 +113,26 @@ impl ClassStats {
             rejections: AtomicU64::new(0),
             cancellations: AtomicU64::new(0),
             expirations: AtomicU64::new(0),
+            refused_at_acceptance: AtomicU64::new(0),
             wait_total: AtomicU64::new(0),
             wait_max: AtomicU64::new(0),
             buckets: (0..STORED).map(|_| AtomicU64::new(0)).collect(),
         }
     }
 
-    /// Counts a request refused at acceptance: expired (`expired`) or otherwise rejected.
-    pub(crate) fn count_refused(&self, expired: bool) {
+    /// Counts a request refused at enqueue: expired (`expired`) or otherwise rejected.
+    pub(crate) fn count_refused_at_enqueue(&self, expired: bool) {
         let c = if expired {
             &self.expirations
         } else {
             &self.rejections
         };
         saturating_add(c, 1);
+    }
+
+    /// Counts a granted request refused at acceptance.
+    pub(crate) fn count_refused_at_acceptance(&self) {
+        saturating_add(&self.refused_at_acceptance, 1);
     }
 
     /// Records one grant after waiting `wait` nanoseconds.
@@ -154,6 +173,7 @@ impl ClassStats {
             rejections: get(&self.rejections),
             cancellations: get(&self.cancellations),
             expirations: get(&self.expirations),
+            refused_at_acceptance: get(&self.refused_at_acceptance),
             wait_total: Duration::from_nanos(get(&self.wait_total)),
             wait_max: Duration::from_nanos(get(&self.wait_max)),
             oldest_lease_age: oldest_lease_age.map(Duration::from_nanos),

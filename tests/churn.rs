@@ -163,7 +163,7 @@ impl<M: Mechanism> World<M> {
             }
             3 => {
                 // Cancel through the token, then wait for the outcome.
-                let token = req.token().clone();
+                let token = req.token().unwrap().clone();
                 let mut f = pin!(self.sched.enqueue(req));
                 if let Poll::Ready(r) = f.as_mut().poll(&mut cx) {
                     self.out.end(&r.map(|a| self.finish(a, rng)));
@@ -202,9 +202,14 @@ impl<M: Mechanism> World<M> {
         }
     }
 
+    /// Requests failed by the scheduler: queued ones (rejections) and granted ones refused at
+    /// acceptance (counted as grants and, apart, as `refused_at_acceptance`).
     fn rejections(&self) -> u64 {
         (0..2)
-            .map(|c| self.sched.snapshot(ClassId(c)).unwrap().rejections)
+            .map(|c| {
+                let s = self.sched.snapshot(ClassId(c)).unwrap();
+                s.rejections + s.refused_at_acceptance
+            })
             .sum()
     }
 

@@ -89,7 +89,7 @@ fn run<M: Mechanism>(ops: &[Op]) -> Vec<String> {
                         None => r,
                     }
                 });
-                let token = req.token().clone();
+                let token = req.token().unwrap().clone();
                 futures.push((Box::pin(h.sched.enqueue(req)), token, next));
                 log.push(format!("enqueue #{next}"));
             }

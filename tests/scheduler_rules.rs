@@ -610,7 +610,7 @@ fn f32_token_cancel_wakes_and_keeps_first_reason<M: Mechanism>() {
     let h = Harness::<M>::new(&[(1, 8)], 2);
     let _held = h.occupy(1);
     let req = h.admit(1);
-    let token = req.token().clone();
+    let token = req.token().unwrap().clone();
     let mut f = Box::pin(h.sched.enqueue(req));
     let w = Arc::new(CountingWaker::default());
     let waker = Waker::from(w.clone());

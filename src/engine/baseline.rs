@@ -15,12 +15,13 @@
 use super::lockfree::PASS_BUDGET;
 use super::{ClassEngine, ClassSetup, Ended, Enqueued, Polled, Pulled, Ticket};
 use crate::admission::Permit;
+use crate::cancel::CancellationToken;
 use crate::clock::Clock;
 use crate::policy::{EntryMeta, Judge, Policy, Verdict};
 use crate::pool::{ClassPool, Lease};
 use crate::raw::arena::Key;
-use crate::stats::ClassStats;
 use crate::stats::ClassSnapshot;
+use crate::stats::ClassStats;
 use crate::Reason;
 use crate::{ClassId, Code, Error};
 use arrayvec::ArrayVec;
@@ -90,6 +91,8 @@ struct Slot<T> {
     lease: Option<Lease>,
     waited: u64,
     content: Option<(Permit, T)>,
+    /// A pull-mode request's token, checked before selection and at delivery (SPEC F32, F46).
+    token: Option<CancellationToken>,
     waker: Option<Waker>,
 }
 
@@ -171,6 +174,8 @@ impl<T: Send> Inner<T> {
         let s = &mut self.slots[index as usize];
         if !s.queued_ref && !s.owner_ref {
             s.stage = Stage::Free;
+            s.waker = None;
+            s.token = None;
             // A slot whose generation is exhausted is retired, never reused (SPEC F21).
             if let Some(g) = s.generation.checked_add(1) {
                 s.generation = g;
@@ -201,6 +206,7 @@ impl<T: Send> Inner<T> {
             .zip(s.lease.take())
             .expect("granted pull entry holds content and lease");
         let waited = s.waited;
+        let cancelled = s.token.take().and_then(|t| t.reason());
         s.owner_ref = false;
         self.maybe_free(index);
         Some(Pulled {
@@ -208,6 +214,7 @@ impl<T: Send> Inner<T> {
             permit,
             lease,
             waited,
+            cancelled,
         })
     }
 
@@ -238,7 +245,7 @@ impl<T: Send + 'static, L: BaselineLock> BaselineClass<T, L> {
                 Ok(lease)
             }
             Err(lease) => {
-                self.quarantine_locked(inner, lease, "pool-lease-mismatch");
+                self.quarantine_locked(inner, lease, Reason::PoolLeaseMismatch.as_str());
                 Err(Error::new(Code::Internal, Reason::PoolLeaseMismatch))
             }
         }
@@ -352,6 +359,17 @@ impl<T: Send + 'static, L: BaselineLock> Judge for GrantJudge<'_, '_, T, L> {
             if s.stage != Stage::Queued {
                 // A tombstone (cancelled while queued): it leaves the policy now.
                 s.queued_ref = false;
+                self.inner.maybe_free(index);
+                return Verdict::Drop;
+            }
+            if s.token
+                .as_ref()
+                .is_some_and(CancellationToken::is_cancelled)
+            {
+                // A pull-mode request whose token was cancelled fails `cancelled` before
+                // selection, as a waiting future would (SPEC F32, F46).
+                end_queued(self.class, self.inner, index, Ended::Cancelled, self.after);
+                self.inner.slots[index as usize].queued_ref = false;
                 self.inner.maybe_free(index);
                 return Verdict::Drop;
             }
@@ -475,6 +493,7 @@ impl<T: Send + 'static, L: BaselineLock> ClassEngine<T> for BaselineClass<T, L> 
                     lease: None,
                     waited: 0,
                     content: None,
+                    token: None,
                     waker: None,
                 })
                 .collect(),
@@ -506,9 +525,12 @@ impl<T: Send + 'static, L: BaselineLock> ClassEngine<T> for BaselineClass<T, L> 
         &self,
         ticket: Ticket,
         pull: Option<(Permit, T)>,
+        token: Option<&CancellationToken>,
     ) -> Result<Enqueued, (Error, Option<(Permit, T)>)> {
         if self.queue_capacity == 0 {
-            return Err((Error::new(Code::ResourceExhausted, Reason::QueueFull), pull));
+            let e = Error::new(Code::ResourceExhausted, Reason::QueueFull);
+            self.stats.count_refused_at_enqueue(false);
+            return Err((e, pull));
         }
         let now = if pull.is_some() {
             self.clock.now()
@@ -526,6 +548,9 @@ impl<T: Send + 'static, L: BaselineLock> ClassEngine<T> for BaselineClass<T, L> 
                 ));
             }
             if pull.is_none() && inner.queued == 0 && inner.free_cells > 0 {
+                if policy.holds_emptied_tenants() {
+                    policy.retire_emptied_tenants();
+                }
                 inner.free_cells -= 1;
                 let at = inner.recent_now;
                 return match self.acquire(inner, &ticket, at) {
@@ -534,7 +559,7 @@ impl<T: Send + 'static, L: BaselineLock> ClassEngine<T> for BaselineClass<T, L> 
                         Ok((Enqueued::Granted(lease), None))
                     }
                     Err(e) => {
-                        if e.reason() != "pool-lease-mismatch" {
+                        if !matches!(e.reason(), Reason::PoolLeaseMismatch) {
                             inner.free_cells += 1;
                         }
                         Err((e, pull))
@@ -569,6 +594,7 @@ impl<T: Send + 'static, L: BaselineLock> ClassEngine<T> for BaselineClass<T, L> 
             s.pull = pull.is_some();
             s.ticket = ticket;
             s.enqueued_at = at;
+            s.token = if pull.is_some() { token.cloned() } else { None };
             s.content = pull;
             let key = Key {
                 index,
@@ -585,7 +611,11 @@ impl<T: Send + 'static, L: BaselineLock> ClassEngine<T> for BaselineClass<T, L> 
             }
             Ok((Enqueued::Queued(key), None))
         });
-        let (enqueued, after) = res?;
+        let (enqueued, after) = res.inspect_err(|(e, _)| {
+            if super::is_refusal(e) {
+                self.stats.count_refused_at_enqueue(false);
+            }
+        })?;
         if let Some(mut a) = after {
             a.finish();
         }
@@ -599,7 +629,7 @@ impl<T: Send + 'static, L: BaselineLock> ClassEngine<T> for BaselineClass<T, L> 
         if self.queue_capacity == 0 {
             return Err(Error::new(Code::ResourceExhausted, Reason::QueueFull));
         }
-        self.with(|_, inner| {
+        self.with(|policy, inner| {
             if inner.shut {
                 return Err(Error::new(Code::Unavailable, Reason::Shutdown));
             }
@@ -609,6 +639,9 @@ impl<T: Send + 'static, L: BaselineLock> ClassEngine<T> for BaselineClass<T, L> 
             if inner.queued != 0 || inner.free_cells == 0 {
                 return Ok(None);
             }
+            if policy.holds_emptied_tenants() {
+                policy.retire_emptied_tenants();
+            }
             inner.free_cells -= 1;
             let at = inner.recent_now;
             match self.acquire(inner, ticket, at) {
@@ -617,7 +650,7 @@ impl<T: Send + 'static, L: BaselineLock> ClassEngine<T> for BaselineClass<T, L> 
                     Ok(Some(lease))
                 }
                 Err(e) => {
-                    if e.reason() != "pool-lease-mismatch" {
+                    if !matches!(e.reason(), Reason::PoolLeaseMismatch) {
                         inner.free_cells += 1;
                     }
                     Err(e)
@@ -768,7 +801,11 @@ impl<T: Send + 'static, L: BaselineLock> ClassEngine<T> for BaselineClass<T, L> 
     }
 
     fn count_refused(&self, expired: bool) {
-        self.stats.count_refused(expired);
+        self.stats.count_refused_at_enqueue(expired);
+    }
+
+    fn count_refused_after_grant(&self) {
+        self.stats.count_refused_at_acceptance();
     }
 
     fn shutdown(&self) {

@@ -15,6 +15,7 @@ pub mod baseline;
 pub mod lockfree;
 
 use crate::admission::Permit;
+use crate::cancel::CancellationToken;
 use crate::clock::Clock;
 use crate::policy::{Policy, PolicyConfig};
 use crate::pool::{ClassPool, Lease, LeaseRequest};
@@ -138,6 +139,9 @@ pub struct Pulled<T> {
     pub permit: Permit,
     pub lease: Lease,
     pub waited: u64,
+    /// The first reason, if the request's token was cancelled (checked again at acceptance,
+    /// SPEC F46).
+    pub cancelled: Option<&'static str>,
 }
 
 /// One class's mechanism. All methods are callable from any thread.
@@ -146,12 +150,14 @@ pub trait ClassEngine<T: Send + 'static>: Send + Sync + Sized + 'static {
 
     /// Registers a request. Future mode passes `pull = None` and keeps the permit itself; pull
     /// mode passes the permit and payload, which the engine owns until an executor takes them
-    /// (or gives them back on refusal).
+    /// (or gives them back on refusal), and the request's token, which the engine checks before
+    /// selection (SPEC F32, F46). A refusal is counted in the snapshot (SPEC F60).
     #[allow(clippy::type_complexity)]
     fn enqueue(
         &self,
         ticket: Ticket,
         pull: Option<(Permit, T)>,
+        token: Option<&CancellationToken>,
     ) -> Result<Enqueued, (Error, Option<(Permit, T)>)>;
 
     /// Grants now if nothing is queued and a cell is free, else `Ok(None)`; never queues.
@@ -184,8 +190,13 @@ pub trait ClassEngine<T: Send + 'static>: Send + Sync + Sized + 'static {
     /// Gives up an executor waiter slot taken by `poll_next`.
     fn forget_waiter(&self, slot: usize);
 
-    /// Counts a granted request refused at acceptance (expired, or the scheduler shut down).
+    /// Counts a request refused before it reached the engine (cancelled, expired or shut down at
+    /// enqueue): an expiration if `expired`, else a rejection.
     fn count_refused(&self, expired: bool);
+
+    /// Counts a granted request refused at acceptance (expired, cancelled, or the scheduler shut
+    /// down). It was counted as a grant already.
+    fn count_refused_after_grant(&self);
 
     /// Stops admissions and fails every queued request (SPEC F47).
     fn shutdown(&self);
@@ -195,6 +206,15 @@ pub trait ClassEngine<T: Send + 'static>: Send + Sync + Sized + 'static {
 
     /// The class's clock.
     fn clock(&self) -> &Arc<dyn Clock>;
+}
+
+/// Whether an enqueue error is the class refusing the request (counted as a rejection in the
+/// snapshot), rather than a collaborator failing.
+pub(crate) fn is_refusal(e: &Error) -> bool {
+    matches!(
+        e.reason(),
+        Reason::QueueFull | Reason::Shutdown | Reason::AllCellsQuarantined
+    )
 }
 
 /// Maps how a queued request ended to the error its owner sees.

@@ -296,6 +296,27 @@ impl Policy {
         self.ring_len as usize
     }
 
+    /// Whether the ring holds tenants although no entry is queued: tenants whose work was all
+    /// removed and whose turn has not come yet (lazy removal, F11). A grant made without a
+    /// selection (the engines' fast path) must not pass them by: the engines close their fast
+    /// path while this holds, so the next grant is a selection that lets them leave.
+    #[inline]
+    pub(crate) fn holds_emptied_tenants(&self) -> bool {
+        self.len == 0 && self.ring_len > 0
+    }
+
+    /// Lets every tenant whose work was all removed leave the ring, at once: a grant made
+    /// without a selection (the engines' fast path, which runs only when nothing is queued) was
+    /// their turn (F11).
+    pub(crate) fn retire_emptied_tenants(&mut self) {
+        debug_assert!(self.len == 0, "only emptied tenants may be retired");
+        while self.ring_len > 0 {
+            let t = self.ring[self.ring_head as usize];
+            self.ring_pop();
+            self.tenants[t as usize] = Tenant::IDLE;
+        }
+    }
+
     /// Whether `index` is queued.
     #[inline]
     pub(crate) fn contains(&self, index: u32) -> bool {

@@ -92,16 +92,15 @@ impl<'a, T: Send + 'static, M: Mechanism> Enqueue<'a, T, M> {
             class,
             stage,
             permit: Some(permit),
-            token: Some(token),
+            token,
         }
     }
 
     /// The checks and the engine's enqueue; on an error the request is dropped by the caller,
     /// which refunds its permit.
     fn register(shared: &Shared<T, M>, request: &AdmittedRequest) -> Result<Stage, Error> {
-        shared.check(request)?;
-        let engine = shared.class(request.permit.class())?;
-        match engine.enqueue(Ticket::from_permit(&request.permit), None) {
+        let engine = shared.check(request)?;
+        match engine.enqueue(Ticket::from_permit(&request.permit), None, None) {
             Ok(Enqueued::Queued(key)) => Ok(Stage::Queued(key)),
             Ok(Enqueued::Granted(lease)) => Ok(Stage::Granted(lease)),
             Err((e, _)) => Err(e),
@@ -111,10 +110,7 @@ impl<'a, T: Send + 'static, M: Mechanism> Enqueue<'a, T, M> {
     /// A handle for [`Scheduler::cancel`] while the request is queued.
     pub fn handle(&self) -> Option<RequestHandle> {
         match self.stage {
-            Stage::Queued(key) => Some(RequestHandle {
-                class: self.class,
-                key,
-            }),
+            Stage::Queued(key) => Some(self.shared.handle(self.class, key)),
             _ => None,
         }
     }
@@ -127,8 +123,7 @@ impl<'a, T: Send + 'static, M: Mechanism> Enqueue<'a, T, M> {
     /// clock for the rest of one poll: it is read at most once, and only for a request with a
     /// deadline.
     fn stop_reason(&self, now: &mut Option<u64>) -> Option<(Ended, Error)> {
-        let token = self.token.as_ref()?;
-        if let Some(reason) = token.reason() {
+        if let Some(reason) = self.token.as_ref().and_then(CancellationToken::reason) {
             return Some((
                 Ended::Cancelled,
                 Error::new(Code::Cancelled, Reason::Host(reason)),
@@ -161,6 +156,7 @@ impl<'a, T: Send + 'static, M: Mechanism> Enqueue<'a, T, M> {
         };
         if let Some(e) = refused {
             // The untouched lease goes back first, then the quota (SPEC F42).
+            self.engine().count_refused_after_grant();
             self.engine().release(lease);
             self.permit = None;
             return Err(e);

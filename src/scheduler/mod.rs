@@ -115,11 +115,15 @@ impl ClassConfig {
     }
 }
 
-/// A request that passed admission: its permit and the host's cancellation token for it.
+/// A request that passed admission: its permit and, optionally, the host's cancellation token
+/// for it.
+///
+/// A request without a token is cancelled through its [`RequestHandle`] only; it costs no
+/// allocation at all on its way through the scheduler (a token is one `Arc`).
 #[derive(Debug)]
 pub struct AdmittedRequest {
     permit: Permit,
-    token: CancellationToken,
+    token: Option<CancellationToken>,
 }
 
 impl AdmittedRequest {
@@ -127,7 +131,38 @@ impl AdmittedRequest {
     /// (checked at enqueue, SPEC F34).
     #[inline]
     pub fn new(permit: Permit, token: CancellationToken) -> Self {
-        Self { permit, token }
+        Self {
+            permit,
+            token: Some(token),
+        }
+    }
+
+    /// A request with no cancellation token: cancellable by [`Scheduler::cancel`] while queued,
+    /// by dropping its enqueue future, or by its deadline.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use fairway::admission::{AdmissionRequest, ClassSpec, Ledger, LedgerConfig, Limits};
+    /// use fairway::{AdmittedRequest, RequestId, Scheduler, TenantId};
+    ///
+    /// let ledger = Ledger::new(LedgerConfig {
+    ///     classes: vec![ClassSpec::new("cpu")],
+    ///     max_tenants: 1,
+    ///     tenant_limits: Limits::UNLIMITED,
+    /// })?;
+    /// let scheduler = Scheduler::<()>::builder(ledger.clone()).class(1, 8).build()?;
+    /// let permit = ledger.admit(AdmissionRequest::new(RequestId(1), TenantId(0)))?;
+    /// let assignment = scheduler.enqueue_blocking(AdmittedRequest::without_token(permit))?;
+    /// assignment.release();
+    /// # Ok::<(), fairway::Error>(())
+    /// ```
+    #[inline]
+    pub fn without_token(permit: Permit) -> Self {
+        Self {
+            permit,
+            token: None,
+        }
     }
 
     /// The permit.
@@ -136,23 +171,33 @@ impl AdmittedRequest {
         &self.permit
     }
 
-    /// The token.
+    /// The token, if the request has one.
     #[inline]
-    pub fn token(&self) -> &CancellationToken {
-        &self.token
+    pub fn token(&self) -> Option<&CancellationToken> {
+        self.token.as_ref()
     }
 
     /// Splits the request back into its parts.
     #[inline]
-    pub fn into_parts(self) -> (Permit, CancellationToken) {
+    pub fn into_parts(self) -> (Permit, Option<CancellationToken>) {
         (self.permit, self.token)
     }
 }
 
+impl From<Permit> for AdmittedRequest {
+    /// A request without a token ([`AdmittedRequest::without_token`]).
+    #[inline]
+    fn from(permit: Permit) -> Self {
+        Self::without_token(permit)
+    }
+}
+
 /// A handle to a queued request, for [`Scheduler::cancel`]. Copyable; generation-tagged, so a
-/// handle whose request has ended is refused, never acted on (SPEC F30, F33).
+/// handle whose request has ended is refused, never acted on (SPEC F30, F33); it also names the
+/// scheduler that minted it, which refuses it everywhere else.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct RequestHandle {
+    scheduler: u64,
     class: ClassId,
     key: u64,
 }
@@ -215,6 +260,13 @@ pub struct Job<T> {
     pub assignment: Assignment,
 }
 
+/// A process-unique scheduler identity.
+fn next_scheduler_id() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    // Relaxed: only uniqueness matters.
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
 /// Where assignments send their cells back.
 pub(crate) trait CellReturn: Send + Sync {
     fn release(&self, class: ClassId, lease: Lease);
@@ -224,6 +276,8 @@ pub(crate) trait CellReturn: Send + Sync {
 }
 
 pub(crate) struct Shared<T: Send + 'static, M: Mechanism> {
+    /// Process-unique identity, stamped into every [`RequestHandle`] (SPEC F30).
+    id: u64,
     ledger: Ledger,
     classes: Box<[M::Class<T>]>,
     /// Per class, what a dropped assignment does to its cell.
@@ -261,27 +315,49 @@ impl<T: Send + 'static, M: Mechanism> Shared<T, M> {
         self.shut.load(Ordering::Acquire)
     }
 
-    /// Checks that apply to every request before it reaches an engine.
-    fn check(&self, req: &AdmittedRequest) -> Result<(), Error> {
+    /// Checks that apply to every request before it reaches an engine; returns its class's
+    /// engine. A request refused for the state it or the scheduler is in (shut down, cancelled,
+    /// expired) is counted in the class's snapshot; bad input is not.
+    fn check(&self, req: &AdmittedRequest) -> Result<&M::Class<T>, Error> {
         if !req.permit.is_from(&self.ledger) {
             return Err(Error::new(Code::PermissionDenied, Reason::ForeignAdmission));
         }
-        if req.token.id() != req.permit.id() {
+        if req
+            .token
+            .as_ref()
+            .is_some_and(|t| t.id() != req.permit.id())
+        {
             return Err(Error::new(
                 Code::InvalidArgument,
                 Reason::CancellationIdentity,
             ));
         }
-        if self.is_shut() {
-            return Err(Error::new(Code::Unavailable, Reason::Shutdown));
+        let engine = self.class(req.permit.class())?;
+        let refused = if self.is_shut() {
+            Some(Error::new(Code::Unavailable, Reason::Shutdown))
+        } else if let Some(reason) = req.token.as_ref().and_then(CancellationToken::reason) {
+            Some(Error::new(Code::Cancelled, Reason::Host(reason)))
+        } else if req.permit.deadline().is_some_and(|d| self.clock.now() >= d) {
+            Some(Error::new(Code::DeadlineExceeded, Reason::DeadlineExceeded))
+        } else {
+            None
+        };
+        match refused {
+            Some(e) => {
+                engine.count_refused(e.code() == Code::DeadlineExceeded);
+                Err(e)
+            }
+            None => Ok(engine),
         }
-        if let Some(reason) = req.token.reason() {
-            return Err(Error::new(Code::Cancelled, Reason::Host(reason)));
+    }
+
+    /// A handle to the request queued under `key` in `class`.
+    pub(crate) fn handle(&self, class: ClassId, key: u64) -> RequestHandle {
+        RequestHandle {
+            scheduler: self.id,
+            class,
+            key,
         }
-        if req.permit.deadline().is_some_and(|d| self.clock.now() >= d) {
-            return Err(Error::new(Code::DeadlineExceeded, Reason::DeadlineExceeded));
-        }
-        Ok(())
     }
 }
 
@@ -485,6 +561,7 @@ impl<T: Send + 'static> Builder<T> {
             .into_boxed_slice();
         Ok(Scheduler {
             shared: Arc::new(Shared {
+                id: next_scheduler_id(),
                 ledger: self.ledger,
                 classes,
                 on_drop: self.classes.iter().map(|c| c.on_drop).collect(),
@@ -570,14 +647,7 @@ impl<T: Send + 'static, M: Mechanism> Scheduler<T, M> {
     /// otherwise as [`enqueue`](Self::enqueue), with the request refunded.
     pub fn try_enqueue(&self, request: AdmittedRequest) -> Result<Assignment, TryEnqueueError> {
         let s = &*self.shared;
-        if let Err(error) = s.check(&request) {
-            return Err(TryEnqueueError {
-                error,
-                request: None,
-            });
-        }
-        let class = request.permit.class();
-        let engine = match s.class(class) {
+        let engine = match s.check(&request) {
             Ok(e) => e,
             Err(error) => {
                 return Err(TryEnqueueError {
@@ -641,16 +711,8 @@ impl<T: Send + 'static, M: Mechanism> Scheduler<T, M> {
         payload: T,
     ) -> Result<RequestHandle, SubmitError<T>> {
         let s = &*self.shared;
-        let (permit, token) = request.into_parts();
-        let req = AdmittedRequest { permit, token };
-        if let Err(error) = s.check(&req) {
-            return Err(SubmitError {
-                error,
-                returned: Some((req.permit, payload)),
-            });
-        }
-        let class = req.permit.class();
-        let engine = match s.class(class) {
+        let req = request;
+        let engine = match s.check(&req) {
             Ok(e) => e,
             Err(error) => {
                 return Err(SubmitError {
@@ -659,9 +721,10 @@ impl<T: Send + 'static, M: Mechanism> Scheduler<T, M> {
                 })
             }
         };
+        let class = req.permit.class();
         let ticket = Ticket::from_permit(&req.permit);
-        match engine.enqueue(ticket, Some((req.permit, payload))) {
-            Ok(Enqueued::Queued(key)) => Ok(RequestHandle { class, key }),
+        match engine.enqueue(ticket, Some((req.permit, payload)), req.token.as_ref()) {
+            Ok(Enqueued::Queued(key)) => Ok(s.handle(class, key)),
             Ok(Enqueued::Granted(lease)) => {
                 // Pull-mode requests always queue; give the cell straight back if an engine
                 // ever grants one directly.
@@ -765,8 +828,9 @@ impl<T: Send + 'static, M: Mechanism> Scheduler<T, M> {
         let s = &*self.shared;
         let engine = s.class(p.permit.class()).ok()?;
         let expired = p.permit.deadline().is_some_and(|d| s.clock.now() >= d);
-        if expired || s.is_shut() {
-            engine.count_refused(expired);
+        if expired || p.cancelled.is_some() || s.is_shut() {
+            // The untouched lease goes back first, then the quota (SPEC F42).
+            engine.count_refused_after_grant();
             engine.release(p.lease);
             drop(p.permit);
             return None;
@@ -791,6 +855,9 @@ impl<T: Send + 'static, M: Mechanism> Scheduler<T, M> {
     /// stale); an executing cell is never touched.
     #[inline]
     pub fn cancel(&self, handle: RequestHandle) -> Result<(), Error> {
+        if handle.scheduler != self.shared.id {
+            return Err(Error::new(Code::PermissionDenied, Reason::ForeignHandle));
+        }
         self.shared.class(handle.class)?.cancel(handle.key)
     }
 

@@ -8,7 +8,7 @@
 //! waiter that is never woken parks forever, which loom reports as a deadlock, so a lost wake-up
 //! fails the model rather than passing silently.
 
-use super::{LockFreeClass, DIRTY, FREE, QUEUED, TOKEN};
+use super::LockFreeClass;
 use crate::admission::{AdmissionRequest, ClassSpec, Ledger, LedgerConfig, Limits};
 use crate::clock::Clock;
 use crate::engine::{ClassEngine, ClassSetup, Ended, Enqueued, Polled, Pulled, Ticket};
@@ -65,7 +65,7 @@ fn ticket(id: u64, tenant: u32) -> Ticket {
 
 /// Takes a cell on an idle class (setup only: nothing races yet).
 fn hold(engine: &LockFreeClass<u32>, id: u64) -> Lease {
-    match engine.enqueue(ticket(id, 0), None) {
+    match engine.enqueue(ticket(id, 0), None, None) {
         Ok(Enqueued::Granted(lease)) => lease,
         other => panic!(
             "setup expected a fast grant, got {:?}",
@@ -76,7 +76,7 @@ fn hold(engine: &LockFreeClass<u32>, id: u64) -> Lease {
 
 /// Queues a request behind held cells (setup only).
 fn queue(engine: &LockFreeClass<u32>, id: u64, tenant: u32) -> u64 {
-    match engine.enqueue(ticket(id, tenant), None) {
+    match engine.enqueue(ticket(id, tenant), None, None) {
         Ok(Enqueued::Queued(key)) => key,
         other => panic!("setup expected to queue, got {:?}", other.map_err(|e| e.0)),
     }
@@ -143,15 +143,14 @@ fn assert_quiescent(rig: &Rig) {
     // Relaxed: the threads are joined.
     let cur = engine.ctl.load(Ordering::Relaxed);
     assert_eq!(
-        FREE.get(cur),
+        cur.free(),
         u64::from(rig.cells),
-        "cell credits lost or doubled: {cur:#x}"
+        "cell credits lost or doubled: {cur:?}"
     );
-    assert_eq!(QUEUED.get(cur), 0, "queued count left over: {cur:#x}");
-    assert_eq!(
-        cur & (TOKEN | DIRTY),
-        0,
-        "token or DIRTY left set: {cur:#x}"
+    assert_eq!(cur.queued(), 0, "queued count left over: {cur:?}");
+    assert!(
+        !cur.token() && !cur.dirty(),
+        "token or DIRTY left set: {cur:?}"
     );
     let pool = rig.pool.counters();
     assert_eq!(
@@ -198,7 +197,7 @@ fn f17_enqueue_racing_release_is_never_lost() {
         let held = hold(&rig.engine, 1);
         let waiter = {
             let engine = rig.engine.clone();
-            loom::thread::spawn(move || match engine.enqueue(ticket(2, 1), None) {
+            loom::thread::spawn(move || match engine.enqueue(ticket(2, 1), None, None) {
                 Ok(Enqueued::Granted(lease)) => {
                     engine.release(lease);
                     "fast-path"
@@ -370,7 +369,7 @@ fn q01_two_producers_one_free_cell() {
             .map(|t| {
                 let engine = rig.engine.clone();
                 loom::thread::spawn(move || {
-                    match engine.enqueue(ticket(u64::from(t), t - 1), None) {
+                    match engine.enqueue(ticket(u64::from(t), t - 1), None, None) {
                         Ok(Enqueued::Granted(lease)) => {
                             engine.release(lease);
                             true
@@ -421,7 +420,7 @@ fn pull_enqueue_racing_executor_delivers_once() {
             let engine = rig.engine.clone();
             loom::thread::spawn(move || {
                 let ticket = Ticket::from_permit(&permit);
-                match engine.enqueue(ticket, Some((permit, 7))) {
+                match engine.enqueue(ticket, Some((permit, 7)), None) {
                     Ok(Enqueued::Queued(_)) => {}
                     Ok(Enqueued::Granted(_)) => panic!("pull mode took the fast path"),
                     Err((e, _)) => panic!("enqueue refused: {e:?}"),

@@ -1,0 +1,198 @@
+//! One request slot and the stage machine of its state byte.
+//!
+//! The arena keeps an 8-bit state beside each slot's generation; every transition is a CAS of
+//! generation and state together, so a stale handle is refused (SPEC F30) and cancel is one CAS
+//! (SPEC F31). The byte, typed as [`State`]:
+//!
+//! | bits | meaning                                                                  |
+//! |------|--------------------------------------------------------------------------|
+//! | 0–3  | [`Stage`]: queued, granted, or one of the ended stages                   |
+//! | 4    | `QREF`: the inbox/policy still holds the index                            |
+//! | 5    | `HREF`: the owner (enqueue future, or for pull mode the payload) holds it |
+//! | 6    | `PULL`: a pull-mode entry (payload and permit stored in the slot)        |
+//!
+//! Transitions (every one a CAS that includes the generation):
+//!
+//! ```text
+//! QUEUED ─grant─▶ GRANTED            (token holder; drops QREF)
+//! QUEUED ─end───▶ CANCELLED | EXPIRED | CLOSED | DEAD | FAILED
+//!                 (by the token holder, dropping QREF; or by the owner / a canceller, keeping it
+//!                  for the policy to drop)
+//! ```
+//!
+//! The slot is freed by whoever clears the last reference bit ([`Arena::drop_bits`]).
+//!
+//! [`Arena::drop_bits`]: crate::raw::arena::Arena::drop_bits
+
+use crate::admission::Permit;
+use crate::cancel::CancellationToken;
+use crate::engine::{Ended, Ticket};
+use crate::pool::Lease;
+use crate::sync::{AtomicWaker, UnsafeCell};
+use crate::Error;
+
+/// Where a request is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub(super) enum Stage {
+    Queued = 1,
+    Granted = 2,
+    Cancelled = 3,
+    Expired = 4,
+    Closed = 5,
+    Dead = 6,
+    Failed = 7,
+}
+
+impl Stage {
+    /// The ended stage for `why`.
+    pub(super) fn ended(why: Ended) -> Stage {
+        match why {
+            Ended::Cancelled => Stage::Cancelled,
+            Ended::Expired => Stage::Expired,
+            Ended::Shutdown => Stage::Closed,
+            Ended::Quarantined => Stage::Dead,
+            Ended::Failed(_) => Stage::Failed,
+        }
+    }
+}
+
+const STAGE: u8 = 0x0F;
+/// The inbox/policy holds the index.
+pub(super) const QREF: u8 = 0x10;
+/// The owner holds the slot.
+pub(super) const HREF: u8 = 0x20;
+/// A pull-mode entry.
+pub(super) const PULL: u8 = 0x40;
+
+/// A slot's state byte.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct State(pub(super) u8);
+
+impl State {
+    /// A new entry: queued, referenced by the queue and its owner.
+    pub(super) const fn new_queued(pull: bool) -> u8 {
+        Stage::Queued as u8 | QREF | HREF | if pull { PULL } else { 0 }
+    }
+
+    #[inline]
+    pub(super) fn stage(self) -> Stage {
+        match self.0 & STAGE {
+            1 => Stage::Queued,
+            2 => Stage::Granted,
+            3 => Stage::Cancelled,
+            4 => Stage::Expired,
+            5 => Stage::Closed,
+            6 => Stage::Dead,
+            _ => Stage::Failed,
+        }
+    }
+
+    #[inline]
+    pub(super) fn is_queued(self) -> bool {
+        self.0 & STAGE == Stage::Queued as u8
+    }
+
+    #[inline]
+    pub(super) fn queue_holds(self) -> bool {
+        self.0 & QREF != 0
+    }
+
+    #[inline]
+    pub(super) fn is_pull(self) -> bool {
+        self.0 & PULL != 0
+    }
+
+    /// `QUEUED → to`, keeping the reference bits (the owner's or a canceller's move: the policy
+    /// still holds the index and drops it). `None` unless queued.
+    #[inline]
+    pub(super) fn end_by_owner(self, to: Stage) -> Option<u8> {
+        self.is_queued().then_some((self.0 & !STAGE) | to as u8)
+    }
+
+    /// `QUEUED → to`, dropping `QREF` (the token holder's move: it takes the index out of the
+    /// policy in the same step). `None` unless queued.
+    #[inline]
+    pub(super) fn end_by_queue(self, to: Stage) -> Option<u8> {
+        self.is_queued()
+            .then_some((self.0 & !(STAGE | QREF)) | to as u8)
+    }
+}
+
+/// One request slot.
+///
+/// Ownership of the cells (each an `UnsafeCell`):
+/// - `ticket`, `enqueued_at`, `token`: written by the producer between `alloc` and the inbox
+///   push; read-only afterwards (the dispatcher reads them after the inbox's Acquire
+///   `take_all`). A pull entry's `token` stays until the slot's next owner overwrites it, so
+///   that the pass and the executor may read it whatever the stage.
+/// - `lease`, `waited`: written by the dispatcher before its `QUEUED → GRANTED` CAS; after that
+///   CAS only the `HREF` holder reads them (after an Acquire load that sees `GRANTED`). If the CAS
+///   fails, the dispatcher takes the lease back; nobody else touches it outside `GRANTED`.
+/// - `content` (pull mode): written before publication; taken by whoever moves the entry out of
+///   `QUEUED` into an ended stage, or by the executor after `GRANTED`.
+/// - `error`: written by the dispatcher before a `QUEUED → FAILED` CAS, read by the owner after.
+///
+/// `repr(C)` with the waker first: a cancel touches the slot's state word and the waker, which
+/// then share the slot's first cache line (see the arena's `Slot`), one miss at any queue depth.
+#[repr(C)]
+pub(super) struct Entry<T> {
+    pub(super) waker: AtomicWaker,
+    pub(super) ticket: UnsafeCell<Ticket>,
+    pub(super) enqueued_at: UnsafeCell<u64>,
+    pub(super) lease: UnsafeCell<Option<Lease>>,
+    pub(super) waited: UnsafeCell<u64>,
+    pub(super) content: UnsafeCell<Option<(Permit, T)>>,
+    /// A pull-mode request's token, checked before selection and at delivery (SPEC F32, F46).
+    pub(super) token: UnsafeCell<Option<CancellationToken>>,
+    pub(super) error: UnsafeCell<Option<Error>>,
+}
+
+impl<T> Default for Entry<T> {
+    fn default() -> Self {
+        Self {
+            ticket: UnsafeCell::new(Ticket::BLANK),
+            enqueued_at: UnsafeCell::new(0),
+            lease: UnsafeCell::new(None),
+            waited: UnsafeCell::new(0),
+            content: UnsafeCell::new(None),
+            token: UnsafeCell::new(None),
+            error: UnsafeCell::new(None),
+            waker: AtomicWaker::new(),
+        }
+    }
+}
+
+// SAFETY: every `UnsafeCell` of an entry is accessed by one party at a time, as given by the
+// ownership rules on `Entry`, and hand-offs go through AcqRel CASes on the slot's state word or
+// the inbox. `T`, `Permit` and the token move between threads, hence `T: Send`.
+unsafe impl<T: Send> Sync for Entry<T> {}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stage_round_trips_and_transitions_keep_reference_bits() {
+        for stage in [
+            Stage::Queued,
+            Stage::Granted,
+            Stage::Cancelled,
+            Stage::Expired,
+            Stage::Closed,
+            Stage::Dead,
+            Stage::Failed,
+        ] {
+            assert_eq!(State(stage as u8 | QREF | PULL).stage(), stage);
+        }
+        let s = State(State::new_queued(true));
+        assert!(s.is_queued() && s.is_pull() && s.queue_holds());
+        let by_owner = State(s.end_by_owner(Stage::Cancelled).unwrap());
+        assert_eq!(by_owner.stage(), Stage::Cancelled);
+        assert!(by_owner.queue_holds() && by_owner.0 & HREF != 0 && by_owner.is_pull());
+        let by_queue = State(s.end_by_queue(Stage::Granted).unwrap());
+        assert!(!by_queue.queue_holds() && by_queue.0 & HREF != 0);
+        assert_eq!(by_owner.end_by_owner(Stage::Expired), None);
+        assert_eq!(by_queue.end_by_queue(Stage::Expired), None);
+    }
+}

@@ -1,0 +1,274 @@
+//! Pull mode (SPEC F23): the ready ring, its overflow, and the executors' waiter slots.
+
+use super::entry::HREF;
+use super::LockFreeClass;
+use super::Pulled;
+use crate::raw::arena::Key;
+use crate::sync::{AtomicU64, AtomicWaker, Ordering};
+use core::task::{Context, Poll};
+
+/// Waiter slots per word of [`ExecWaiters::claimed`].
+const WORD: usize = 64;
+
+/// Waker slots for executors waiting in pull mode, claimed with one bit each.
+///
+/// Sized at build (see [`ExecWaiters::slots_for`]); an executor that finds every slot claimed is
+/// woken again at once by its own poll (its executor yields), and the blocking adapter backs off
+/// into a sleep after a few such rounds, so idle executors beyond the slots never busy-spin.
+pub(super) struct ExecWaiters {
+    claimed: Box<[AtomicU64]>,
+    slots: Box<[AtomicWaker]>,
+}
+
+impl ExecWaiters {
+    /// Waiter slots for a class of `cells` cells: four per cell, at least 64, a whole number of
+    /// words. Shrunk under loom, where every slot is a modelled object.
+    pub(super) fn slots_for(cells: u32) -> usize {
+        if cfg!(loom) {
+            return 2;
+        }
+        let want = (cells as usize).saturating_mul(4).clamp(WORD, 1 << 16);
+        want.div_ceil(WORD) * WORD
+    }
+
+    pub(super) fn new(slots: usize) -> Self {
+        Self {
+            claimed: (0..slots.div_ceil(WORD))
+                .map(|_| AtomicU64::new(0))
+                .collect(),
+            slots: (0..slots).map(|_| AtomicWaker::new()).collect(),
+        }
+    }
+
+    /// The bits of word `w` that name a slot.
+    fn valid_bits(&self, w: usize) -> u64 {
+        let left = self.slots.len() - w * WORD;
+        if left >= WORD {
+            u64::MAX
+        } else {
+            u64::MAX >> (WORD - left)
+        }
+    }
+
+    pub(super) fn claim(&self) -> Option<usize> {
+        for (w, word) in self.claimed.iter().enumerate() {
+            let valid = self.valid_bits(w);
+            // Relaxed first read; the CAS below orders.
+            let mut cur = word.load(Ordering::Relaxed);
+            loop {
+                let free = !cur & valid;
+                if free == 0 {
+                    break;
+                }
+                let i = free.trailing_zeros() as usize;
+                // Acquire: if this CAS comes after a `wake_all` in the word's modification order,
+                // it reads from that `wake_all`'s Release RMW, so the ready-ring pushes before it
+                // are visible to the re-check that follows the registration (see `wake_all`).
+                match word.compare_exchange_weak(
+                    cur,
+                    cur | (1 << i),
+                    Ordering::Acquire,
+                    Ordering::Relaxed,
+                ) {
+                    Ok(_) => return Some(w * WORD + i),
+                    Err(a) => cur = a,
+                }
+            }
+        }
+        None
+    }
+
+    /// Gives slot `i` up, dropping the waker registered there so that no later wake reaches a
+    /// task that has left.
+    pub(super) fn forget(&self, i: usize) {
+        drop(crate::sync::take_waker(&self.slots[i]));
+        // Relaxed: giving a slot up publishes nothing.
+        self.claimed[i / WORD].fetch_and(!(1 << (i % WORD)), Ordering::Relaxed);
+    }
+
+    pub(super) fn register(&self, i: usize, cx: &Context<'_>) {
+        crate::sync::register_waker(&self.slots[i], cx.waker());
+    }
+
+    /// Wakes every registered executor. Called after pushing to the ready ring.
+    pub(super) fn wake_all(&self) {
+        for (w, word) in self.claimed.iter().enumerate() {
+            // An RMW, not a load. The executor claims a slot, registers, then re-checks the
+            // ready ring; we push to the ring, then read `claimed`. With a plain load both reads
+            // could be stale (store buffering): we miss the new claim and it misses our push,
+            // and the executor sleeps with work ready. As an RMW this read is ordered against
+            // the claim's CAS: either we see the bit and wake the slot, or the claim reads from
+            // us (Acquire in `claim`) and its re-check sees the push.
+            // Release: publishes the ready-ring pushes before this call to a later claim.
+            let mut bits = word.fetch_or(0, Ordering::Release);
+            while bits != 0 {
+                let i = bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                self.slots[w * WORD + i].wake();
+            }
+        }
+    }
+}
+
+/// Granted pull-mode entries the ready ring refused, in grant order; owned by the token holder.
+///
+/// The ring never makes a pusher wait: a push that meets a slot whose previous value is still
+/// being popped (a stalled executor) reports the ring full. Such grants wait here, and the next
+/// pass moves them into the ring. Capacity: one per arena slot, so it cannot fill.
+pub(super) struct Overflow {
+    keys: Box<[u64]>,
+    head: usize,
+    pub(super) len: usize,
+}
+
+impl Overflow {
+    pub(super) fn new(capacity: usize) -> Self {
+        Self {
+            keys: vec![0; capacity].into_boxed_slice(),
+            head: 0,
+            len: 0,
+        }
+    }
+
+    pub(super) fn push(&mut self, key: u64) {
+        assert!(
+            self.len < self.keys.len(),
+            "a granted entry is in the overflow at most once"
+        );
+        let i = (self.head + self.len) % self.keys.len();
+        self.keys[i] = key;
+        self.len += 1;
+    }
+
+    pub(super) fn front(&self) -> Option<u64> {
+        (self.len > 0).then(|| self.keys[self.head])
+    }
+
+    pub(super) fn pop(&mut self) {
+        self.head = (self.head + 1) % self.keys.len();
+        self.len -= 1;
+    }
+}
+
+impl<T: Send + 'static> LockFreeClass<T> {
+    /// Moves refused ready-ring pushes into the ring, oldest first. Token held.
+    pub(super) fn flush_overflow(&self, after: &mut super::dispatch::After<T>) {
+        // Relaxed: only the token holder writes it; the token's Acquire ordered the last write.
+        if self.overflowed.load(Ordering::Relaxed) == 0 {
+            return;
+        }
+        self.overflow.with_mut(|o| {
+            // SAFETY: we hold the dispatch token, which makes us the only user of `overflow`.
+            let o = unsafe { &mut *o };
+            while let Some(key) = o.front() {
+                if self.ready.push(key).is_err() {
+                    break;
+                }
+                o.pop();
+                after.pulled = true;
+            }
+            // Release: pairs with the Acquire load in `try_next`.
+            self.overflowed.store(o.len as u32, Ordering::Release);
+        });
+    }
+
+    /// Hands a granted pull-mode entry to the executors. Token held.
+    pub(super) fn publish_ready(&self, key: u64, after: &mut super::dispatch::After<T>) {
+        after.pulled = true;
+        // Relaxed: see `flush_overflow`; keeps grant order when older grants are waiting.
+        let waiting = self.overflowed.load(Ordering::Relaxed) > 0;
+        if let Err(key) = if waiting {
+            Err(key)
+        } else {
+            self.ready.push(key)
+        } {
+            self.overflow.with_mut(|o| {
+                // SAFETY: we hold the dispatch token, which makes us the only user of `overflow`.
+                let o = unsafe { &mut *o };
+                o.push(key);
+                // Release: pairs with the Acquire load in `try_next`.
+                self.overflowed.store(o.len as u32, Ordering::Release);
+            });
+        }
+    }
+
+    /// Takes one granted pull-mode entry off the ready ring, if any.
+    fn pop_ready(&self) -> Option<Pulled<T>> {
+        let raw = self.ready.pop()?;
+        let key = Key::from_u64(raw);
+        let e = self.entry(key);
+        // SAFETY: the entry is GRANTED (it was pushed after the GRANTED CAS, and the ring's pop
+        // is Acquire), and popping made us the content owner.
+        let (content, lease, waited, cancelled) = unsafe {
+            (
+                e.content.with_mut(|c| (*c).take()),
+                e.lease.with_mut(|l| (*l).take()),
+                e.waited.with(|w| *w),
+                e.token.with(|t| (*t).as_ref().and_then(|t| t.reason())),
+            )
+        };
+        self.drop_ref(key, HREF);
+        let ((permit, payload), lease) = content
+            .zip(lease)
+            .expect("granted pull entry holds content and lease");
+        Some(Pulled {
+            payload,
+            permit,
+            lease,
+            waited,
+            cancelled,
+        })
+    }
+
+    /// Pull mode: the next granted request, if any, without waiting. Helps at most one pass
+    /// per call beyond what the ring holds.
+    pub(super) fn next_now(&self) -> Option<Pulled<T>> {
+        if let Some(p) = self.pop_ready() {
+            return Some(p);
+        }
+        // Acquire: pairs with the Release stores in `flush_overflow` / `publish_ready`.
+        if self.overflowed.load(Ordering::Acquire) > 0 {
+            // Grants the ring refused wait for a pass to move them in.
+            self.kick_with(true);
+            return self.pop_ready();
+        }
+        // Acquire: pairs with producers' and releasers' RMWs.
+        if !self.ctl.load(Ordering::Acquire).wants_pass() {
+            return None;
+        }
+        self.kick();
+        self.pop_ready()
+    }
+
+    /// Pull mode, waiting: like `next_now`, registering `cx` to be woken when one may be ready.
+    pub(super) fn poll_next_job(
+        &self,
+        cx: &mut Context<'_>,
+        slot: &mut Option<usize>,
+    ) -> Poll<Option<Pulled<T>>> {
+        if let Some(p) = self.next_now() {
+            return Poll::Ready(Some(p));
+        }
+        if slot.is_none() {
+            *slot = self.exec.claim();
+        }
+        match *slot {
+            Some(i) => self.exec.register(i, cx),
+            // More concurrent executors than waiter slots: poll again soon (the blocking
+            // adapter backs off into a sleep).
+            None => cx.waker().wake_by_ref(),
+        }
+        // Re-check after registering (pairs with the push-then-wake in the pass).
+        if let Some(p) = self.next_now() {
+            return Poll::Ready(Some(p));
+        }
+        // Acquire: pairs with the Release RMW that set SHUT/DEAD.
+        let cur = self.ctl.load(Ordering::Acquire);
+        // Acquire: pairs with the Release stores in `flush_overflow` / `publish_ready`.
+        let overflowed = self.overflowed.load(Ordering::Acquire);
+        if cur.closed() && cur.queued() == 0 && self.ready.is_empty() && overflowed == 0 {
+            return Poll::Ready(None);
+        }
+        Poll::Pending
+    }
+}

@@ -1,0 +1,580 @@
+//! The lock-free engine: one class, no mutex, no thread ever waits for another.
+//!
+//! # Shape
+//!
+//! - **`ctl`** ([`ctl`]), one packed word per class. Every decision that couples "is a cell
+//!   free?" with "is work queued?" is a single RMW on it, so a releaser and a producer cannot
+//!   both miss each other (the Dekker race of two separate counters).
+//! - **Entry slots** ([`entry`]): a fixed [`Arena`] of request entries. Each slot's state byte
+//!   carries the stage and two reference bits beside the arena's generation; every transition is
+//!   a CAS that includes the generation, so a stale handle is refused (SPEC F30) and cancel is
+//!   one CAS (SPEC F31).
+//! - **Inbox**: producers publish new entries on an intrusive multi-producer [`Inbox`]; they never
+//!   touch the policy.
+//! - **Dispatch token** ([`dispatch`], a bit of `ctl`): whoever takes it owns the sequential
+//!   [`Policy`] for one bounded pass: drain the inbox, expire, grant up to the free cells. A
+//!   thread that finds the token taken sets `DIRTY` and leaves — the holder re-runs before
+//!   letting go. No thread ever spins or parks on the token, so the hot paths take no lock and
+//!   never wait.
+//! - **Cancel** (and a dropped future) is one CAS on the entry's state word (SPEC F31). If the
+//!   token happens to be free, the canceller also takes the entry out of the policy at once
+//!   (`unqueue_now`, try-only like every use of the token); otherwise the entry stays behind as a
+//!   tombstone that the next pass drops.
+//! - **Pull mode** ([`exec`]): granted entries go onto a ready ring that executors pop.
+//!
+//! A producer counts itself in `QUEUED` *before* its entry becomes reachable, and whoever moves an
+//! entry out of the queued stage (granter, canceller, expirer, closer) uncounts it exactly once,
+//! so `QUEUED` never goes below the number of reachable queued entries and never underflows.
+//!
+//! # Locks
+//!
+//! None. The only exclusive section is the dispatch token, which is try-only.
+
+mod ctl;
+mod dispatch;
+mod entry;
+mod exec;
+
+#[cfg(all(test, loom))]
+mod loom_lockfree;
+#[cfg(all(test, not(loom)))]
+mod tests;
+
+pub use ctl::MAX_FIELD;
+pub use dispatch::PASS_BUDGET;
+
+use super::{ClassEngine, ClassSetup, Ended, Enqueued, Polled, Pulled, Ticket};
+use crate::admission::Permit;
+use crate::cancel::CancellationToken;
+use crate::clock::Clock;
+use crate::policy::Policy;
+use crate::pool::{ClassPool, Lease};
+use crate::raw::arena::{Arena, Key};
+use crate::raw::inbox::Inbox;
+use crate::raw::ring::Ring;
+use crate::stats::{saturating_add, ClassSnapshot, ClassStats};
+use crate::sync::{AtomicU32, AtomicU64, Ordering, UnsafeCell};
+use crate::{ClassId, Code, Error, Reason};
+use core::task::{Context, Poll};
+use ctl::{Ctl, CtlCell};
+use dispatch::After;
+use entry::{Entry, Stage, State, HREF, QREF};
+use exec::{ExecWaiters, Overflow};
+use std::sync::Arc;
+
+/// The lock-free engine for one class.
+pub struct LockFreeClass<T> {
+    ctl: CtlCell,
+    class: ClassId,
+    queue_capacity: u32,
+    arena: Arena<Entry<T>>,
+    inbox: Inbox,
+    /// Owned by the holder of the dispatch token.
+    policy: UnsafeCell<Policy>,
+    /// Owned by the holder of the dispatch token, like `policy`.
+    overflow: UnsafeCell<Overflow>,
+    /// Entries in `overflow`, for executors deciding whether to force a pass.
+    overflowed: AtomicU32,
+    pool: ClassPool,
+    clock: Arc<dyn Clock>,
+    /// Cells not quarantined.
+    usable: AtomicU32,
+    /// Granted pull-mode entries waiting for an executor.
+    ready: Ring<u64>,
+    exec: ExecWaiters,
+    stats: ClassStats,
+    /// The clock as last read by a pass; lease ages on the fast path use it.
+    recent_now: AtomicU64,
+    queued_tenants: AtomicU32,
+    lease_since: Box<[AtomicU64]>,
+    /// How often a kick found the token held and left `DIRTY` (the models prove that path runs).
+    #[cfg(all(test, loom))]
+    dirty_marks: crate::sync::AtomicUsize,
+    /// How often a grant lost its CAS to a canceller and gave the cell back (models only).
+    #[cfg(all(test, loom))]
+    lost_grants: crate::sync::AtomicUsize,
+    /// How many ended entries `unqueue_now` took out of the policy itself, directly or through
+    /// its inbox drain (models only).
+    #[cfg(all(test, loom))]
+    unqueued_now: crate::sync::AtomicUsize,
+}
+
+// SAFETY: `policy` and `overflow` are only accessed by the holder of the dispatch token (TOKEN
+// bit of `ctl`, taken with Acquire and released with Release), so accesses never overlap and each
+// holder sees the previous holder's writes. Entries are `Sync` for `T: Send`.
+unsafe impl<T: Send> Sync for LockFreeClass<T> {}
+// SAFETY: as above; all fields are owned.
+unsafe impl<T: Send> Send for LockFreeClass<T> {}
+
+impl<T: Send + 'static> LockFreeClass<T> {
+    #[inline]
+    fn entry(&self, key: Key) -> &Entry<T> {
+        self.arena.get(key.index)
+    }
+
+    /// The state of the slot `key` names, if `key` is still current.
+    #[inline]
+    fn state(&self, key: Key) -> Option<State> {
+        self.arena.state(key).map(State)
+    }
+
+    /// Parses and range-checks a host-visible handle.
+    fn key(&self, raw: u64) -> Option<Key> {
+        let key = Key::from_u64(raw);
+        ((key.index as usize) < self.arena.capacity()).then_some(key)
+    }
+
+    /// Clears reference bit `bit`; frees the slot if it was the last one.
+    fn drop_ref(&self, key: Key, bit: u8) {
+        // One CAS: clearing the last reference bit frees the slot in the same RMW.
+        let dropped = self.arena.drop_bits(key, bit, QREF | HREF);
+        debug_assert!(dropped.is_ok(), "reference dropped on a stale key");
+    }
+
+    /// Whether `key` is a pull entry whose token has been cancelled. Callable in any stage.
+    fn pull_token_cancelled(&self, key: Key) -> bool {
+        // SAFETY: `token` is read-only from publication until the slot's next owner writes it,
+        // and the caller holds a reference bit (QREF or HREF), so the slot is not reused.
+        self.entry(key)
+            .token
+            .with(|t| unsafe { (*t).as_ref().is_some_and(CancellationToken::is_cancelled) })
+    }
+
+    /// Takes a cell from the pool and checks it (SPEC F08). On success the cell's lease age
+    /// starts at `now`.
+    fn acquire(&self, ticket: &Ticket, now: u64) -> Result<Lease, Error> {
+        let req = ticket.lease_request(self.class);
+        match self.pool.acquire_checked(&req)? {
+            Ok(lease) => {
+                if let Some(s) = self.lease_since.get(lease.cell().0 as usize) {
+                    // Relaxed: an observation for snapshots.
+                    s.store(now, Ordering::Relaxed);
+                }
+                Ok(lease)
+            }
+            Err(lease) => {
+                // Never marked reusable: the cell leaves service.
+                self.quarantine(lease, Reason::PoolLeaseMismatch.as_str());
+                Err(Error::new(Code::Internal, Reason::PoolLeaseMismatch))
+            }
+        }
+    }
+
+    fn clear_lease_since(&self, lease: &Lease) {
+        if let Some(s) = self.lease_since.get(lease.cell().0 as usize) {
+            // Relaxed: an observation.
+            s.store(u64::MAX, Ordering::Relaxed);
+        }
+    }
+
+    fn ctl_error(cur: Ctl) -> Error {
+        if cur.shut() {
+            Error::new(Code::Unavailable, Reason::Shutdown)
+        } else {
+            Error::new(Code::Unavailable, Reason::AllCellsQuarantined)
+        }
+    }
+
+    /// The fast path: nothing queued and a cell free → take the credit. Returns Ok(None) when
+    /// the request must queue; the caller then counts itself in (`count_in`).
+    fn try_fast(&self, ticket: &Ticket) -> Result<Option<Lease>, Error> {
+        self.settle_lazy();
+        // Acquire: pairs with the Release `fetch_add` in `release`.
+        let took = self.ctl.update(Ordering::Acquire, |cur| {
+            if cur.closed() {
+                return Err(Self::ctl_error(cur));
+            }
+            Ok(if cur.fast_path_open() {
+                (cur.take_credit(), true)
+            } else {
+                (cur, false)
+            })
+        })?;
+        if !took {
+            return Ok(None);
+        }
+        self.finish_fast(ticket).map(Some)
+    }
+
+    /// If the fast path is closed only by `LAZY`, tries to retire the emptied tenants so that
+    /// this grant can be their turn; if another thread holds the token, the request takes the
+    /// queued path (whose pass does the same).
+    #[inline]
+    fn settle_lazy(&self) {
+        // Relaxed: a hint; the fast path's own RMW decides.
+        let cur = self.ctl.load(Ordering::Relaxed);
+        if cur.lazy() && cur.queued() == 0 && cur.free() > 0 {
+            self.retire_lazy();
+        }
+    }
+
+    /// Turns a fast-path cell credit into a lease; gives the credit back on failure.
+    fn finish_fast(&self, ticket: &Ticket) -> Result<Lease, Error> {
+        // Relaxed: an observation.
+        let now = self.recent_now.load(Ordering::Relaxed);
+        match self.acquire(ticket, now) {
+            Ok(lease) => {
+                self.stats.record_grant(0);
+                Ok(lease)
+            }
+            Err(e) => {
+                if !matches!(e.reason(), Reason::PoolLeaseMismatch) {
+                    self.unreserve_cell();
+                }
+                self.kick();
+                Err(e)
+            }
+        }
+    }
+
+    /// Counts a new request into QUEUED, enforcing the exact capacity. Also decides the fast
+    /// path in the same RMW when `fast` is set. Returns `Ok(true)` if the fast path took a
+    /// credit instead.
+    fn count_in(&self, fast: bool) -> Result<bool, Error> {
+        if fast {
+            self.settle_lazy();
+        }
+        // AcqRel: Acquire pairs with `release` (cell credit); Release orders nothing yet (the
+        // entry is published later by the inbox push) but keeps `ctl` RMWs uniform.
+        self.ctl.update(Ordering::AcqRel, |cur| {
+            if cur.closed() {
+                return Err(Self::ctl_error(cur));
+            }
+            if fast && cur.fast_path_open() {
+                Ok((cur.take_credit(), true))
+            } else if cur.queued() >= u64::from(self.queue_capacity) {
+                Err(Error::new(Code::ResourceExhausted, Reason::QueueFull))
+            } else {
+                Ok((cur.count_in(), false))
+            }
+        })
+    }
+
+    /// Allocates a slot, compacting tombstones once if the arena is full.
+    fn alloc(&self, state: u8) -> Option<Key> {
+        if let Some(k) = self.arena.alloc(state) {
+            return Some(k);
+        }
+        self.kick_with(true);
+        self.arena.alloc(state)
+    }
+
+    /// Counts a request refused at enqueue in the snapshot (SPEC F60).
+    fn refused(&self, e: Error) -> Error {
+        self.stats
+            .count_refused_at_enqueue(e.code() == Code::DeadlineExceeded);
+        e
+    }
+}
+
+impl<T: Send + 'static> ClassEngine<T> for LockFreeClass<T> {
+    fn new(s: ClassSetup) -> Result<Self, Error> {
+        let (policy, slots) = s.policy()?;
+        Ok(Self {
+            ctl: CtlCell::new(Ctl::new(s.cells)),
+            class: s.class,
+            queue_capacity: s.queue_capacity,
+            arena: Arena::new(slots)?,
+            inbox: Inbox::new(slots)?,
+            policy: UnsafeCell::new(policy),
+            overflow: UnsafeCell::new(Overflow::new(slots)),
+            overflowed: AtomicU32::new(0),
+            usable: AtomicU32::new(s.cells),
+            ready: Ring::new((s.cells as usize).max(2)),
+            exec: ExecWaiters::new(ExecWaiters::slots_for(s.cells)),
+            stats: ClassStats::new(),
+            recent_now: AtomicU64::new(s.clock.now()),
+            queued_tenants: AtomicU32::new(0),
+            lease_since: (0..s.cells).map(|_| AtomicU64::new(u64::MAX)).collect(),
+            #[cfg(all(test, loom))]
+            dirty_marks: crate::sync::AtomicUsize::new(0),
+            #[cfg(all(test, loom))]
+            lost_grants: crate::sync::AtomicUsize::new(0),
+            #[cfg(all(test, loom))]
+            unqueued_now: crate::sync::AtomicUsize::new(0),
+            pool: s.pool,
+            clock: s.clock,
+        })
+    }
+
+    fn enqueue(
+        &self,
+        ticket: Ticket,
+        pull: Option<(Permit, T)>,
+        token: Option<&CancellationToken>,
+    ) -> Result<Enqueued, (Error, Option<(Permit, T)>)> {
+        if self.queue_capacity == 0 {
+            let e = Error::new(Code::ResourceExhausted, Reason::QueueFull);
+            return Err((self.refused(e), pull));
+        }
+        // Pull-mode requests always go through a slot (the executor takes them from there).
+        match self.count_in(pull.is_none()) {
+            Err(e) => return Err((self.refused(e), pull)),
+            Ok(true) => {
+                return self
+                    .finish_fast(&ticket)
+                    .map(Enqueued::Granted)
+                    .map_err(|e| (e, pull))
+            }
+            Ok(false) => {}
+        }
+        let Some(key) = self.alloc(State::new_queued(pull.is_some())) else {
+            // Release: see `end_queued`.
+            self.ctl.count_out(Ordering::Release);
+            let e = Error::new(Code::ResourceExhausted, Reason::QueueFull);
+            return Err((self.refused(e), pull));
+        };
+        let e = self.entry(key);
+        let now = self.clock.now();
+        let token = if pull.is_some() { token.cloned() } else { None };
+        // SAFETY: the slot was just allocated to us and is not yet reachable by anyone else.
+        unsafe {
+            e.ticket.with_mut(|t| *t = ticket);
+            e.enqueued_at.with_mut(|a| *a = now);
+            e.content.with_mut(|c| *c = pull);
+            e.token.with_mut(|t| *t = token);
+        }
+        self.inbox.push(key.index);
+        self.kick();
+        Ok(Enqueued::Queued(key.to_u64()))
+    }
+
+    fn try_grant_now(&self, ticket: &Ticket) -> Result<Option<Lease>, Error> {
+        if self.queue_capacity == 0 {
+            return Err(Error::new(Code::ResourceExhausted, Reason::QueueFull));
+        }
+        self.try_fast(ticket)
+    }
+
+    fn poll(&self, raw: u64, cx: &mut Context<'_>) -> Polled {
+        let stale = || {
+            Polled::Ended(Ended::Failed(Error::new(
+                Code::Internal,
+                Reason::StaleHandle,
+            )))
+        };
+        let Some(key) = self.key(raw) else {
+            return stale();
+        };
+        let e = self.entry(key);
+        let Some(mut s) = self.state(key) else {
+            return stale();
+        };
+        let mut registered = false;
+        if s.is_queued() {
+            crate::sync::register_waker(&e.waker, cx.waker());
+            registered = true;
+            // Re-check after registering: a grant between the first load and the registration
+            // would otherwise be missed (its waker `take` could have run before `register`).
+            s = self.state(key).unwrap_or(State(Stage::Failed as u8));
+            if s.is_queued() {
+                // Cooperative progress (F18): run a pass if one is due and nobody runs one.
+                // A load, not the RMW of `kick`: that RMW orders a caller's fresh publication
+                // against releasers, and a poller has published nothing a pass must see (a
+                // grant racing the registration is caught by the re-check above). Saves one
+                // RMW on `ctl` per pending poll.
+                // Relaxed: a hint; `kick` re-reads `ctl` with an RMW before acting on it.
+                let cur = self.ctl.load(Ordering::Relaxed);
+                if !cur.token() && cur.wants_pass() {
+                    self.kick();
+                    s = self.state(key).unwrap_or(State(Stage::Failed as u8));
+                }
+                if s.is_queued() {
+                    return Polled::Pending;
+                }
+            }
+        }
+        let out = match s.stage() {
+            Stage::Granted => {
+                // SAFETY: we hold HREF and observed GRANTED with Acquire (inside `state`), so the
+                // dispatcher's writes are visible and nobody else touches the lease now.
+                let (lease, waited) = e
+                    .lease
+                    .with_mut(|l| unsafe { ((*l).take(), e.waited.with(|w| *w)) });
+                match lease {
+                    Some(l) => Polled::Granted(l, waited),
+                    None => Polled::Ended(Ended::Failed(Error::new(
+                        Code::Internal,
+                        Reason::LeaseMissing,
+                    ))),
+                }
+            }
+            Stage::Cancelled => Polled::Ended(Ended::Cancelled),
+            Stage::Expired => Polled::Ended(Ended::Expired),
+            Stage::Closed => Polled::Ended(Ended::Shutdown),
+            Stage::Dead => Polled::Ended(Ended::Quarantined),
+            Stage::Failed | Stage::Queued => {
+                // SAFETY: written before the FAILED CAS, read after observing it; no other
+                // writer.
+                let error = e.error.with(|x| unsafe { *x });
+                Polled::Ended(Ended::Failed(dispatch::failure(error)))
+            }
+        };
+        if registered {
+            // The stage moved on while we registered, so the mover may have found no waker to
+            // take: take ours back, or the slot's next owner would inherit it and a grant made
+            // before its first poll would wake this task instead.
+            drop(crate::sync::take_waker(&e.waker));
+        }
+        self.drop_ref(key, HREF);
+        out
+    }
+
+    fn withdraw(&self, raw: u64, why: Ended) -> Option<Lease> {
+        let key = self.key(raw)?;
+        let res = self
+            .arena
+            .update(key, |s| State(s).end_by_owner(Stage::ended(why)));
+        let lease = match res {
+            Ok(_) => {
+                // Release: see `end_queued`.
+                self.ctl.count_out(Ordering::Release);
+                saturating_add(
+                    match why {
+                        Ended::Expired => &self.stats.expirations,
+                        Ended::Cancelled => &self.stats.cancellations,
+                        _ => &self.stats.rejections,
+                    },
+                    1,
+                );
+                self.unqueue_now(key);
+                None
+            }
+            Err(_) if self.state(key).is_some_and(|s| s.stage() == Stage::Granted) => {
+                self.entry(key).lease.with_mut(|l| {
+                    // SAFETY: GRANTED and we hold HREF: the lease is ours (see `poll`).
+                    unsafe { (*l).take() }
+                })
+            }
+            Err(_) => None,
+        };
+        // The owner leaves: a waker it registered while queued must not reach the slot's next
+        // owner.
+        drop(crate::sync::take_waker(&self.entry(key).waker));
+        self.drop_ref(key, HREF);
+        lease
+    }
+
+    fn cancel(&self, raw: u64) -> Result<(), Error> {
+        let not_found = Error::new(Code::NotFound, Reason::UnknownRequest);
+        let key = self.key(raw).ok_or(not_found)?;
+        self.arena
+            .update(key, |s| State(s).end_by_owner(Stage::Cancelled))
+            .map_err(|_| not_found)?;
+        // Release: see `end_queued`.
+        self.ctl.count_out(Ordering::Release);
+        saturating_add(&self.stats.cancellations, 1);
+        let mut after = After::new();
+        self.collect_ended(key, &mut after);
+        for w in after.wakes.drain(..) {
+            w.wake();
+        }
+        drop(after);
+        self.unqueue_now(key);
+        Ok(())
+    }
+
+    fn release(&self, lease: Lease) {
+        self.clear_lease_since(&lease);
+        self.pool.release(lease);
+        // Release: the pool holds the cell again before the credit is visible; pairs with the
+        // Acquire CAS that takes a credit (fast path, `reserve_cell`). Acquire: this RMW is also
+        // the ordering point `kick_from` needs (see there), so the kick starts from its value
+        // instead of reading `ctl` again.
+        let old = self.ctl.give_credit(Ordering::AcqRel);
+        if old.queued() > 0 {
+            self.kick_from(false, Some(old.give_credit()));
+        }
+    }
+
+    fn quarantine(&self, lease: Lease, reason: &'static str) {
+        self.clear_lease_since(&lease);
+        self.pool.quarantine(lease, reason);
+        // Relaxed: `usable` only decides when DEAD is set; DEAD itself is set with an RMW on ctl.
+        if self.usable.fetch_sub(1, Ordering::Relaxed) == 1 {
+            // Release: pairs with the Acquire loads of `ctl` in passes and producers.
+            self.ctl.set_dead(Ordering::Release);
+            self.kick();
+            self.exec.wake_all();
+        }
+    }
+
+    fn try_next(&self) -> Option<Pulled<T>> {
+        self.next_now()
+    }
+
+    fn poll_next(&self, cx: &mut Context<'_>, slot: &mut Option<usize>) -> Poll<Option<Pulled<T>>> {
+        self.poll_next_job(cx, slot)
+    }
+
+    fn forget_waiter(&self, slot: usize) {
+        self.exec.forget(slot);
+    }
+
+    fn count_refused(&self, expired: bool) {
+        self.stats.count_refused_at_enqueue(expired);
+    }
+
+    fn count_refused_after_grant(&self) {
+        self.stats.count_refused_at_acceptance();
+    }
+
+    fn shutdown(&self) {
+        // Release: pairs with the Acquire loads of `ctl` in passes and producers.
+        self.ctl.set_shut(Ordering::Release);
+        self.kick();
+        self.exec.wake_all();
+    }
+
+    fn snapshot(&self) -> ClassSnapshot {
+        let pool = self.pool.counters();
+        // Acquire: pairs with the RMWs of producers, granters and releasers.
+        let cur = self.ctl.load(Ordering::Acquire);
+        let now = self.clock.now();
+        // Relaxed: observations.
+        let oldest = self
+            .lease_since
+            .iter()
+            .map(|s| s.load(Ordering::Relaxed))
+            .filter(|&s| s != u64::MAX)
+            .min()
+            .map(|s| now.saturating_sub(s));
+        self.stats.snapshot(
+            pool,
+            cur.queued() as u32,
+            // Relaxed: an observation.
+            self.queued_tenants.load(Ordering::Relaxed),
+            oldest,
+        )
+    }
+
+    fn clock(&self) -> &Arc<dyn Clock> {
+        &self.clock
+    }
+}
+
+impl<T> Drop for LockFreeClass<T> {
+    fn drop(&mut self) {
+        // Entries still holding content (pull mode, never taken) drop it here with the arena;
+        // leases of granted-but-untaken pull entries go back to the pool.
+        let mut untaken = Vec::new();
+        self.overflow.with_mut(|o| {
+            // SAFETY: `&mut self`: no other user exists.
+            let o = unsafe { &mut *o };
+            while let Some(k) = o.front() {
+                o.pop();
+                untaken.push(k);
+            }
+        });
+        while let Some(raw) = self.ready.pop().or_else(|| untaken.pop()) {
+            let key = Key::from_u64(raw);
+            let lease = self.arena.get(key.index).lease.with_mut(|l| {
+                // SAFETY: `&mut self`: no other user exists.
+                unsafe { (*l).take() }
+            });
+            if let Some(l) = lease {
+                self.pool.release(l);
+            }
+        }
+    }
+}
