@@ -56,7 +56,7 @@ use std::sync::Arc;
 /// let assignment =
 ///     scheduler.enqueue_blocking(AdmittedRequest::new(permit, CancellationToken::new(id)))?;
 /// drop(assignment); // as a timeout would: the cell goes back (DropPolicy::Release)
-/// assert_eq!(scheduler.snapshot(ClassId(0))?.cells_available, 1);
+/// assert_eq!(scheduler.available_cells(ClassId(0))?, 1);
 /// assert!(ledger.usage().is_zero());
 /// # Ok::<(), fairway::Error>(())
 /// ```
@@ -158,12 +158,12 @@ impl Assignment {
         if let Some(permit) = self.permit.take() {
             let class = permit.class();
             let lease = Lease::new(&request_of(&permit), self.cell);
+            // The pool first, then the quota, then the class's free count (see `CellReturn`).
             match how {
-                End::Release => self.home.release(class, lease),
-                End::Quarantine(reason) => self.home.quarantine(class, lease, reason),
-                End::Dropped => self.home.dropped(class, lease),
+                End::Release => self.home.release(class, lease, permit),
+                End::Quarantine(reason) => self.home.quarantine(class, lease, reason, permit),
+                End::Dropped => self.home.dropped(class, lease, permit),
             }
-            drop(permit);
         }
     }
 }

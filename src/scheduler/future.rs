@@ -157,8 +157,8 @@ impl<'a, T: Send + 'static, M: Mechanism> Enqueue<'a, T, M> {
         if let Some(e) = refused {
             // The untouched lease goes back first, then the quota (SPEC F42).
             self.engine().count_refused_after_grant();
-            self.engine().release(lease);
-            self.permit = None;
+            let permit = self.permit.take();
+            self.engine().release_then(lease, || drop(permit));
             return Err(e);
         }
         let permit = self
@@ -190,8 +190,7 @@ impl<T: Send + 'static, M: Mechanism> Future for Enqueue<'_, T, M> {
                     token.register_scheduler(cx.waker());
                 }
                 if let Some((why, e)) = this.stop_reason(&mut now) {
-                    give_up(engine, key, why);
-                    this.permit = None;
+                    give_up(engine, key, why, this.permit.take());
                     return Poll::Ready(Err(e));
                 }
                 match engine.poll(key, cx) {
@@ -217,8 +216,14 @@ impl<T: Send + 'static, M: Mechanism> Drop for Enqueue<'_, T, M> {
     fn drop(&mut self) {
         // The cell goes back before the permit (a field, dropped after this body) is refunded.
         match core::mem::replace(&mut self.stage, Stage::Done) {
-            Stage::Queued(key) => give_up(self.engine(), key, Ended::Cancelled),
-            Stage::Granted(lease) => self.engine().release(lease),
+            Stage::Queued(key) => {
+                let permit = self.permit.take();
+                give_up(self.engine(), key, Ended::Cancelled, permit);
+            }
+            Stage::Granted(lease) => {
+                let permit = self.permit.take();
+                self.engine().release_then(lease, || drop(permit));
+            }
             Stage::Failed(_) | Stage::Done => {}
         }
     }
@@ -283,6 +288,70 @@ impl<T: Send + 'static, M: Mechanism> Drop for Next<'_, T, M> {
     fn drop(&mut self) {
         if let (Some(slot), Ok(engine)) = (self.slot, self.scheduler.shared.class(self.class)) {
             engine.forget_waiter(slot);
+        }
+    }
+}
+
+/// Future returned by [`Scheduler::drain`]: resolves once every class is drained.
+///
+/// # Cancel safety
+///
+/// Dropping it stops waiting; the scheduler stays closed.
+#[must_use = "futures do nothing unless polled"]
+pub struct Drain<'a, T: Send + 'static, M: Mechanism> {
+    scheduler: &'a Scheduler<T, M>,
+    /// The class being waited for; classes before it are drained (and stay so: nothing new is
+    /// admitted once closed).
+    class: usize,
+    slot: Option<usize>,
+}
+
+impl<T: Send + 'static, M: Mechanism> fmt::Debug for Drain<'_, T, M> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Drain")
+            .field("class", &self.class)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'a, T: Send + 'static, M: Mechanism> Drain<'a, T, M> {
+    pub(super) fn new(scheduler: &'a Scheduler<T, M>) -> Self {
+        Self {
+            scheduler,
+            class: 0,
+            slot: None,
+        }
+    }
+
+    fn forget(&mut self) {
+        if let Some(slot) = self.slot.take() {
+            self.scheduler.shared.classes[self.class].forget_waiter(slot);
+        }
+    }
+}
+
+impl<T: Send + 'static, M: Mechanism> Future for Drain<'_, T, M> {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = self.get_mut();
+        while let Some(engine) = this.scheduler.shared.classes.get(this.class) {
+            match engine.poll_drained(cx, &mut this.slot) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(()) => {
+                    this.forget();
+                    this.class += 1;
+                }
+            }
+        }
+        Poll::Ready(())
+    }
+}
+
+impl<T: Send + 'static, M: Mechanism> Drop for Drain<'_, T, M> {
+    fn drop(&mut self) {
+        if self.class < self.scheduler.shared.classes.len() {
+            self.forget();
         }
     }
 }

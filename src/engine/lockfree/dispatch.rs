@@ -154,7 +154,8 @@ impl<T: Send + 'static> LockFreeClass<T> {
             w.wake();
         }
         after.contents.clear();
-        if after.pulled {
+        // Once admissions have stopped, a pass's grants and ends may be what a drain waits for.
+        if after.pulled || prev.stopped() {
             self.exec.wake_all();
         }
         prev
@@ -265,6 +266,20 @@ impl<T: Send + 'static> LockFreeClass<T> {
             .update(key, |s| State(s).end_by_queue(stage))
             .is_ok();
         if won {
+            if matches!(stage, Stage::Closed | Stage::Dead)
+                && self.state(key).is_some_and(State::is_pull)
+            {
+                // Shut down (or the class died) before delivery: the payload goes back to the
+                // host, the permit is refunded. Kept before the count below, so a drainer that
+                // sees the queue empty also sees the payload. Moving `T` runs no host code, and
+                // a permit's refund only touches the ledger's counters.
+                // SAFETY: we moved the entry out of QUEUED, which makes us the content's owner.
+                let content = self.entry(key).content.with_mut(|c| unsafe { (*c).take() });
+                if let Some((permit, payload)) = content {
+                    self.undelivered.keep(payload);
+                    drop(permit);
+                }
+            }
             // Release: pairs with the Acquire loads of `ctl` (the count is only arithmetic, but
             // keeping every `ctl` RMW at least Release keeps reasoning uniform).
             self.ctl.count_out(Ordering::Release);

@@ -43,7 +43,7 @@ mod tests;
 pub use ctl::MAX_FIELD;
 pub use dispatch::PASS_BUDGET;
 
-use super::{ClassEngine, ClassSetup, Ended, Enqueued, Polled, Pulled, Ticket};
+use super::{ClassEngine, ClassSetup, Ended, Enqueued, Polled, Pulled, Ticket, Undelivered};
 use crate::admission::Permit;
 use crate::cancel::CancellationToken;
 use crate::clock::Clock;
@@ -54,7 +54,7 @@ use crate::raw::inbox::Inbox;
 use crate::raw::ring::Ring;
 use crate::stats::{saturating_add, ClassSnapshot, ClassStats};
 use crate::sync::{AtomicU32, AtomicU64, Ordering, UnsafeCell};
-use crate::{ClassId, Code, Error, Reason};
+use crate::{CellId, ClassId, Code, Error, Reason};
 use core::task::{Context, Poll};
 use ctl::{Ctl, CtlCell};
 use dispatch::After;
@@ -79,6 +79,10 @@ pub struct LockFreeClass<T> {
     clock: Arc<dyn Clock>,
     /// Cells not quarantined.
     usable: AtomicU32,
+    /// Payloads of pull-mode requests that shutdown (or the death of the class) ended before
+    /// delivery, kept for the host (`take_undelivered`). Sized at build for every slot, so a
+    /// push never allocates; locked only on that end-of-life path, never on a grant.
+    undelivered: Undelivered<T>,
     /// Granted pull-mode entries waiting for an executor.
     ready: Ring<u64>,
     exec: ExecWaiters,
@@ -168,7 +172,7 @@ impl<T: Send + 'static> LockFreeClass<T> {
     }
 
     fn ctl_error(cur: Ctl) -> Error {
-        if cur.shut() {
+        if cur.shut() || cur.draining() {
             Error::new(Code::Unavailable, Reason::Shutdown)
         } else {
             Error::new(Code::Unavailable, Reason::AllCellsQuarantined)
@@ -181,7 +185,7 @@ impl<T: Send + 'static> LockFreeClass<T> {
         self.settle_lazy();
         // Acquire: pairs with the Release `fetch_add` in `release`.
         let took = self.ctl.update(Ordering::Acquire, |cur| {
-            if cur.closed() {
+            if cur.stopped() {
                 return Err(Self::ctl_error(cur));
             }
             Ok(if cur.fast_path_open() {
@@ -237,7 +241,7 @@ impl<T: Send + 'static> LockFreeClass<T> {
         // AcqRel: Acquire pairs with `release` (cell credit); Release orders nothing yet (the
         // entry is published later by the inbox push) but keeps `ctl` RMWs uniform.
         self.ctl.update(Ordering::AcqRel, |cur| {
-            if cur.closed() {
+            if cur.stopped() {
                 return Err(Self::ctl_error(cur));
             }
             if fast && cur.fast_path_open() {
@@ -280,6 +284,7 @@ impl<T: Send + 'static> ClassEngine<T> for LockFreeClass<T> {
             overflow: UnsafeCell::new(Overflow::new(slots)),
             overflowed: AtomicU32::new(0),
             usable: AtomicU32::new(s.cells),
+            undelivered: Undelivered::new(slots),
             ready: Ring::new((s.cells as usize).max(2)),
             exec: ExecWaiters::new(ExecWaiters::slots_for(s.cells)),
             stats: ClassStats::new(),
@@ -320,7 +325,8 @@ impl<T: Send + 'static> ClassEngine<T> for LockFreeClass<T> {
         }
         let Some(key) = self.alloc(State::new_queued(pull.is_some())) else {
             // Release: see `end_queued`.
-            self.ctl.count_out(Ordering::Release);
+            let old = self.ctl.count_out(Ordering::Release);
+            self.wake_drainers(old);
             let e = Error::new(Code::ResourceExhausted, Reason::QueueFull);
             return Err((self.refused(e), pull));
         };
@@ -428,7 +434,8 @@ impl<T: Send + 'static> ClassEngine<T> for LockFreeClass<T> {
         let lease = match res {
             Ok(_) => {
                 // Release: see `end_queued`.
-                self.ctl.count_out(Ordering::Release);
+                let old = self.ctl.count_out(Ordering::Release);
+                self.wake_drainers(old);
                 saturating_add(
                     match why {
                         Ended::Expired => &self.stats.expirations,
@@ -462,7 +469,8 @@ impl<T: Send + 'static> ClassEngine<T> for LockFreeClass<T> {
             .update(key, |s| State(s).end_by_owner(Stage::Cancelled))
             .map_err(|_| not_found)?;
         // Release: see `end_queued`.
-        self.ctl.count_out(Ordering::Release);
+        let old = self.ctl.count_out(Ordering::Release);
+        self.wake_drainers(old);
         saturating_add(&self.stats.cancellations, 1);
         let mut after = After::new();
         self.collect_ended(key, &mut after);
@@ -474,9 +482,10 @@ impl<T: Send + 'static> ClassEngine<T> for LockFreeClass<T> {
         Ok(())
     }
 
-    fn release(&self, lease: Lease) {
+    fn release_then(&self, lease: Lease, then: impl FnOnce()) {
         self.clear_lease_since(&lease);
         self.pool.release(lease);
+        then();
         // Release: the pool holds the cell again before the credit is visible; pairs with the
         // Acquire CAS that takes a credit (fast path, `reserve_cell`). Acquire: this RMW is also
         // the ordering point `kick_from` needs (see there), so the kick starts from its value
@@ -485,18 +494,24 @@ impl<T: Send + 'static> ClassEngine<T> for LockFreeClass<T> {
         if old.queued() > 0 {
             self.kick_from(false, Some(old.give_credit()));
         }
+        self.wake_drainers(old);
     }
 
-    fn quarantine(&self, lease: Lease, reason: &'static str) {
+    fn quarantine_then(&self, lease: Lease, reason: &'static str, then: impl FnOnce()) {
         self.clear_lease_since(&lease);
         self.pool.quarantine(lease, reason);
-        // Relaxed: `usable` only decides when DEAD is set; DEAD itself is set with an RMW on ctl.
-        if self.usable.fetch_sub(1, Ordering::Relaxed) == 1 {
+        then();
+        // AcqRel: `usable` decides when DEAD is set (DEAD itself is set with an RMW on ctl); a
+        // drainer reads it (Acquire in `drained`) to tell whether every usable cell is back, and
+        // the Release here orders this decrement before the `wake_all` below.
+        if self.usable.fetch_sub(1, Ordering::AcqRel) == 1 {
             // Release: pairs with the Acquire loads of `ctl` in passes and producers.
             self.ctl.set_dead(Ordering::Release);
             self.kick();
-            self.exec.wake_all();
         }
+        // Executors waiting for a dead class to empty, and drainers waiting for the cell, must
+        // look again (a rare path: every quarantine wakes them).
+        self.exec.wake_all();
     }
 
     fn try_next(&self) -> Option<Pulled<T>> {
@@ -526,7 +541,134 @@ impl<T: Send + 'static> ClassEngine<T> for LockFreeClass<T> {
         self.exec.wake_all();
     }
 
+    fn close(&self) {
+        // Release: pairs with the Acquire loads of `ctl` in producers (`count_in`, `try_fast`).
+        self.ctl.set_drain(Ordering::Release);
+        // What is queued keeps being granted; make sure a pass runs if one is due.
+        self.kick();
+        self.exec.wake_all();
+    }
+
+    fn poll_drained(&self, cx: &mut Context<'_>, slot: &mut Option<usize>) -> Poll<()> {
+        if self.drained() {
+            return Poll::Ready(());
+        }
+        if slot.is_none() {
+            *slot = self.exec.claim();
+        }
+        match *slot {
+            Some(i) => self.exec.register(i, cx),
+            // More waiters than slots: poll again soon.
+            None => cx.waker().wake_by_ref(),
+        }
+        // Cooperative progress, as in `poll`: run a pass if one is due and nobody runs one.
+        // Relaxed: a hint; `kick` re-reads `ctl` with an RMW before acting on it.
+        let cur = self.ctl.load(Ordering::Relaxed);
+        if !cur.token() && cur.wants_pass() {
+            self.kick();
+        }
+        // Re-check after registering: pairs with the RMW-then-`wake_all` of whoever made the
+        // last change (`wake_drainers`, `quarantine`, a pass ending in `with_token`).
+        if self.drained() {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    }
+
+    fn queue_depth(&self) -> u32 {
+        // Relaxed: an observation.
+        self.ctl.load(Ordering::Relaxed).queued() as u32
+    }
+
+    fn available_cells(&self) -> u32 {
+        // Relaxed: an observation (credits reserved by a running pass count as taken).
+        self.ctl.load(Ordering::Relaxed).free() as u32
+    }
+
+    fn restore_cell(&self, cell: CellId) -> Result<(), Error> {
+        // Count the cell as usable first, refusing a class that has died (`usable` reached 0
+        // and DEAD was set: its requests have failed, SPEC F22). Holding this increment keeps a
+        // concurrent quarantine of the other cells from killing the class under us.
+        // AcqRel: orders against the `fetch_sub` in `quarantine`.
+        self.usable
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n > 0).then_some(n + 1)
+            })
+            .map_err(|_| Error::new(Code::Unavailable, Reason::AllCellsQuarantined))?;
+        if let Err(e) = self.pool.restore(cell) {
+            // AcqRel: as in `quarantine`, whose role this undo takes if it is the last one.
+            if self.usable.fetch_sub(1, Ordering::AcqRel) == 1 {
+                // Release: as in `quarantine`.
+                self.ctl.set_dead(Ordering::Release);
+                self.kick();
+                self.exec.wake_all();
+            }
+            return Err(e);
+        }
+        // The cell's credit, as `release` gives it (the pool holds the cell again).
+        // AcqRel: as in `release`.
+        let old = self.ctl.give_credit(Ordering::AcqRel);
+        if old.queued() > 0 {
+            self.kick_from(false, Some(old.give_credit()));
+        }
+        self.exec.wake_all();
+        Ok(())
+    }
+
+    fn keep_undelivered(&self, payload: T) {
+        self.undelivered.keep(payload);
+    }
+
+    fn take_undelivered(&self, out: &mut Vec<T>) {
+        self.undelivered.take_into(out);
+    }
+
+    fn snapshot_into(&self, out: &mut ClassSnapshot) {
+        let (pool, queued, tenants, oldest) = self.samples();
+        self.stats.snapshot_into(pool, queued, tenants, oldest, out);
+    }
+
     fn snapshot(&self) -> ClassSnapshot {
+        let (pool, queued, tenants, oldest) = self.samples();
+        self.stats.snapshot(pool, queued, tenants, oldest)
+    }
+
+    fn clock(&self) -> &Arc<dyn Clock> {
+        &self.clock
+    }
+}
+
+impl<T: Send + 'static> LockFreeClass<T> {
+    /// Wakes drainers (and executors, who share the waiter slots) if `old`, the value of `ctl`
+    /// that an RMW of the caller's replaced, says admissions have stopped: the change may be the
+    /// last one a drain waits for. The RMW orders the change before `wake_all`.
+    #[inline]
+    fn wake_drainers(&self, old: Ctl) {
+        if old.stopped() {
+            self.exec.wake_all();
+        }
+    }
+
+    /// Whether the class has stopped admitting and everything it admitted has finished:
+    /// nothing queued, no granted job waiting for an executor, every usable cell back.
+    fn drained(&self) -> bool {
+        // Acquire: pairs with the Release RMWs of granters, releasers and cancellers.
+        let cur = self.ctl.load(Ordering::Acquire);
+        // Acquire: pairs with the AcqRel updates in `quarantine` / `restore_cell`.
+        let usable = self.usable.load(Ordering::Acquire);
+        // Acquire: pairs with the Release stores in `flush_overflow` / `publish_ready`.
+        let overflowed = self.overflowed.load(Ordering::Acquire);
+        cur.stopped()
+            && cur.queued() == 0
+            && cur.free() >= u64::from(usable)
+            && overflowed == 0
+            && self.ready.is_empty()
+    }
+
+    /// Samples for a snapshot: the pool's split, the queue depth, the tenants in rotation and
+    /// the oldest lease's age.
+    fn samples(&self) -> (crate::pool::PoolCounters, u32, u32, Option<u64>) {
         let pool = self.pool.counters();
         // Acquire: pairs with the RMWs of producers, granters and releasers.
         let cur = self.ctl.load(Ordering::Acquire);
@@ -539,17 +681,13 @@ impl<T: Send + 'static> ClassEngine<T> for LockFreeClass<T> {
             .filter(|&s| s != u64::MAX)
             .min()
             .map(|s| now.saturating_sub(s));
-        self.stats.snapshot(
+        (
             pool,
             cur.queued() as u32,
             // Relaxed: an observation.
             self.queued_tenants.load(Ordering::Relaxed),
             oldest,
         )
-    }
-
-    fn clock(&self) -> &Arc<dyn Clock> {
-        &self.clock
     }
 }
 
