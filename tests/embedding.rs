@@ -392,6 +392,11 @@ fn x02_enqueue_blocking_in_a_current_thread_runtime_panics() {
     );
     // Nothing was queued or reserved: the request was refunded as the panic unwound.
     assert!(env.ledger.usage().is_zero());
+    // The blocking pull form is caught the same way.
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        rt.block_on(async { env.sched.next_blocking(ClassId(0)) })
+    }));
+    assert!(outcome.is_err(), "next_blocking must panic there too");
     // Outside a runtime the same call works.
     env.sched.enqueue_blocking(env.admit(0)).unwrap().release();
 }

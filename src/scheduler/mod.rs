@@ -460,6 +460,11 @@ impl<T: Send + 'static, M: Mechanism> fmt::Debug for Scheduler<T, M> {
 ///
 /// Never; a bad configuration is an error from [`build`](Self::build).
 ///
+/// # Cancel safety
+///
+/// Not async: nothing to cancel. Building allocates every structure the scheduler will ever
+/// use, once.
+///
 /// # Examples
 ///
 /// ```
@@ -810,7 +815,9 @@ impl<T: Send + 'static, M: Mechanism> Scheduler<T, M> {
     /// # Panics
     ///
     /// With the `tokio` cargo feature, when called from within a current-thread tokio runtime
-    /// (where it would hang), as tokio's own blocking calls do. That includes the
+    /// (where it would hang), as tokio's own blocking calls do (so do
+    /// [`next_blocking`](Self::next_blocking) and [`drain_blocking`](Self::drain_blocking)).
+    /// That includes the
     /// `spawn_blocking` threads of such a runtime, where blocking is in fact harmless; use
     /// `Handle::block_on(scheduler.enqueue(request))` there. Without the feature nothing is
     /// detected and such a call hangs.
@@ -925,6 +932,10 @@ impl<T: Send + 'static, M: Mechanism> Scheduler<T, M> {
     /// Cancel-safe: a job leaves the class only in the poll that returns it, so dropping the
     /// future (in a `select!`, say) loses nothing.
     ///
+    /// # Panics
+    ///
+    /// Never. (The future, like any, must not be polled again after it resolved.)
+    ///
     /// # Examples
     ///
     /// ```
@@ -973,8 +984,14 @@ impl<T: Send + 'static, M: Mechanism> Scheduler<T, M> {
     /// # Errors
     ///
     /// As [`next`](Self::next).
+    ///
+    /// # Panics
+    ///
+    /// As [`enqueue_blocking`](Self::enqueue_blocking): with the `tokio` feature, inside a
+    /// current-thread tokio runtime.
     #[inline]
     pub fn next_blocking(&self, class: ClassId) -> Result<Option<Job<T>>, Error> {
+        assert_not_in_current_thread_runtime("Scheduler::next_blocking");
         block_on(self.next(class))
     }
 
@@ -1297,8 +1314,8 @@ fn assert_not_in_current_thread_runtime(what: &str) {
         if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread {
             panic!(
                 "{what} called from within a current-thread tokio runtime: blocking here would \
-                 hang (the cell it waits for is released by a task of this same thread); use \
-                 `.enqueue(request).await` instead"
+                 hang (what it waits for is done by a task of this same thread); await the \
+                 async form instead (`enqueue`, `next`, `drain`)"
             );
         }
     }

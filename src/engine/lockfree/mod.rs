@@ -28,7 +28,9 @@
 //!
 //! # Locks
 //!
-//! None. The only exclusive section is the dispatch token, which is try-only.
+//! None on any path a grant, a release or a cancel takes. The only exclusive section is the
+//! dispatch token, which is try-only. The one mutex is the bin of payloads that shutdown ended
+//! before delivery ([`Undelivered`]), taken only on that end-of-life path.
 
 mod ctl;
 mod dispatch;
