@@ -153,6 +153,7 @@ both_engines!(
     x01_owned_pull_future_runs_in_a_spawned_task,
     f47_drain_delivers_every_queued_job_in_pull_mode,
     f47_drain_delivers_every_queued_request_in_future_mode,
+    f47_drain_waits_for_withdrawn_and_cancelled_requests_to_settle,
     f47_shutdown_gives_undelivered_payloads_back,
     f47_ledger_admits_after_shutdown_and_the_scheduler_refunds,
     f60_observers_allocate_nothing,
@@ -485,6 +486,48 @@ fn f47_drain_delivers_every_queued_request_in_future_mode<M: Mechanism>() {
     assert!(env.ledger.usage().is_zero());
     let s = env.snapshot();
     assert_eq!((s.queue_depth, s.cells_available, s.rejections), (0, 1, 0));
+}
+
+fn f47_drain_waits_for_withdrawn_and_cancelled_requests_to_settle<M: Mechanism>() {
+    let env = Env::<M>::new(&[ClassConfig::new(1, 8), ClassConfig::new(1, 8)]);
+    let held = env.occupy();
+    let mut waiting = Box::pin(env.sched.enqueue(env.admit(1)));
+    assert!(poll_once(waiting.as_mut()).is_pending());
+    let handle = env.sched.submit(env.admit(2), 7).unwrap();
+    let other_class = env.sched.submit(env.admit_in(1, 3), 8).unwrap();
+    let mut drain = pin!(env.sched.drain());
+    assert!(poll_once(drain.as_mut()).is_pending());
+    drop(waiting); // withdrawn while queued
+    assert!(
+        poll_once(drain.as_mut()).is_pending(),
+        "a pull job is queued, a cell held"
+    );
+    env.sched.cancel(handle).unwrap();
+    assert!(
+        poll_once(drain.as_mut()).is_pending(),
+        "the cell is still held"
+    );
+    held.release();
+    // Class 0 is empty now; class 1 still has its job granted but not taken.
+    assert!(poll_once(drain.as_mut()).is_pending());
+    assert_eq!(env.sched.queue_depth(ClassId(0)).unwrap(), 0);
+    let job = env
+        .sched
+        .try_next(ClassId(1))
+        .unwrap()
+        .expect("class 1's job");
+    assert_eq!(job.payload, 8);
+    assert!(
+        poll_once(drain.as_mut()).is_pending(),
+        "its assignment runs"
+    );
+    job.assignment.release();
+    assert!(poll_once(drain.as_mut()).is_ready());
+    // Every quota was refunded by the time the drain resolved.
+    assert!(env.ledger.usage().is_zero());
+    let _ = other_class;
+    let s = env.snapshot();
+    assert_eq!((s.cancellations, s.cells_available), (2, 1));
 }
 
 fn f47_shutdown_gives_undelivered_payloads_back<M: Mechanism>() {

@@ -126,7 +126,10 @@ struct Inner<T> {
 /// Wakes and drops collected under the lock, finished after it is released.
 struct After<T> {
     wakes: ArrayVec<Waker, { PASS_BUDGET as usize + 1 }>,
-    contents: ArrayVec<(Permit, T), { PASS_BUDGET as usize + 1 }>,
+    /// Payloads of ended pull-mode entries, dropped after the lock (host code). Their permits
+    /// are refunded under the lock, so a drainer that finds the class empty finds the quota
+    /// refunded too.
+    contents: ArrayVec<T, { PASS_BUDGET as usize + 1 }>,
     exec: ArrayVec<Waker, 64>,
     more: bool,
 }
@@ -495,8 +498,10 @@ fn end_queued<T: Send + 'static, L: BaselineLock>(
                 class.undelivered.keep(payload);
                 drop(permit);
             }
-            Some(c) => {
-                if let Err(c) = after.contents.try_push(c) {
+            Some((permit, payload)) => {
+                // A refund only touches the ledger's counters: fine under the lock.
+                drop(permit);
+                if let Err(c) = after.contents.try_push(payload) {
                     drop(c);
                 }
             }
@@ -727,12 +732,20 @@ impl<T: Send + 'static, L: BaselineLock> ClassEngine<T> for BaselineClass<T, L> 
         })
     }
 
-    fn withdraw(&self, raw: u64, why: Ended) -> Option<Lease> {
+    fn withdraw_refunding(
+        &self,
+        raw: u64,
+        why: Ended,
+        permit: &mut Option<Permit>,
+    ) -> Option<Lease> {
         let mut after = After::new();
         let lease = self.with(|policy, inner| {
             let (index, s) = inner.slot(raw)?;
             let lease = match s.stage {
                 Stage::Queued => {
+                    // Refunded before the request leaves the count (see `withdraw_refunding`);
+                    // a refund only touches the ledger's counters: fine under the lock.
+                    drop(permit.take());
                     end_queued(self, inner, index, why, &mut after);
                     unqueue(policy, inner, index);
                     None

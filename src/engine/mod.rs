@@ -169,7 +169,20 @@ pub trait ClassEngine<T: Send + 'static>: Send + Sync + Sized + 'static {
     /// The owner of a future-mode handle gives it up (dropped future, observed cancellation or
     /// deadline). Returns the lease if it had been granted but not taken; the caller must
     /// release it. Consumes the handle.
-    fn withdraw(&self, key: u64, why: Ended) -> Option<Lease>;
+    fn withdraw(&self, key: u64, why: Ended) -> Option<Lease> {
+        self.withdraw_refunding(key, why, &mut None)
+    }
+
+    /// `withdraw`, refunding `permit` (the owner's) if the request was still queued, before the
+    /// class counts it out, so a drain that sees the queue empty sees the quota refunded. When a
+    /// granted lease comes back instead, `permit` is left for the caller to refund after
+    /// releasing the lease (SPEC F42).
+    fn withdraw_refunding(
+        &self,
+        key: u64,
+        why: Ended,
+        permit: &mut Option<Permit>,
+    ) -> Option<Lease>;
 
     /// Cancels a queued request by handle (SPEC F33): `not-found` unless it is still queued.
     fn cancel(&self, key: u64) -> Result<(), Error>;

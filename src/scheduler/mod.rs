@@ -1154,6 +1154,11 @@ impl<T: Send + 'static, M: Mechanism> Scheduler<T, M> {
     ///
     /// Payloads of requests that were cancelled or whose deadline passed are dropped, as before.
     ///
+    /// `shutdown` ends the queued requests of a class itself, unless another thread is running
+    /// a dispatch pass of that class at that moment, which then ends them a moment later; to be
+    /// sure of every payload under concurrency, take them after [`drain`](Self::drain) has
+    /// resolved (after a shutdown it resolves once every class is empty).
+    ///
     /// # Examples
     ///
     /// ```
@@ -1329,9 +1334,9 @@ pub(crate) fn give_up<T: Send + 'static, E: ClassEngine<T>>(
     engine: &E,
     key: u64,
     why: Ended,
-    permit: Option<Permit>,
+    mut permit: Option<Permit>,
 ) {
-    match engine.withdraw(key, why) {
+    match engine.withdraw_refunding(key, why, &mut permit) {
         Some(lease) => engine.release_then(lease, || drop(permit)),
         None => drop(permit),
     }

@@ -8,7 +8,6 @@
 use super::ctl::Ctl;
 use super::entry::{Stage, State, HREF, QREF};
 use super::LockFreeClass;
-use crate::admission::Permit;
 use crate::engine::Ended;
 use crate::policy::{EntryMeta, Judge, Policy, Verdict};
 use crate::pool::Lease;
@@ -25,7 +24,9 @@ pub const PASS_BUDGET: u32 = 64;
 /// Work collected during a pass and finished after the token is released (SPEC F35).
 pub(super) struct After<T> {
     pub(super) wakes: ArrayVec<Waker, { PASS_BUDGET as usize + 1 }>,
-    pub(super) contents: ArrayVec<(Permit, T), { PASS_BUDGET as usize + 1 }>,
+    /// Payloads of ended pull-mode entries, dropped after the token is released (host code).
+    /// Their permits are refunded when taken, before the entry leaves the `QUEUED` count.
+    pub(super) contents: ArrayVec<T, { PASS_BUDGET as usize + 1 }>,
     pub(super) pulled: bool,
 }
 
@@ -266,20 +267,10 @@ impl<T: Send + 'static> LockFreeClass<T> {
             .update(key, |s| State(s).end_by_queue(stage))
             .is_ok();
         if won {
-            if matches!(stage, Stage::Closed | Stage::Dead)
-                && self.state(key).is_some_and(State::is_pull)
-            {
-                // Shut down (or the class died) before delivery: the payload goes back to the
-                // host, the permit is refunded. Kept before the count below, so a drainer that
-                // sees the queue empty also sees the payload. Moving `T` runs no host code, and
-                // a permit's refund only touches the ledger's counters.
-                // SAFETY: we moved the entry out of QUEUED, which makes us the content's owner.
-                let content = self.entry(key).content.with_mut(|c| unsafe { (*c).take() });
-                if let Some((permit, payload)) = content {
-                    self.undelivered.keep(payload);
-                    drop(permit);
-                }
-            }
+            // Pull mode: refund the permit and set the payload aside before the count below, so
+            // a drainer that sees the queue empty also sees the quota refunded and the payload
+            // kept.
+            self.take_content(key, stage, after);
             // Release: pairs with the Acquire loads of `ctl` (the count is only arithmetic, but
             // keeping every `ctl` RMW at least Release keeps reasoning uniform).
             self.ctl.count_out(Ordering::Release);
@@ -288,7 +279,7 @@ impl<T: Send + 'static> LockFreeClass<T> {
                 Stage::Cancelled => saturating_add(&self.stats.cancellations, 1),
                 _ => saturating_add(&self.stats.rejections, 1),
             }
-            self.collect_ended(key, after);
+            self.collect_ended(key, stage, after);
             // The owner still holds HREF (pull: we took the content and drop HREF for it).
         } else {
             self.drop_ref(key, QREF);
@@ -298,19 +289,32 @@ impl<T: Send + 'static> LockFreeClass<T> {
 
     /// After an entry was ended by us: wake its owner, or for pull mode take the content (to be
     /// dropped after the pass) and drop the content's reference.
-    pub(super) fn collect_ended(&self, key: Key, after: &mut After<T>) {
+    pub(super) fn collect_ended(&self, key: Key, stage: Stage, after: &mut After<T>) {
         let e = self.entry(key);
         if self.state(key).is_some_and(State::is_pull) {
-            // SAFETY: we moved the entry out of QUEUED, which makes us the content's owner.
-            let content = e.content.with_mut(|c| unsafe { (*c).take() });
-            if let Some(c) = content {
-                if let Err(c) = after.contents.try_push(c) {
-                    drop(c);
-                }
-            }
+            self.take_content(key, stage, after);
             self.drop_ref(key, HREF);
         } else if let Some(w) = crate::sync::take_waker(&e.waker) {
             after.wake_later(w);
+        }
+    }
+
+    /// For a pull entry we moved out of QUEUED into `stage`: refunds its permit now (a refund
+    /// only touches the ledger's counters) and sets its payload aside: kept for the host if
+    /// shutdown (or the death of the class) ended it, else dropped after the pass (host code).
+    /// A no-op if the content was taken already, or for a future-mode entry.
+    fn take_content(&self, key: Key, stage: Stage, after: &mut After<T>) {
+        // SAFETY: we moved the entry out of QUEUED, which makes us the content's owner.
+        let content = self.entry(key).content.with_mut(|c| unsafe { (*c).take() });
+        let Some((permit, payload)) = content else {
+            return;
+        };
+        drop(permit);
+        if matches!(stage, Stage::Closed | Stage::Dead) {
+            // Moving `T` into the bin runs no host code.
+            self.undelivered.keep(payload);
+        } else if let Err(e) = after.contents.try_push(payload) {
+            drop(e.element());
         }
     }
 

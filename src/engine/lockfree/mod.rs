@@ -428,13 +428,21 @@ impl<T: Send + 'static> ClassEngine<T> for LockFreeClass<T> {
         out
     }
 
-    fn withdraw(&self, raw: u64, why: Ended) -> Option<Lease> {
+    fn withdraw_refunding(
+        &self,
+        raw: u64,
+        why: Ended,
+        permit: &mut Option<Permit>,
+    ) -> Option<Lease> {
         let key = self.key(raw)?;
         let res = self
             .arena
             .update(key, |s| State(s).end_by_owner(Stage::ended(why)));
         let lease = match res {
             Ok(_) => {
+                // Ended while queued: no cell is involved, so the quota goes back now, before
+                // the count below (a drain that sees the queue empty sees it refunded).
+                drop(permit.take());
                 // Release: see `end_queued`.
                 let old = self.ctl.count_out(Ordering::Release);
                 self.wake_drainers(old);
@@ -470,16 +478,20 @@ impl<T: Send + 'static> ClassEngine<T> for LockFreeClass<T> {
         self.arena
             .update(key, |s| State(s).end_by_owner(Stage::Cancelled))
             .map_err(|_| not_found)?;
+        // Take the content (pull mode: refund the permit, drop the payload) before the count
+        // below, so a drain that sees the queue empty sees the quota refunded. The policy still
+        // holds the entry (`QREF`), so the slot stays ours meanwhile.
+        let mut after = After::new();
+        self.collect_ended(key, Stage::Cancelled, &mut after);
+        after.contents.clear();
         // Release: see `end_queued`.
         let old = self.ctl.count_out(Ordering::Release);
-        self.wake_drainers(old);
         saturating_add(&self.stats.cancellations, 1);
-        let mut after = After::new();
-        self.collect_ended(key, &mut after);
         for w in after.wakes.drain(..) {
             w.wake();
         }
         drop(after);
+        self.wake_drainers(old);
         self.unqueue_now(key);
         Ok(())
     }
