@@ -155,6 +155,7 @@ both_engines!(
     f47_drain_delivers_every_queued_request_in_future_mode,
     f47_drain_waits_for_withdrawn_and_cancelled_requests_to_settle,
     f47_shutdown_gives_undelivered_payloads_back,
+    f47_drain_after_shutdown_needs_no_executor,
     f47_ledger_admits_after_shutdown_and_the_scheduler_refunds,
     f60_observers_allocate_nothing,
 );
@@ -558,6 +559,21 @@ fn f47_shutdown_gives_undelivered_payloads_back<M: Mechanism>() {
     running.assignment.release();
     assert!(env.ledger.usage().is_zero());
     env.sched.drain_blocking();
+}
+
+fn f47_drain_after_shutdown_needs_no_executor<M: Mechanism>() {
+    let env = Env::<M>::new(&[ClassConfig::new(2, 16)]);
+    for n in 1..=4 {
+        env.sched.submit(env.admit(0), n).unwrap();
+    }
+    // Jobs 1 and 2 are granted and wait for an executor that never comes; 3 and 4 are queued.
+    env.sched.shutdown();
+    env.sched.drain_blocking();
+    assert_eq!(env.sched.available_cells(ClassId(0)).unwrap(), 2);
+    assert!(env.ledger.usage().is_zero());
+    let mut back = env.sched.take_undelivered();
+    back.sort_unstable();
+    assert_eq!(back, [1, 2, 3, 4]);
 }
 
 fn f47_ledger_admits_after_shutdown_and_the_scheduler_refunds<M: Mechanism>() {

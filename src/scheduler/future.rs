@@ -336,6 +336,11 @@ impl<T: Send + 'static, M: Mechanism> Future for Drain<'_, T, M> {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let this = self.get_mut();
         while let Some(engine) = this.scheduler.shared.classes.get(this.class) {
+            if this.scheduler.shared.is_shut() {
+                // After a shutdown no executor need come: granted jobs waiting for one are
+                // refused here (their payloads kept for `take_undelivered`).
+                this.scheduler.refuse_ready(engine);
+            }
             match engine.poll_drained(cx, &mut this.slot) {
                 Poll::Pending => return Poll::Pending,
                 Poll::Ready(()) => {

@@ -1189,18 +1189,22 @@ impl<T: Send + 'static, M: Mechanism> Scheduler<T, M> {
             return out;
         }
         for engine in self.shared.classes.iter() {
-            // Granted jobs still waiting for an executor: refused at acceptance, which keeps the
-            // payload (see `accept_pulled`).
-            while let Some(p) = engine.try_next() {
-                if let Some(job) = self.accept_pulled(p) {
-                    // Unreachable after shutdown (acceptance refuses); settle it all the same.
-                    out.push(job.payload);
-                    job.assignment.release();
-                }
-            }
+            self.refuse_ready(engine);
             engine.take_undelivered(&mut out);
         }
         out
+    }
+
+    /// After shutdown: refuses the granted jobs of `engine` still waiting for an executor, as
+    /// an executor's acceptance would, which keeps their payloads for `take_undelivered`.
+    fn refuse_ready(&self, engine: &M::Class<T>) {
+        while let Some(p) = engine.try_next() {
+            if let Some(job) = self.accept_pulled(p) {
+                // Only if the scheduler was not shut down after all: keep it the same way.
+                engine.keep_undelivered(job.payload);
+                job.assignment.release();
+            }
+        }
     }
 
     /// Live queued requests of `class` (SPEC F60), from one atomic load (the lock-free engine)
