@@ -11,6 +11,8 @@ fn x01_futures_and_handles_are_send_and_runtime_free() {
     assert_send::<Enqueue<'static, u64, LockFree>>();
     assert_send::<Enqueue<'static, u64, Baseline>>();
     assert_send::<Next<'static, u64, LockFree>>();
+    assert_send::<fairway::Drain<'static, u64, LockFree>>();
+    assert_send::<fairway::Drain<'static, u64, Baseline>>();
     assert_send::<Job<u64>>();
     assert_send::<fairway::Assignment>();
     assert_send::<Scheduler<u64, LockFree>>();
