@@ -721,6 +721,16 @@ impl Ledger {
             .map(|i| ClassId(i as u16))
     }
 
+    /// Gives back one queue slot of `tenant` in `class`: the refund of a permit whose queue slot
+    /// was detached ([`Permit::detach_queue_slot`]), made by the scheduler entry that held it
+    /// when the request leaves the queue.
+    #[inline]
+    pub(crate) fn refund_queue_slot(&self, tenant: TenantId, class: ClassId) {
+        let mut amounts = [0; KINDS];
+        amounts[QUEUE_SLOTS] = 1;
+        self.refund(tenant, class, &amounts, QUEUE_SLOTS..QUEUE_SLOTS + 1);
+    }
+
     /// Gives back `amounts[kind]`, `kind` in `kinds`, to `tenant` and `class` (used by permits).
     #[inline]
     fn refund(

@@ -194,6 +194,13 @@ impl Permit {
     #[inline]
     pub(crate) fn into_execution(self) -> ExecutionPermit {
         self.exec.refund_queue_slot();
+        self.detach_queue_slot()
+    }
+
+    /// Hands the queue slot's refund to someone else — the scheduler entry that now queues the
+    /// request and refunds the slot when the request leaves the queue (at grant, SPEC F45, or
+    /// when it ends queued) — and keeps the rest as an [`ExecutionPermit`].
+    pub(crate) fn detach_queue_slot(self) -> ExecutionPermit {
         let this = ManuallyDrop::new(self);
         // SAFETY: `this` is never dropped (it is in `ManuallyDrop`), so `exec` is moved out of it
         // exactly once and `Permit::drop` does not run: the queue slot is not refunded twice and

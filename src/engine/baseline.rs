@@ -14,7 +14,7 @@
 
 use super::lockfree::PASS_BUDGET;
 use super::{ClassEngine, ClassSetup, Ended, Enqueued, Polled, Pulled, Ticket, Undelivered};
-use crate::admission::Permit;
+use crate::admission::{ExecutionPermit, Ledger, Permit};
 use crate::cancel::CancellationToken;
 use crate::clock::Clock;
 use crate::policy::{EntryMeta, Judge, Policy, Verdict};
@@ -23,7 +23,7 @@ use crate::raw::arena::Key;
 use crate::stats::ClassSnapshot;
 use crate::stats::ClassStats;
 use crate::Reason;
-use crate::{CellId, ClassId, Code, Error};
+use crate::{CellId, ClassId, Code, Error, TenantId};
 use arrayvec::ArrayVec;
 use core::task::{Context, Poll, Waker};
 use std::collections::VecDeque;
@@ -90,7 +90,7 @@ struct Slot<T> {
     enqueued_at: u64,
     lease: Option<Lease>,
     waited: u64,
-    content: Option<(Permit, T)>,
+    content: Option<(ExecutionPermit, T)>,
     /// A pull-mode request's token, checked before selection and at delivery (SPEC F32, F46).
     token: Option<CancellationToken>,
     waker: Option<Waker>,
@@ -168,6 +168,8 @@ pub struct BaselineClass<T: Send, L: BaselineLock> {
     stats: ClassStats,
     /// Payloads of pull-mode requests that shutdown ended before delivery (SPEC F47).
     undelivered: Undelivered<T>,
+    /// Queued entries refund their queue slot here when they leave the queue (SPEC F45).
+    ledger: Ledger,
 }
 
 impl<T: Send> Inner<T> {
@@ -425,6 +427,10 @@ impl<T: Send + 'static, L: BaselineLock> Judge for GrantJudge<'_, '_, T, L> {
         let pull = s.pull;
         let waker = s.waker.take();
         self.inner.queued -= 1;
+        // At grant only the queue slot goes back (SPEC F45).
+        self.class
+            .ledger
+            .refund_queue_slot(TenantId(ticket.tenant), self.class.class);
         self.class.stats.record_grant(waited);
         if pull {
             self.inner.ready.push_back(key);
@@ -484,6 +490,9 @@ fn end_queued<T: Send + 'static, L: BaselineLock>(
     debug_assert_eq!(s.stage, Stage::Queued);
     s.stage = Stage::Ended(why);
     inner.queued -= 1;
+    class
+        .ledger
+        .refund_queue_slot(TenantId(s.ticket.tenant), class.class);
     let counter = match why {
         Ended::Expired => &class.stats.expirations,
         Ended::Cancelled => &class.stats.cancellations,
@@ -559,6 +568,7 @@ impl<T: Send + 'static, L: BaselineLock> ClassEngine<T> for BaselineClass<T, L> 
             clock: s.clock,
             stats: ClassStats::new(),
             undelivered: Undelivered::new(slots),
+            ledger: s.ledger,
         })
     }
 
@@ -636,7 +646,8 @@ impl<T: Send + 'static, L: BaselineLock> ClassEngine<T> for BaselineClass<T, L> 
             s.ticket = ticket;
             s.enqueued_at = at;
             s.token = if pull.is_some() { token.cloned() } else { None };
-            s.content = pull;
+            // From here on the entry owns the queue slot's refund.
+            s.content = pull.map(|(permit, payload)| (permit.detach_queue_slot(), payload));
             let key = Key {
                 index,
                 generation: s.generation,
@@ -736,7 +747,7 @@ impl<T: Send + 'static, L: BaselineLock> ClassEngine<T> for BaselineClass<T, L> 
         &self,
         raw: u64,
         why: Ended,
-        permit: &mut Option<Permit>,
+        permit: &mut Option<ExecutionPermit>,
     ) -> Option<Lease> {
         let mut after = After::new();
         let lease = self.with(|policy, inner| {

@@ -14,7 +14,7 @@
 pub mod baseline;
 pub mod lockfree;
 
-use crate::admission::Permit;
+use crate::admission::{ExecutionPermit, Ledger, Permit};
 use crate::cancel::CancellationToken;
 use crate::clock::Clock;
 use crate::policy::{Policy, PolicyConfig};
@@ -28,6 +28,9 @@ use std::sync::Arc;
 /// Everything an engine needs to build one class.
 pub struct ClassSetup {
     pub class: ClassId,
+    /// The scheduler's ledger: queued entries refund their queue slot to it when they leave the
+    /// queue (SPEC F45).
+    pub ledger: Ledger,
     pub cells: u32,
     pub queue_capacity: u32,
     pub max_tenants: u32,
@@ -136,7 +139,8 @@ pub enum Polled {
 /// A pull-mode request handed to an executor.
 pub struct Pulled<T> {
     pub payload: T,
-    pub permit: Permit,
+    /// The queue slot went back at grant (SPEC F45).
+    pub permit: ExecutionPermit,
     pub lease: Lease,
     pub waited: u64,
     /// The first reason, if the request's token was cancelled (checked again at acceptance,
@@ -181,7 +185,7 @@ pub trait ClassEngine<T: Send + 'static>: Send + Sync + Sized + 'static {
         &self,
         key: u64,
         why: Ended,
-        permit: &mut Option<Permit>,
+        permit: &mut Option<ExecutionPermit>,
     ) -> Option<Lease>;
 
     /// Cancels a queued request by handle (SPEC F33): `not-found` unless it is still queued.

@@ -1,6 +1,7 @@
 //! Crate-private lock-free mechanisms. Each file documents its invariants and has a loom model.
 
 pub(crate) mod arena;
+pub(crate) mod idset;
 pub(crate) mod inbox;
 pub(crate) mod pack;
 pub(crate) mod ring;

@@ -3,7 +3,7 @@
 use super::{
     give_up, AdmittedRequest, Assignment, Job, Mechanism, RequestHandle, Scheduler, Shared,
 };
-use crate::admission::Permit;
+use crate::admission::ExecutionPermit;
 use crate::cancel::CancellationToken;
 use crate::engine::{ended_error, ClassEngine, Ended, Enqueued, Polled, Ticket};
 use crate::pool::Lease;
@@ -59,7 +59,9 @@ pub struct Enqueue<'a, T: Send + 'static, M: Mechanism> {
     shared: Holder<'a, Arc<Shared<T, M>>>,
     class: ClassId,
     stage: Stage,
-    permit: Option<Permit>,
+    /// The execution part of the permit; its queue slot was returned at grant or is owned by
+    /// the engine entry while queued (SPEC F45).
+    permit: Option<ExecutionPermit>,
     token: Option<CancellationToken>,
 }
 
@@ -87,6 +89,12 @@ impl<'a, T: Send + 'static, M: Mechanism> Enqueue<'a, T, M> {
             }
         };
         let (permit, token) = request.into_parts();
+        let permit = match stage {
+            // The entry refunds the queue slot when the request leaves the queue.
+            Stage::Queued(_) => permit.detach_queue_slot(),
+            // Granted now: only the queue slot goes back (SPEC F45).
+            _ => permit.into_execution(),
+        };
         Self {
             shared,
             class,
@@ -168,7 +176,7 @@ impl<'a, T: Send + 'static, M: Mechanism> Enqueue<'a, T, M> {
         Ok(Assignment::new(
             Arc::clone(&self.shared) as _,
             lease,
-            permit.into_execution(),
+            permit,
             waited,
         ))
     }

@@ -637,6 +637,7 @@ impl<T: Send + 'static> Builder<T> {
             .map(|(i, (c, pool))| {
                 M::Class::<T>::new(ClassSetup {
                     class: ClassId(i as u16),
+                    ledger: self.ledger.clone(),
                     cells: c.cells,
                     queue_capacity: c.queue_capacity,
                     max_tenants: self.ledger.max_tenants(),
@@ -1013,12 +1014,8 @@ impl<T: Send + 'static, M: Mechanism> Scheduler<T, M> {
             engine.release_then(p.lease, || drop(permit));
             return None;
         }
-        let assignment = Assignment::new(
-            Arc::clone(&self.shared) as _,
-            p.lease,
-            p.permit.into_execution(),
-            p.waited,
-        );
+        let assignment =
+            Assignment::new(Arc::clone(&self.shared) as _, p.lease, p.permit, p.waited);
         Some(Job {
             payload: p.payload,
             assignment,
@@ -1338,7 +1335,7 @@ pub(crate) fn give_up<T: Send + 'static, E: ClassEngine<T>>(
     engine: &E,
     key: u64,
     why: Ended,
-    mut permit: Option<Permit>,
+    mut permit: Option<ExecutionPermit>,
 ) {
     match engine.withdraw_refunding(key, why, &mut permit) {
         Some(lease) => engine.release_then(lease, || drop(permit)),

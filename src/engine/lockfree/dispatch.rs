@@ -271,9 +271,7 @@ impl<T: Send + 'static> LockFreeClass<T> {
             // a drainer that sees the queue empty also sees the quota refunded and the payload
             // kept.
             self.take_content(key, stage, after);
-            // Release: pairs with the Acquire loads of `ctl` (the count is only arithmetic, but
-            // keeping every `ctl` RMW at least Release keeps reasoning uniform).
-            self.ctl.count_out(Ordering::Release);
+            self.left_queue(key);
             match stage {
                 Stage::Expired => saturating_add(&self.stats.expirations, 1),
                 Stage::Cancelled => saturating_add(&self.stats.cancellations, 1),
@@ -485,8 +483,7 @@ impl<T: Send + 'static> Judge for GrantJudge<'_, T> {
             .update(key, |s| State(s).end_by_queue(Stage::Granted))
         {
             Ok((old, _)) => {
-                // Release: see `end_queued`.
-                c.ctl.count_out(Ordering::Release);
+                c.left_queue(key);
                 c.stats.record_grant(waited);
                 if State(old).is_pull() {
                     c.publish_ready(key.to_u64(), self.after);

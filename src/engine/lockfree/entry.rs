@@ -24,7 +24,7 @@
 //!
 //! [`Arena::drop_bits`]: crate::raw::arena::Arena::drop_bits
 
-use crate::admission::Permit;
+use crate::admission::ExecutionPermit;
 use crate::cancel::CancellationToken;
 use crate::engine::{Ended, Ticket};
 use crate::pool::Lease;
@@ -142,7 +142,8 @@ pub(super) struct Entry<T> {
     pub(super) enqueued_at: UnsafeCell<u64>,
     pub(super) lease: UnsafeCell<Option<Lease>>,
     pub(super) waited: UnsafeCell<u64>,
-    pub(super) content: UnsafeCell<Option<(Permit, T)>>,
+    /// A pull entry's permit (its queue slot detached: the entry refunds it) and payload.
+    pub(super) content: UnsafeCell<Option<(ExecutionPermit, T)>>,
     /// A pull-mode request's token, checked before selection and at delivery (SPEC F32, F46).
     pub(super) token: UnsafeCell<Option<CancellationToken>>,
     pub(super) error: UnsafeCell<Option<Error>>,

@@ -37,8 +37,15 @@ struct Rig {
 
 fn rig(cells: u32) -> Rig {
     let pool = std::sync::Arc::new(FixedCellPool::new(ClassId(0), cells).unwrap());
+    let ledger = Ledger::new(LedgerConfig {
+        classes: vec![ClassSpec::new("a")],
+        max_tenants: 2,
+        tenant_limits: Limits::UNLIMITED,
+    })
+    .unwrap();
     let engine = LockFreeClass::new(ClassSetup {
         class: ClassId(0),
+        ledger,
         cells,
         queue_capacity: 2,
         max_tenants: 2,
@@ -54,19 +61,34 @@ fn rig(cells: u32) -> Rig {
     }
 }
 
-/// A future-mode ticket of `tenant`.
-fn ticket(id: u64, tenant: u32) -> Ticket {
-    Ticket {
-        id: RequestId(id),
-        tenant,
-        ..Ticket::BLANK
-    }
+/// A future-mode ticket of `tenant`, admitted by the engine's ledger. Its queue slot stays
+/// reserved for the engine to refund when the request leaves the queue; the rest of the permit
+/// goes back at once (the models are about the engine, not the quota).
+fn ticket(engine: &LockFreeClass<u32>, id: u64, tenant: u32) -> Ticket {
+    let permit = engine
+        .ledger
+        .admit(AdmissionRequest::new(RequestId(id), TenantId(tenant)))
+        .unwrap();
+    let ticket = Ticket::from_permit(&permit);
+    drop(permit.detach_queue_slot());
+    ticket
+}
+
+/// What the facade does at a fast-path grant: the queue slot goes back (SPEC F45). (A queued
+/// request's slot is refunded by the engine when it leaves the queue.)
+fn fast_granted(engine: &LockFreeClass<u32>, tenant: u32) {
+    engine
+        .ledger
+        .refund_queue_slot(TenantId(tenant), ClassId(0));
 }
 
 /// Takes a cell on an idle class (setup only: nothing races yet).
 fn hold(engine: &LockFreeClass<u32>, id: u64) -> Lease {
-    match engine.enqueue(ticket(id, 0), None, None) {
-        Ok(Enqueued::Granted(lease)) => lease,
+    match engine.enqueue(ticket(engine, id, 0), None, None) {
+        Ok(Enqueued::Granted(lease)) => {
+            fast_granted(engine, 0);
+            lease
+        }
         other => panic!(
             "setup expected a fast grant, got {:?}",
             other.map_err(|e| e.0)
@@ -76,7 +98,7 @@ fn hold(engine: &LockFreeClass<u32>, id: u64) -> Lease {
 
 /// Queues a request behind held cells (setup only).
 fn queue(engine: &LockFreeClass<u32>, id: u64, tenant: u32) -> u64 {
-    match engine.enqueue(ticket(id, tenant), None, None) {
+    match engine.enqueue(ticket(engine, id, tenant), None, None) {
         Ok(Enqueued::Queued(key)) => key,
         other => panic!("setup expected to queue, got {:?}", other.map_err(|e| e.0)),
     }
@@ -158,7 +180,11 @@ fn assert_quiescent(rig: &Rig) {
         "a cell never came back: {pool:?}"
     );
     assert_eq!(pool.leased, 0, "{pool:?}");
-    assert_eq!(engine.snapshot().queue_depth, 0);
+    let snap = engine.snapshot();
+    assert_eq!(snap.queue_depth, 0);
+    // A grant that lost its CAS to a canceller gave its cell back; the snapshot must not show
+    // it as leased.
+    assert_eq!(snap.oldest_lease_age, None, "a free cell shows a lease age");
     // Cancelled entries stay in the inbox or the policy until a pass meets them; a compacting
     // pass must drain them and free every slot (no reference bit leaked).
     engine.kick_with(true);
@@ -169,6 +195,10 @@ fn assert_quiescent(rig: &Rig) {
         "an arena slot leaked"
     );
     assert!(engine.try_next().is_none());
+    // Every queue slot was refunded exactly once, whichever thread moved its entry out of the
+    // queue (SPEC F45, F51).
+    let usage = engine.ledger.usage();
+    assert!(usage.is_zero(), "quota left reserved: {usage:?}");
 }
 
 fn dirty_marks(rig: &Rig) -> usize {
@@ -197,22 +227,25 @@ fn f17_enqueue_racing_release_is_never_lost() {
         let held = hold(&rig.engine, 1);
         let waiter = {
             let engine = rig.engine.clone();
-            loom::thread::spawn(move || match engine.enqueue(ticket(2, 1), None, None) {
-                Ok(Enqueued::Granted(lease)) => {
-                    engine.release(lease);
-                    "fast-path"
-                }
-                Ok(Enqueued::Queued(key)) => {
-                    let (lease, first) = wait_granted(&engine, key);
-                    engine.release(lease);
-                    if first {
-                        "granted-on-first-poll"
-                    } else {
-                        "granted-after-wake"
+            loom::thread::spawn(
+                move || match engine.enqueue(ticket(&engine, 2, 1), None, None) {
+                    Ok(Enqueued::Granted(lease)) => {
+                        fast_granted(&engine, 1);
+                        engine.release(lease);
+                        "fast-path"
                     }
-                }
-                Err((e, _)) => panic!("enqueue refused: {e:?}"),
-            })
+                    Ok(Enqueued::Queued(key)) => {
+                        let (lease, first) = wait_granted(&engine, key);
+                        engine.release(lease);
+                        if first {
+                            "granted-on-first-poll"
+                        } else {
+                            "granted-after-wake"
+                        }
+                    }
+                    Err((e, _)) => panic!("enqueue refused: {e:?}"),
+                },
+            )
         };
         let releaser = {
             let engine = rig.engine.clone();
@@ -369,8 +402,9 @@ fn q01_two_producers_one_free_cell() {
             .map(|t| {
                 let engine = rig.engine.clone();
                 loom::thread::spawn(move || {
-                    match engine.enqueue(ticket(u64::from(t), t - 1), None, None) {
+                    match engine.enqueue(ticket(&engine, u64::from(t), t - 1), None, None) {
                         Ok(Enqueued::Granted(lease)) => {
+                            fast_granted(&engine, t - 1);
                             engine.release(lease);
                             true
                         }
@@ -407,13 +441,9 @@ fn pull_enqueue_racing_executor_delivers_once() {
     let outcomes: &'static Outcomes = Box::leak(Box::new(Outcomes::new()));
     model(move || {
         let rig = rig(1);
-        let ledger = Ledger::new(LedgerConfig {
-            classes: vec![ClassSpec::new("a")],
-            max_tenants: 2,
-            tenant_limits: Limits::UNLIMITED,
-        })
-        .unwrap();
-        let permit = ledger
+        let permit = rig
+            .engine
+            .ledger
             .admit(AdmissionRequest::new(RequestId(1), TenantId(1)))
             .unwrap();
         let producer = {
@@ -463,9 +493,9 @@ fn pull_enqueue_racing_executor_delivers_once() {
         producer.join().unwrap();
         let outcome = executor.join().unwrap();
         assert!(
-            ledger.usage().is_zero(),
+            rig.engine.ledger.usage().is_zero(),
             "permit not refunded: {:?}",
-            ledger.usage()
+            rig.engine.ledger.usage()
         );
         assert_quiescent(&rig);
         outcomes.hit(outcome);

@@ -46,7 +46,7 @@ pub use ctl::MAX_FIELD;
 pub use dispatch::PASS_BUDGET;
 
 use super::{ClassEngine, ClassSetup, Ended, Enqueued, Polled, Pulled, Ticket, Undelivered};
-use crate::admission::Permit;
+use crate::admission::{ExecutionPermit, Ledger, Permit};
 use crate::cancel::CancellationToken;
 use crate::clock::Clock;
 use crate::policy::Policy;
@@ -56,7 +56,7 @@ use crate::raw::inbox::Inbox;
 use crate::raw::ring::Ring;
 use crate::stats::{saturating_add, ClassSnapshot, ClassStats};
 use crate::sync::{AtomicU32, AtomicU64, Ordering, UnsafeCell};
-use crate::{CellId, ClassId, Code, Error, Reason};
+use crate::{CellId, ClassId, Code, Error, Reason, TenantId};
 use core::task::{Context, Poll};
 use ctl::{Ctl, CtlCell};
 use dispatch::After;
@@ -68,6 +68,8 @@ use std::sync::Arc;
 pub struct LockFreeClass<T> {
     ctl: CtlCell,
     class: ClassId,
+    /// Queued entries refund their queue slot here when they leave the queue (SPEC F45).
+    ledger: Ledger,
     queue_capacity: u32,
     arena: Arena<Entry<T>>,
     inbox: Inbox,
@@ -164,6 +166,19 @@ impl<T: Send + 'static> LockFreeClass<T> {
                 Err(Error::new(Code::Internal, Reason::PoolLeaseMismatch))
             }
         }
+    }
+
+    /// Books an entry's leaving the queue, by whoever moved it out of `QUEUED` (exactly once):
+    /// refunds its queue slot (SPEC F45: at grant only the queue slot goes back), then uncounts
+    /// it in `ctl` — in that order, so a drain that sees the queue empty sees the slot refunded.
+    /// Returns `ctl` as it was before the uncount.
+    fn left_queue(&self, key: Key) -> Ctl {
+        // SAFETY: `ticket` is read-only after publication and the caller holds a reference bit.
+        let tenant = self.entry(key).ticket.with(|t| unsafe { (*t).tenant });
+        self.ledger.refund_queue_slot(TenantId(tenant), self.class);
+        // Release: pairs with the Acquire loads of `ctl` (the count is only arithmetic, but
+        // keeping every `ctl` RMW at least Release keeps reasoning uniform).
+        self.ctl.count_out(Ordering::Release)
     }
 
     fn clear_lease_since(&self, lease: &Lease) {
@@ -279,6 +294,7 @@ impl<T: Send + 'static> ClassEngine<T> for LockFreeClass<T> {
         Ok(Self {
             ctl: CtlCell::new(Ctl::new(s.cells)),
             class: s.class,
+            ledger: s.ledger,
             queue_capacity: s.queue_capacity,
             arena: Arena::new(slots)?,
             inbox: Inbox::new(slots)?,
@@ -335,6 +351,8 @@ impl<T: Send + 'static> ClassEngine<T> for LockFreeClass<T> {
         let e = self.entry(key);
         let now = self.clock.now();
         let token = if pull.is_some() { token.cloned() } else { None };
+        // From here on the entry owns the queue slot's refund (`left_queue`).
+        let pull = pull.map(|(permit, payload)| (permit.detach_queue_slot(), payload));
         // SAFETY: the slot was just allocated to us and is not yet reachable by anyone else.
         unsafe {
             e.ticket.with_mut(|t| *t = ticket);
@@ -432,7 +450,7 @@ impl<T: Send + 'static> ClassEngine<T> for LockFreeClass<T> {
         &self,
         raw: u64,
         why: Ended,
-        permit: &mut Option<Permit>,
+        permit: &mut Option<ExecutionPermit>,
     ) -> Option<Lease> {
         let key = self.key(raw)?;
         let res = self
@@ -443,8 +461,7 @@ impl<T: Send + 'static> ClassEngine<T> for LockFreeClass<T> {
                 // Ended while queued: no cell is involved, so the quota goes back now, before
                 // the count below (a drain that sees the queue empty sees it refunded).
                 drop(permit.take());
-                // Release: see `end_queued`.
-                let old = self.ctl.count_out(Ordering::Release);
+                let old = self.left_queue(key);
                 self.wake_drainers(old);
                 saturating_add(
                     match why {
@@ -484,8 +501,7 @@ impl<T: Send + 'static> ClassEngine<T> for LockFreeClass<T> {
         let mut after = After::new();
         self.collect_ended(key, Stage::Cancelled, &mut after);
         after.contents.clear();
-        // Release: see `end_queued`.
-        let old = self.ctl.count_out(Ordering::Release);
+        let old = self.left_queue(key);
         saturating_add(&self.stats.cancellations, 1);
         for w in after.wakes.drain(..) {
             w.wake();

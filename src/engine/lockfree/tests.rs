@@ -19,6 +19,7 @@ fn class(cells: u32) -> (LockFreeClass<u32>, Ledger) {
     .unwrap();
     let engine = LockFreeClass::new(ClassSetup {
         class: ClassId(0),
+        ledger: ledger.clone(),
         cells,
         queue_capacity: 4,
         max_tenants: 2,
@@ -30,22 +31,25 @@ fn class(cells: u32) -> (LockFreeClass<u32>, Ledger) {
     (engine, ledger)
 }
 
-/// A future-mode ticket of tenant 0 (the engine never looks at the permit in future mode).
-fn ticket(id: u64) -> Ticket {
-    Ticket {
-        id: RequestId(id),
-        ..Ticket::BLANK
-    }
+/// A future-mode ticket of tenant 0, admitted by `ledger`; its queue slot is the engine's to
+/// refund, the rest of the permit goes back at once.
+fn ticket(ledger: &Ledger, id: u64) -> Ticket {
+    let permit = ledger
+        .admit(AdmissionRequest::new(RequestId(id), TenantId(0)))
+        .unwrap();
+    let ticket = Ticket::from_permit(&permit);
+    drop(permit.detach_queue_slot());
+    ticket
 }
 
 #[test]
 fn f31_cancel_frees_the_slot_at_once_when_the_token_is_free() {
-    let (engine, _ledger) = class(1);
-    let held = match engine.enqueue(ticket(1), None, None) {
+    let (engine, ledger) = class(1);
+    let held = match engine.enqueue(ticket(&ledger, 1), None, None) {
         Ok(Enqueued::Granted(lease)) => lease,
         other => panic!("expected a fast grant, got {:?}", other.map_err(|e| e.0)),
     };
-    let queued = |id| match engine.enqueue(ticket(id), None, None) {
+    let queued = |id| match engine.enqueue(ticket(&ledger, id), None, None) {
         Ok(Enqueued::Queued(key)) => key,
         other => panic!("expected to queue, got {:?}", other.map_err(|e| e.0)),
     };
@@ -74,6 +78,9 @@ fn f31_cancel_frees_the_slot_at_once_when_the_token_is_free() {
         other => panic!("expected B's grant, got {other:?}"),
     }
     assert_eq!(engine.arena.available(), engine.arena.capacity());
+    // The facade returns a fast grant's queue slot itself; the engine returned the queued ones.
+    engine.ledger.refund_queue_slot(TenantId(0), ClassId(0));
+    assert!(ledger.usage().is_zero(), "{:?}", ledger.usage());
 }
 
 #[test]

@@ -1,0 +1,1046 @@
+//! A fixed-capacity, lock-free set of the request ids that are live (SPEC F34).
+//!
+//! A second live request with the id of a live one must be refused (`already-exists /
+//! duplicate-request`), including when both arrive at the same moment on two threads: exactly one
+//! of them may be admitted. The set is sized once ([`IdSet::new`]); [`IdSet::insert`] and
+//! [`IdSet::remove`] take no lock and allocate nothing.
+//!
+//! # Table
+//!
+//! Open addressing over a power-of-two table of at least `2 × live` cells (load factor at most
+//! 1/2 while callers respect `live`). Each cell has three atomics: a packed state word, the id it
+//! holds, and the *reach* of the ids whose home is this cell: the farthest distance from home at
+//! which any of them was ever placed. An id's *window* is the cells `home ..= home + reach[home]`
+//! (wrapping); every copy of the id that any insertion ever published lies in that window,
+//! because an inserter raises the reach before publishing (see "Why no duplicate is missed").
+//! Reaches only grow, so a window never shrinks under a reader. Ids are hashed with a keyed mixer
+//! (a seed drawn per set), so ids chosen to collide cost probe length, never correctness.
+//!
+//! There is no reserved id value: the id lives in its own word and the state word says whether
+//! it is meaningful. A removed entry leaves its cell `FREE`, and any inserter may take it again —
+//! there are no tombstones to accumulate, so a steady churn at the capacity bound keeps working
+//! forever; the only long-lived trace of history is the reach, which is bounded by the largest
+//! displacement ever needed.
+//!
+//! # Cell word
+//!
+//! ```text
+//!  63 .................... 3   2 ..... 0
+//! |        version (61)      |  state  |
+//! ```
+//!
+//! | state       | id word       | meaning                                                   |
+//! |-------------|---------------|-----------------------------------------------------------|
+//! | `FREE`      | stale         | takeable by any inserter                                  |
+//! | `BUSY`      | being written | taken by an inserter that has not published yet           |
+//! | `INSERTING` | the id        | published; not yet decided whether it is the member       |
+//! | `MEMBER`    | the id        | the id is in the set; the inserter's caller owns the cell |
+//! | `COLLIDED`  | the id        | lost to another copy of the id; its inserter frees it     |
+//!
+//! Transitions (`v` = version, bumped only when a cell is taken, so a word never repeats):
+//!
+//! - take: `(v, FREE)` → `(v+1, BUSY)`, CAS by an inserter, which then writes the id;
+//! - publish: `(v, BUSY)` → `(v, INSERTING)`, store by that inserter;
+//! - admit: `(v, INSERTING)` → `(v, MEMBER)`, CAS by the inserter or any helper;
+//! - collide: `(v, INSERTING)` → `(v, COLLIDED)`, CAS by the inserter or any helper;
+//! - give up: `(v, COLLIDED)` → `(v, FREE)`, store by the inserter;
+//! - remove: `(v, MEMBER)` → `(v, FREE)`, CAS by the owner of the [`Slot`].
+//!
+//! # Deciding between copies
+//!
+//! Two inserters of the same id may take different cells (a cell nearer home can become free
+//! between their scans), so taking a cell decides nothing. Each publishes its copy as `INSERTING`
+//! and then *settles* it by scanning the whole window:
+//!
+//! - a `MEMBER` copy elsewhere: this copy collides (the id is present: `Duplicate`);
+//! - an `INSERTING` copy nearer home: this copy collides, and the settler goes on to settle that
+//!   nearer copy on its owner's behalf (helping), so that when it reports `Duplicate` a member has
+//!   really been seen;
+//! - an `INSERTING` copy farther from home: the settler collides it;
+//! - nothing: the settler admits its copy (CAS to `MEMBER`).
+//!
+//! Every decision is a CAS from `INSERTING` with the copy's version, so a decision is made once,
+//! by whoever gets there first, and a stale settler cannot touch a later use of the cell. An
+//! inserter whose copy collided without it having seen a member (someone else collided it, and
+//! that someone may have seen a member that was removed since) frees its cell and starts over;
+//! it reports `Duplicate` only after seeing a member itself, so the report is true at some instant
+//! of the call.
+//!
+//! # Why no duplicate is missed
+//!
+//! Every access to cell words and reaches that decides something is `SeqCst` (only hints — the
+//! free-cell guess before a take CAS, and [`IdSet::len`] — are `Relaxed`), so they all sit in one
+//! total order S. Suppose copies `a` and `b` of one id were both admitted (and both still members
+//! at once). Let `A` be the settler that admitted `a`: it read `a` as `INSERTING` (after `a`'s
+//! publish), then read the reach of the home, then read `b`'s cell, and did not see `b` published
+//! (had it seen `b` as a member, or as `INSERTING` nearer home, `a` would collide; farther from
+//! home, `A` collides `b`, which then can never be admitted). So in S: `publish(a) < A reads b <
+//! publish(b)`. Symmetrically `publish(b) < B reads a < publish(a)`: a cycle. The reach cannot
+//! hide `b` from `A` either: `b`'s inserter raised the reach before publishing `b`; if `A` read
+//! the reach before that raise, then `publish(a) < raise(b) < publish(b) < B's reads`, and `B`'s
+//! window covers `a` (raised before `publish(a)`), so the argument runs with the roles swapped.
+//! A cell that was freed and taken again carries a new version, so no CAS or read confuses the
+//! two uses. In particular the classic hard case — an inserter takes a free cell nearer home
+//! while a member copy lies farther along — is covered: the taken cell is only `INSERTING` until
+//! the scan of the whole window sees the member.
+//!
+//! Reading a cell's id is validated like a seqlock: word, id, word again; the id belongs to the
+//! word's version only if the version did not change in between (the id is written only while
+//! the cell is `BUSY`, under a new version).
+//!
+//! # Progress
+//!
+//! Inserts and removes of different ids are lock-free: the only loops are the scans, a re-read of
+//! a cell that changed under a validated read, and an insert's restart after a collision it did
+//! not see the cause of — each caused by another operation's progress. There is no locked slow
+//! path. [`IdSet::insert`] reports `Full` when its pass over the table (from the first free cell
+//! its scan saw to the farthest cell) finds nothing free; it never waits for a cell. With at most
+//! `live` ids live or in flight, at least half the table is free at every instant, so a spurious
+//! `Full` would need other threads to move every free cell behind the pass while it runs.
+
+// Used by the scheduler's duplicate-request check (F34); until that lands only tests call it.
+#![cfg_attr(any(not(test), loom), allow(dead_code))]
+
+use core::fmt;
+
+use super::pack::Field;
+use crate::sync::AtomicU32;
+use crate::sync::AtomicU64;
+use crate::sync::Ordering::{Acquire, Relaxed, Release, SeqCst};
+use crate::Error;
+
+#[cfg(all(test, loom))]
+#[path = "loom_idset.rs"]
+mod loom_idset;
+
+/// The state of a cell, in the low bits of its word.
+const STATE: Field = Field::first(3);
+/// The version of a cell, bumped each time the cell is taken.
+const VERSION: Field = STATE.next(61);
+const _: () = assert!(VERSION.end() == 64);
+
+/// Takeable.
+const FREE: u64 = 0;
+/// Taken, id not yet published.
+const BUSY: u64 = 1;
+/// Published, undecided.
+const INSERTING: u64 = 2;
+/// Admitted: the id is in the set.
+const MEMBER: u64 = 3;
+/// Lost to another copy; its inserter frees it.
+const COLLIDED: u64 = 4;
+const _: () = assert!(COLLIDED <= STATE.max());
+
+/// The most live ids a set can be sized for: the table (`2 × live`, rounded up to a power of two)
+/// then has at most 2^32 cells, so cell indices and distances fit in a `u32`.
+pub(crate) const MAX_LIVE: usize = 1 << 31;
+
+/// The fewest cells a table has, so that a few racing inserts of one id always find room even in
+/// a set sized for one live id.
+const MIN_CELLS: usize = if cfg!(loom) { 4 } else { 8 };
+
+/// A loaded cell word.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Word(u64);
+
+impl Word {
+    const fn new(version: u64, state: u64) -> Word {
+        Word(VERSION.set(STATE.set(0, state), version & VERSION.max()))
+    }
+
+    const fn state(self) -> u64 {
+        STATE.get(self.0)
+    }
+
+    const fn version(self) -> u64 {
+        VERSION.get(self.0)
+    }
+
+    /// This cell's word with the same version in `state`.
+    const fn with(self, state: u64) -> Word {
+        Word::new(self.version(), state)
+    }
+
+    /// The word of the cell taken from this free word.
+    const fn taken(self) -> Word {
+        Word::new(self.version().wrapping_add(1), BUSY)
+    }
+
+    /// Whether the cell's id word is meaningful and the copy counts (published, not lost).
+    const fn holds_copy(self) -> bool {
+        matches!(self.state(), INSERTING | MEMBER)
+    }
+}
+
+impl fmt::Debug for Word {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = match self.state() {
+            FREE => "free",
+            BUSY => "busy",
+            INSERTING => "inserting",
+            MEMBER => "member",
+            COLLIDED => "collided",
+            _ => "invalid",
+        };
+        write!(f, "{state}@{}", self.version())
+    }
+}
+
+/// One cell of the table.
+struct Cell {
+    /// `version | state`, see the module docs.
+    word: AtomicU64,
+    /// The id of the copy in this cell; meaningful while the word holds a copy, and written only
+    /// while the cell is `BUSY`.
+    id: AtomicU64,
+    /// For the ids whose home is this cell: the farthest distance from home any of them has been
+    /// published at. Only grows.
+    reach: AtomicU32,
+}
+
+/// The cell an admitted id occupies, handed to the caller by [`IdSet::insert`] and given back to
+/// [`IdSet::remove`]. Carries the cell's version, so a stale slot removes nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Slot {
+    index: u32,
+    version: u64,
+}
+
+impl Slot {
+    /// The cell's index (tests place colliding ids with it).
+    #[cfg(test)]
+    pub(crate) const fn index(self) -> u32 {
+        self.index
+    }
+}
+
+/// Why [`IdSet::insert`] admitted nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum InsertError {
+    /// The id was live at some instant during the call (F34 `duplicate-request`).
+    Duplicate,
+    /// No free cell: more ids (live plus in flight) than the table holds.
+    Full,
+}
+
+/// How settling a copy ended, for the inserter that started it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fate {
+    /// The inserter's own copy is the member.
+    Won,
+    /// The inserter's own copy collided; `seen_member` says whether the settler saw a member copy
+    /// of the id (or made one) on the way.
+    Lost { seen_member: bool },
+}
+
+/// A fixed-capacity, lock-free set of `u64` ids; see the module docs.
+pub(crate) struct IdSet {
+    cells: Box<[Cell]>,
+    /// `cells.len() - 1`.
+    mask: usize,
+    /// Key of the hash, so that the placement of ids is not predictable from outside.
+    seed: u64,
+}
+
+impl IdSet {
+    /// A set with room for at least `live` ids at once; every cell is allocated here.
+    ///
+    /// # Errors
+    ///
+    /// `invalid-argument / configuration` (field `capacity`) if `live` is 0 or above
+    /// [`MAX_LIVE`]; checked before anything is allocated.
+    pub(crate) fn new(live: usize) -> Result<Self, Error> {
+        Self::with_seed(live, random_seed())
+    }
+
+    /// [`IdSet::new`] with a chosen hash key (tests pick it to place colliding ids).
+    pub(crate) fn with_seed(live: usize, seed: u64) -> Result<Self, Error> {
+        if live == 0 || live > MAX_LIVE {
+            return Err(Error::configuration("capacity"));
+        }
+        let Some(len) = live
+            .checked_mul(2)
+            .and_then(usize::checked_next_power_of_two)
+        else {
+            return Err(Error::configuration("capacity"));
+        };
+        let len = len.max(MIN_CELLS);
+        let cells = (0..len)
+            .map(|_| Cell {
+                word: AtomicU64::new(Word::new(0, FREE).0),
+                id: AtomicU64::new(0),
+                reach: AtomicU32::new(0),
+            })
+            .collect();
+        Ok(Self {
+            cells,
+            mask: len - 1,
+            seed,
+        })
+    }
+
+    /// The number of cells (at least `2 × live`).
+    pub(crate) fn cells(&self) -> usize {
+        self.cells.len()
+    }
+
+    /// The number of ids in the set. Observational: it counts member cells one by one (O(cells)),
+    /// so with concurrent inserts and removes it is only a value the set had near the call; exact
+    /// when nothing runs concurrently.
+    pub(crate) fn len(&self) -> usize {
+        self.cells
+            .iter()
+            .filter(|c| Word(c.word.load(Relaxed)).state() == MEMBER)
+            .count()
+    }
+
+    /// Admits `id` and returns the cell it occupies, for [`IdSet::remove`].
+    ///
+    /// Lock-free and allocation-free. Of several concurrent inserts of one id (with no member
+    /// copy), exactly one is admitted.
+    ///
+    /// # Errors
+    ///
+    /// [`InsertError::Duplicate`] if `id` was in the set at some instant during the call;
+    /// [`InsertError::Full`] if one pass over the table found no free cell (only when more ids
+    /// are live or in flight than the table has cells; it is never retried in a loop).
+    pub(crate) fn insert(&self, id: u64) -> Result<Slot, InsertError> {
+        let home = self.home(id);
+        'attempt: loop {
+            // Look for a copy already there, and for the first free cell of the window.
+            let reach = self.reach(home);
+            let mut first_free = None;
+            for d in 0..=reach {
+                let j = self.at(home, d);
+                match self.copy_of(j, id) {
+                    Some(w) if w.state() == MEMBER => return Err(InsertError::Duplicate),
+                    Some(w) => {
+                        // Another insert of `id` is undecided: settle it rather than add a
+                        // copy that would most likely lose to it.
+                        match self.settle(id, home, j, w, d, false) {
+                            Fate::Lost { seen_member: true } => return Err(InsertError::Duplicate),
+                            _ => continue 'attempt,
+                        }
+                    }
+                    None => {
+                        if first_free.is_none()
+                            && Word(self.cells[j].word.load(Relaxed)).state() == FREE
+                        {
+                            first_free = Some(d);
+                        }
+                    }
+                }
+            }
+            let (cell, dist, published) = self
+                .publish(id, home, first_free.unwrap_or(reach.saturating_add(1)))
+                .ok_or(InsertError::Full)?;
+            let c = &self.cells[cell];
+            match self.settle(id, home, cell, published, dist, true) {
+                Fate::Won => {
+                    return Ok(Slot {
+                        index: cell as u32,
+                        version: published.version(),
+                    })
+                }
+                Fate::Lost { seen_member } => {
+                    debug_assert_eq!(Word(c.word.load(Relaxed)), published.with(COLLIDED));
+                    // SeqCst: gives the collided cell back; pairs with the take CAS of the next
+                    // inserter (its Acquire side orders our id write before its own).
+                    c.word.store(published.with(FREE).0, SeqCst);
+                    if seen_member {
+                        return Err(InsertError::Duplicate);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Removes the id admitted as `slot`. O(1): no probing. A slot that no longer names a member
+    /// (removed already) removes nothing.
+    pub(crate) fn remove(&self, slot: Slot) {
+        let Some(cell) = self.cells.get(slot.index as usize) else {
+            debug_assert!(false, "slot out of range");
+            return;
+        };
+        let member = Word::new(slot.version, MEMBER);
+        // SeqCst: the remove; pairs with the take CAS of the next inserter of this cell (which
+        // then sees everything the owner did before removing) and sits in the scans' total order.
+        let removed = cell
+            .word
+            .compare_exchange(member.0, member.with(FREE).0, SeqCst, Relaxed);
+        debug_assert!(removed.is_ok(), "removing a slot that is not a member");
+    }
+
+    /// The home cell of `id`.
+    fn home(&self, id: u64) -> usize {
+        (mix(id ^ self.seed) as usize) & self.mask
+    }
+
+    /// The cell `d` steps past `home`, wrapping.
+    fn at(&self, home: usize, d: u32) -> usize {
+        home.wrapping_add(d as usize) & self.mask
+    }
+
+    /// The reach of `home`, capped to the table.
+    fn reach(&self, home: usize) -> u32 {
+        // SeqCst: pairs with the SeqCst `fetch_max` in `insert`: a scan that starts after a copy
+        // is published covers it (see "Why no duplicate is missed").
+        let r = self.cells[home].reach.load(SeqCst);
+        r.min(self.mask as u32)
+    }
+
+    /// Takes a free cell at distance `from` or more from `home` (see [`IdSet::take`]) and
+    /// publishes a copy of `id` in it: `(cell, distance, published word)`.
+    fn publish(&self, id: u64, home: usize, from: u32) -> Option<(usize, u32, Word)> {
+        let (cell, dist, taken) = self.take(home, from)?;
+        let c = &self.cells[cell];
+        // Release: the id is read after its word by validated reads (`copy_of`); a reader whose
+        // Acquire load of the id sees this store also sees the take, so its second word load sees
+        // the new version and discards the read.
+        c.id.store(id, Release);
+        // SeqCst: raise the window before publishing; ordered before the publish below and
+        // against the reach loads of every settler (see "Why no duplicate is missed").
+        self.cells[home].reach.fetch_max(dist, SeqCst);
+        let published = taken.with(INSERTING);
+        // SeqCst: the publish; pairs with the SeqCst word loads of the scans in `insert` and
+        // `settle` (a settler either sees it or is seen by this copy's settler).
+        c.word.store(published.0, SeqCst);
+        Some((cell, dist, published))
+    }
+
+    /// Takes the first free cell at distance `from` or more from `home`: `(cell, distance,
+    /// taken word)`, or `None` after a pass over the whole table.
+    fn take(&self, home: usize, from: u32) -> Option<(usize, u32, Word)> {
+        for d in u64::from(from)..self.cells.len() as u64 {
+            let d = d as u32;
+            let j = self.at(home, d);
+            let cell = &self.cells[j];
+            let w = Word(cell.word.load(Relaxed));
+            // SeqCst: the take; pairs with the remove / give-up stores that freed the cell (so the
+            // previous use happens-before this one) and sits in the scans' total order.
+            if w.state() == FREE
+                && cell
+                    .word
+                    .compare_exchange(w.0, w.taken().0, SeqCst, Relaxed)
+                    .is_ok()
+            {
+                return Some((j, d, w.taken()));
+            }
+        }
+        None
+    }
+
+    /// The word of cell `j` if it holds a copy of `id` (published, not lost), read so that the id
+    /// and the word belong to the same use of the cell.
+    fn copy_of(&self, j: usize, id: u64) -> Option<Word> {
+        let cell = &self.cells[j];
+        // SeqCst: pairs with the publish store in `insert` (and the admit / collide CASes).
+        let mut w = Word(cell.word.load(SeqCst));
+        loop {
+            if !w.holds_copy() {
+                return None;
+            }
+            // Acquire: pairs with the Release id store in `insert`; keeps the second word load
+            // below after this one (the seqlock check).
+            let held = cell.id.load(Acquire);
+            // SeqCst: as the first load; validates that the id belongs to `w`'s version.
+            let again = Word(cell.word.load(SeqCst));
+            if again.version() == w.version() {
+                return (held == id && again.holds_copy()).then_some(again);
+            }
+            w = again;
+        }
+    }
+
+    /// Settles the copy of `id` in cell `t` (published as `t_word`, `t_dist` from `home`): decides
+    /// it and every nearer undecided copy it defers to. `own`: `t` is the caller's own copy.
+    fn settle(
+        &self,
+        id: u64,
+        home: usize,
+        mut t: usize,
+        mut t_word: Word,
+        mut t_dist: u32,
+        own: bool,
+    ) -> Fate {
+        // Whether `t` is still the caller's own copy (we move on to nearer copies after ours
+        // collided).
+        let mut mine = own;
+        // The outcome for the caller once `t` is decided as `now`.
+        let decided = |now: Word, t_word: Word, mine: bool| -> Fate {
+            if now == t_word.with(MEMBER) {
+                if mine {
+                    Fate::Won
+                } else {
+                    Fate::Lost { seen_member: true }
+                }
+            } else {
+                // Collided by someone else (or already reused): we did not see why.
+                Fate::Lost { seen_member: false }
+            }
+        };
+        'target: loop {
+            let reach = self.reach(home);
+            let mut nearer = None;
+            let mut member_seen = false;
+            for d in 0..=reach {
+                if d == t_dist {
+                    continue;
+                }
+                let j = self.at(home, d);
+                let Some(w) = self.copy_of(j, id) else {
+                    continue;
+                };
+                if w.state() == MEMBER {
+                    member_seen = true;
+                    break;
+                }
+                if d < t_dist {
+                    nearer = Some((j, w, d));
+                    break;
+                }
+                // A farther undecided copy: it must not be admitted while `t` may be. Collide it,
+                // unless `t` itself is decided already.
+                // SeqCst: re-reads `t`; pairs with the admit / collide CASes on it.
+                let now = Word(self.cells[t].word.load(SeqCst));
+                if now != t_word {
+                    return decided(now, t_word, mine);
+                }
+                // SeqCst: the collide; pairs with the admit CAS on the same word (one of them
+                // wins) and with the scans that read it.
+                match self.cells[j]
+                    .word
+                    .compare_exchange(w.0, w.with(COLLIDED).0, SeqCst, SeqCst)
+                {
+                    Err(now) if Word(now) == w.with(MEMBER) => {
+                        member_seen = true;
+                        break;
+                    }
+                    _ => {}
+                }
+            }
+            if !member_seen && nearer.is_none() {
+                // Nothing defers `t`: admit it.
+                // SeqCst: the admit; pairs with the collide CASes on the same word and with the
+                // scans that read it.
+                return match self.cells[t].word.compare_exchange(
+                    t_word.0,
+                    t_word.with(MEMBER).0,
+                    SeqCst,
+                    SeqCst,
+                ) {
+                    Ok(_) => decided(t_word.with(MEMBER), t_word, mine),
+                    Err(now) => decided(Word(now), t_word, mine),
+                };
+            }
+            // `t` defers: collide it.
+            // SeqCst: the collide; pairs with the admit CAS on the same word.
+            if let Err(now) = self.cells[t].word.compare_exchange(
+                t_word.0,
+                t_word.with(COLLIDED).0,
+                SeqCst,
+                SeqCst,
+            ) {
+                if Word(now) == t_word.with(MEMBER) {
+                    return decided(Word(now), t_word, mine);
+                }
+            }
+            match nearer {
+                Some((j, w, d)) => {
+                    // Settle the nearer copy on its inserter's behalf; ours (if `t` was ours) is
+                    // collided now.
+                    t = j;
+                    t_word = w;
+                    t_dist = d;
+                    mine = false;
+                    continue 'target;
+                }
+                None => return Fate::Lost { seen_member: true },
+            }
+        }
+    }
+}
+
+impl fmt::Debug for IdSet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("IdSet")
+            .field("cells", &self.cells.len())
+            .field("len", &self.len())
+            .finish()
+    }
+}
+
+/// A bijective 64-bit mixer (the splitmix64 finaliser): every input bit moves every output bit.
+const fn mix(mut x: u64) -> u64 {
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
+/// A hash key for a new set: random per set, fixed under loom (whose executions must replay).
+fn random_seed() -> u64 {
+    if cfg!(loom) {
+        0
+    } else {
+        use std::hash::BuildHasher;
+        std::collections::hash_map::RandomState::new().hash_one(0x5eed_u64)
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::sync::Ordering::AcqRel;
+    use proptest::prelude::*;
+    use std::collections::{HashMap, HashSet};
+    use std::sync::atomic::{AtomicBool, AtomicUsize};
+    use std::sync::{Barrier, Mutex};
+
+    /// `n` distinct ids whose home in `set` is the same cell.
+    fn colliding(set: &IdSet, n: usize) -> Vec<u64> {
+        let home = set.home(1);
+        (1..).filter(|&id| set.home(id) == home).take(n).collect()
+    }
+
+    /// A small deterministic generator for the threaded tests (no shared state, no locks).
+    struct Rng(u64);
+
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            mix(self.0)
+        }
+
+        fn below(&mut self, n: usize) -> usize {
+            (self.next() % n as u64) as usize
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn f34_cell_word_round_trips(version in 0..=VERSION.max(), state in FREE..=COLLIDED) {
+            let w = Word::new(version, state);
+            prop_assert_eq!((w.version(), w.state()), (version, state));
+            let other = if state == MEMBER { FREE } else { MEMBER };
+            prop_assert_eq!(w.with(other).version(), version);
+            prop_assert_eq!(w.with(other).state(), other);
+            let next = if version == VERSION.max() { 0 } else { version + 1 };
+            prop_assert_eq!((w.taken().version(), w.taken().state()), (next, BUSY));
+        }
+    }
+
+    #[test]
+    fn f34_same_id_twice_is_refused() {
+        let set = IdSet::new(4).unwrap();
+        let slot = set.insert(42).unwrap();
+        assert_eq!(set.insert(42), Err(InsertError::Duplicate));
+        assert_eq!(set.len(), 1);
+        set.remove(slot);
+        assert_eq!(set.len(), 0);
+        let again = set.insert(42).unwrap();
+        assert_eq!(set.insert(42), Err(InsertError::Duplicate));
+        set.remove(again);
+    }
+
+    #[test]
+    fn f34_every_id_value_is_accepted() {
+        let set = IdSet::new(8).unwrap();
+        let ids = [0, 1, u64::MAX, u64::MAX - 1, 1 << 63];
+        let slots: Vec<Slot> = ids.iter().map(|&id| set.insert(id).unwrap()).collect();
+        for &id in &ids {
+            assert_eq!(set.insert(id), Err(InsertError::Duplicate), "id {id}");
+        }
+        assert_eq!(set.len(), ids.len());
+        for s in slots {
+            set.remove(s);
+        }
+        assert_eq!(set.len(), 0);
+    }
+
+    #[test]
+    fn f34_absurd_sizes_are_refused() {
+        for live in [0, MAX_LIVE + 1, usize::MAX] {
+            let err = IdSet::new(live).unwrap_err();
+            assert_eq!(err, Error::configuration("capacity"), "live {live}");
+        }
+        let set = IdSet::new(1).unwrap();
+        assert_eq!(set.cells(), MIN_CELLS);
+        assert_eq!(IdSet::new(1000).unwrap().cells(), 2048);
+        assert_eq!(IdSet::new(1024).unwrap().cells(), 2048);
+    }
+
+    /// The classic hard case: a free cell nearer home than a member copy must not let a second
+    /// copy in, and a chain of colliding ids stays intact across removes in its middle.
+    #[test]
+    fn f34_duplicate_beyond_a_freed_cell_is_refused() {
+        let set = IdSet::with_seed(8, 7).unwrap();
+        let ids = colliding(&set, 5);
+        let slots: Vec<Slot> = ids.iter().map(|&id| set.insert(id).unwrap()).collect();
+        let home = set.home(ids[0]) as u32;
+        for (d, s) in slots.iter().enumerate() {
+            assert_eq!(s.index(), (home + d as u32) & set.mask as u32);
+        }
+        // Free the cells in front of the last id: every later copy is still found.
+        set.remove(slots[0]);
+        set.remove(slots[2]);
+        for &id in &[ids[1], ids[3], ids[4]] {
+            assert_eq!(set.insert(id), Err(InsertError::Duplicate), "id {id}");
+        }
+        // A new colliding id takes the first freed cell; the removed ones come back.
+        let newcomer = colliding(&set, 6)[5];
+        assert_eq!(set.insert(newcomer).unwrap().index(), slots[0].index());
+        let back = set.insert(ids[0]).unwrap();
+        assert_eq!(back.index(), slots[2].index());
+        assert_eq!(
+            set.insert(ids[2]).unwrap().index(),
+            (home + 5) & set.mask as u32
+        );
+        assert_eq!(set.len(), 6);
+    }
+
+    /// Two copies of one id published by hand, `near` at home and `far` one step past it, as two
+    /// racing inserts leave them when a cell nearer home frees up between their scans.
+    fn two_undecided_copies(set: &IdSet, id: u64) -> [(usize, u32, Word); 2] {
+        let home = set.home(id);
+        let far = set.publish(id, home, 1).unwrap();
+        let near = set.publish(id, home, 0).unwrap();
+        assert_eq!((near.1, far.1), (0, 1));
+        [near, far]
+    }
+
+    fn word_of(set: &IdSet, cell: usize) -> Word {
+        Word(set.cells[cell].word.load(Relaxed))
+    }
+
+    /// Settling the nearer copy first admits it and collides the farther one, whose own settle
+    /// then reports the loss with the member seen.
+    #[test]
+    fn f34_settle_nearer_copy_wins_and_collides_a_farther_one() {
+        let set = IdSet::with_seed(8, 1).unwrap();
+        let (id, home) = (99, set.home(99));
+        let [near, far] = two_undecided_copies(&set, id);
+        assert_eq!(
+            set.settle(id, home, near.0, near.2, near.1, true),
+            Fate::Won
+        );
+        assert_eq!(word_of(&set, far.0), far.2.with(COLLIDED));
+        assert_eq!(
+            set.settle(id, home, far.0, far.2, far.1, true),
+            Fate::Lost { seen_member: true }
+        );
+        assert_eq!(word_of(&set, near.0), near.2.with(MEMBER));
+        assert_eq!(set.len(), 1);
+    }
+
+    /// Settling the farther copy first makes it defer to the nearer undecided one and admit that
+    /// one on its behalf; the nearer inserter then finds itself admitted.
+    #[test]
+    fn f34_settle_farther_copy_defers_and_helps_the_nearer_one() {
+        let set = IdSet::with_seed(8, 2).unwrap();
+        let (id, home) = (99, set.home(99));
+        let [near, far] = two_undecided_copies(&set, id);
+        assert_eq!(
+            set.settle(id, home, far.0, far.2, far.1, true),
+            Fate::Lost { seen_member: true }
+        );
+        assert_eq!(word_of(&set, far.0), far.2.with(COLLIDED));
+        assert_eq!(word_of(&set, near.0), near.2.with(MEMBER));
+        assert_eq!(
+            set.settle(id, home, near.0, near.2, near.1, true),
+            Fate::Won
+        );
+        // A stale settle of the farther copy, after its cell was given back and reused, touches
+        // nothing.
+        // SeqCst: stands in for the inserter's give-up store in `insert`.
+        set.cells[far.0].word.store(far.2.with(FREE).0, SeqCst);
+        let other = set.insert(5).unwrap();
+        set.settle(id, home, far.0, far.2, far.1, false);
+        assert_eq!(set.len(), 2);
+        set.remove(other);
+    }
+
+    /// The classic hard case: the farther copy is already a member when the nearer one (in a
+    /// cell that was free when the farther inserter scanned) is published; the nearer collides.
+    #[test]
+    fn f34_settle_member_farther_along_beats_a_nearer_copy() {
+        let set = IdSet::with_seed(8, 3).unwrap();
+        let (id, home) = (99, set.home(99));
+        let far = set.publish(id, home, 1).unwrap();
+        assert_eq!(set.settle(id, home, far.0, far.2, far.1, true), Fate::Won);
+        let near = set.publish(id, home, 0).unwrap();
+        assert_eq!(near.1, 0);
+        assert_eq!(
+            set.settle(id, home, near.0, near.2, near.1, true),
+            Fate::Lost { seen_member: true }
+        );
+        assert_eq!(word_of(&set, near.0), near.2.with(COLLIDED));
+        assert_eq!(set.len(), 1);
+        // An insert finds the undecided-then-collided copy harmless and the member refusing.
+        assert_eq!(set.insert(id), Err(InsertError::Duplicate));
+    }
+
+    #[test]
+    fn f34_full_table_is_reported_not_looped() {
+        let set = IdSet::with_seed(1, 3).unwrap();
+        let slots: Vec<Slot> = (0..set.cells() as u64)
+            .map(|id| set.insert(id).unwrap())
+            .collect();
+        assert_eq!(set.insert(1000), Err(InsertError::Full));
+        // A present id is still a duplicate, not "full".
+        assert_eq!(set.insert(3), Err(InsertError::Duplicate));
+        set.remove(slots[5]);
+        set.insert(1000).unwrap();
+        assert_eq!(set.insert(1001), Err(InsertError::Full));
+    }
+
+    /// One step of the model test: insert an id, or remove the `n`th live id (mod live count).
+    #[derive(Debug, Clone)]
+    enum Op {
+        Insert(u64),
+        Remove(usize),
+    }
+
+    fn ops(id_range: u64) -> impl Strategy<Value = Vec<Op>> {
+        proptest::collection::vec(
+            prop_oneof![
+                3 => (0..id_range).prop_map(Op::Insert),
+                2 => any::<usize>().prop_map(Op::Remove),
+            ],
+            1..400,
+        )
+    }
+
+    /// Runs `ops` against the set and a `HashMap` model; the set's answers must match.
+    fn check_against_model(live: usize, seed: u64, ops: &[Op]) -> Result<(), TestCaseError> {
+        let set = IdSet::with_seed(live, seed).unwrap();
+        let mut model: HashMap<u64, Slot> = HashMap::new();
+        let mut order: Vec<u64> = Vec::new();
+        for op in ops {
+            match *op {
+                Op::Insert(id) => {
+                    let got = set.insert(id);
+                    if model.contains_key(&id) {
+                        prop_assert_eq!(got, Err(InsertError::Duplicate));
+                    } else if model.len() < set.cells() {
+                        let slot = got.map_err(|e| TestCaseError::fail(format!("{e:?}")))?;
+                        prop_assert!(model.values().all(|s| s.index != slot.index));
+                        model.insert(id, slot);
+                        order.push(id);
+                    } else {
+                        prop_assert_eq!(got, Err(InsertError::Full));
+                    }
+                }
+                Op::Remove(n) if !order.is_empty() => {
+                    let id = order.swap_remove(n % order.len());
+                    set.remove(model.remove(&id).unwrap());
+                }
+                Op::Remove(_) => {}
+            }
+        }
+        prop_assert_eq!(set.len(), model.len());
+        for &id in model.keys() {
+            prop_assert_eq!(set.insert(id), Err(InsertError::Duplicate));
+        }
+        Ok(())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        #[test]
+        fn f34_matches_a_set_model_live_1(seed in any::<u64>(), ops in ops(4)) {
+            check_against_model(1, seed, &ops)?;
+        }
+
+        #[test]
+        fn f34_matches_a_set_model_live_33(seed in any::<u64>(), ops in ops(80)) {
+            check_against_model(33, seed, &ops)?;
+        }
+
+        #[test]
+        fn f34_matches_a_set_model_live_1000(seed in any::<u64>(), ops in ops(600)) {
+            check_against_model(1000, seed, &ops)?;
+        }
+
+        #[test]
+        fn f34_matches_a_set_model_live_100000(seed in any::<u64>(), ops in ops(500)) {
+            check_against_model(100_000, seed, &ops)?;
+        }
+    }
+
+    /// `threads` threads insert the same id at once, round after round, over a small table whose
+    /// other cells are churned between rounds so the racers take different free cells: exactly
+    /// one insert per round is admitted.
+    fn race_one_id(threads: usize, rounds: usize) {
+        let set = IdSet::with_seed(4, threads as u64).unwrap();
+        // Background ids share the racers' home, so free cells appear at varied distances.
+        let ids = colliding(&set, 8);
+        let (racer, background) = (ids[0], &ids[1..]);
+        let barrier = Barrier::new(threads);
+        // Racers spin to the start line rather than sleep in the barrier, so that they leave it
+        // within nanoseconds of each other.
+        let arrived = AtomicUsize::new(0);
+        let results = Mutex::new(Vec::with_capacity(threads));
+        let live_bg = Mutex::new(Vec::<(u64, Slot)>::new());
+        std::thread::scope(|s| {
+            for me in 0..threads {
+                let (set, barrier, arrived) = (&set, &barrier, &arrived);
+                let (results, live_bg) = (&results, &live_bg);
+                s.spawn(move || {
+                    let mut rng = Rng(me as u64);
+                    for round in 0..rounds {
+                        if me == 0 {
+                            // Churn the background: at most 3 of them live, plus the racers'
+                            // cells, fit the table.
+                            let mut bg = live_bg.lock().unwrap();
+                            if !bg.is_empty() && rng.below(2) == 0 {
+                                let victim = rng.below(bg.len());
+                                let (_, slot) = bg.swap_remove(victim);
+                                set.remove(slot);
+                            }
+                            if bg.len() < 3 {
+                                let id = background[rng.below(background.len())];
+                                if let Ok(slot) = set.insert(id) {
+                                    bg.push((id, slot));
+                                }
+                            }
+                        }
+                        barrier.wait();
+                        // Relaxed suffices: the round's state is ordered by the barrier above.
+                        arrived.fetch_add(1, Relaxed);
+                        let mut spins = 0u32;
+                        while arrived.load(Relaxed) < threads * (round + 1) {
+                            spins += 1;
+                            if spins.is_multiple_of(1024) {
+                                std::thread::yield_now();
+                            }
+                            std::hint::spin_loop();
+                        }
+                        let r = set.insert(racer);
+                        results.lock().unwrap().push(r);
+                        if barrier.wait().is_leader() {
+                            let mut rs = results.lock().unwrap();
+                            let won: Vec<Slot> = rs.iter().filter_map(|r| r.ok()).collect();
+                            assert_eq!(won.len(), 1, "results {rs:?}");
+                            assert_eq!(
+                                rs.iter()
+                                    .filter(|r| **r == Err(InsertError::Duplicate))
+                                    .count(),
+                                threads - 1
+                            );
+                            set.remove(won[0]);
+                            rs.clear();
+                        }
+                        barrier.wait();
+                    }
+                });
+            }
+        });
+        assert_eq!(set.len(), live_bg.lock().unwrap().len());
+    }
+
+    #[test]
+    fn f34_racing_inserts_of_one_id_admit_exactly_one() {
+        for threads in 2..=4 {
+            race_one_id(threads, 3000);
+        }
+    }
+
+    /// Steady churn at the capacity bound, single-threaded: a million removes and inserts never
+    /// report `Full`, and every live id stays a duplicate.
+    #[test]
+    fn f34_churn_at_capacity_never_fills() {
+        const LIVE: usize = 1000;
+        const OPS: usize = 1_000_000;
+        let set = IdSet::with_seed(LIVE, 11).unwrap();
+        let mut rng = Rng(5);
+        let mut live: Vec<(u64, Slot)> = Vec::with_capacity(LIVE);
+        let mut next_id = 0u64;
+        while live.len() < LIVE {
+            live.push((next_id, set.insert(next_id).unwrap()));
+            next_id += 1;
+        }
+        for op in 0..OPS {
+            let (id, slot) = live.swap_remove(rng.below(LIVE));
+            set.remove(slot);
+            // Alternate a fresh id and the one just removed.
+            let id = if op % 2 == 0 { next_id } else { id };
+            next_id += 1;
+            let slot = set.insert(id).unwrap_or_else(|e| panic!("op {op}: {e:?}"));
+            live.push((id, slot));
+            if op % 1000 == 0 {
+                let (present, _) = live[rng.below(LIVE)];
+                assert_eq!(set.insert(present), Err(InsertError::Duplicate));
+            }
+        }
+        assert_eq!(set.len(), LIVE);
+        let max_reach = set
+            .cells
+            .iter()
+            .map(|c| c.reach.load(Relaxed))
+            .max()
+            .unwrap();
+        assert!(max_reach < 64, "reach grew to {max_reach}");
+    }
+
+    /// Concurrent churn at the capacity bound over a shared id space: ids are inserted and
+    /// removed by 4 threads, each holding at most its share of `LIVE`; an external flag per id
+    /// catches any id admitted twice, and `Full` is never reported.
+    #[test]
+    fn f34_concurrent_churn_never_admits_a_duplicate() {
+        const LIVE: usize = 64;
+        const THREADS: usize = 4;
+        const OPS: usize = 1_000_000 / THREADS;
+        const IDS: usize = 2 * LIVE;
+        let set = IdSet::with_seed(LIVE, 13).unwrap();
+        let held: Vec<AtomicBool> = (0..IDS).map(|_| AtomicBool::new(false)).collect();
+        let duplicates_refused = AtomicUsize::new(0);
+        std::thread::scope(|s| {
+            for me in 0..THREADS {
+                let (set, held, refused) = (&set, &held, &duplicates_refused);
+                s.spawn(move || {
+                    let mut rng = Rng(100 + me as u64);
+                    let mut mine: Vec<(u64, Slot)> = Vec::new();
+                    for _ in 0..OPS {
+                        if mine.len() == LIVE / THREADS || (!mine.is_empty() && rng.below(2) == 0) {
+                            let victim = rng.below(mine.len());
+                            let (id, slot) = mine.swap_remove(victim);
+                            // AcqRel: hands the id to its next holder; pairs with the swap
+                            // below, made after that holder's insert was admitted.
+                            assert!(held[id as usize].swap(false, AcqRel));
+                            set.remove(slot);
+                        } else {
+                            let id = rng.below(IDS) as u64;
+                            match set.insert(id) {
+                                Ok(slot) => {
+                                    assert!(
+                                        // AcqRel: pairs with the release of the id above.
+                                        !held[id as usize].swap(true, AcqRel),
+                                        "id {id} admitted twice"
+                                    );
+                                    mine.push((id, slot));
+                                }
+                                Err(InsertError::Duplicate) => {
+                                    refused.fetch_add(1, Relaxed);
+                                }
+                                Err(InsertError::Full) => panic!("full below the capacity bound"),
+                            }
+                        }
+                    }
+                    for (id, slot) in mine {
+                        // Release: pairs with the AcqRel swap of the id's next holder.
+                        held[id as usize].store(false, Release);
+                        set.remove(slot);
+                    }
+                });
+            }
+        });
+        assert_eq!(set.len(), 0);
+        // The id space is shared, so duplicates were actually attempted.
+        assert!(duplicates_refused.load(Relaxed) > 1000);
+        let seen: HashSet<u64> = (0..IDS as u64).collect();
+        for id in seen {
+            set.remove(set.insert(id).unwrap());
+        }
+    }
+}
