@@ -28,6 +28,9 @@ pub(super) struct After<T> {
     /// Their permits are refunded when taken, before the entry leaves the `QUEUED` count.
     pub(super) contents: ArrayVec<T, { PASS_BUDGET as usize + 1 }>,
     pub(super) pulled: bool,
+    /// An entry left the queue (granted or ended) under the token: once admissions have
+    /// stopped, a drainer may be waiting for exactly that.
+    pub(super) left: bool,
 }
 
 impl<T> After<T> {
@@ -36,6 +39,7 @@ impl<T> After<T> {
             wakes: ArrayVec::new(),
             contents: ArrayVec::new(),
             pulled: false,
+            left: false,
         }
     }
 
@@ -156,7 +160,9 @@ impl<T: Send + 'static> LockFreeClass<T> {
         }
         after.contents.clear();
         // Once admissions have stopped, a pass's grants and ends may be what a drain waits for.
-        if after.pulled || prev.stopped() {
+        // Only a pass that moved an entry wakes: one that changed nothing must not wake the
+        // executor or drainer whose own poll ran it, or that poll would run it again and again.
+        if after.pulled || (after.left && prev.stopped()) {
             self.exec.wake_all();
         }
         prev
@@ -272,6 +278,7 @@ impl<T: Send + 'static> LockFreeClass<T> {
             // kept.
             self.take_content(key, stage, after);
             self.left_queue(key);
+            after.left = true;
             match stage {
                 Stage::Expired => saturating_add(&self.stats.expirations, 1),
                 Stage::Cancelled => saturating_add(&self.stats.cancellations, 1),
@@ -484,6 +491,7 @@ impl<T: Send + 'static> Judge for GrantJudge<'_, T> {
         {
             Ok((old, _)) => {
                 c.left_queue(key);
+                self.after.left = true;
                 c.stats.record_grant(waited);
                 if State(old).is_pull() {
                     c.publish_ready(key.to_u64(), self.after);

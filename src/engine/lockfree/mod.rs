@@ -38,6 +38,8 @@ mod entry;
 mod exec;
 
 #[cfg(all(test, loom))]
+mod loom_drain;
+#[cfg(all(test, loom))]
 mod loom_lockfree;
 #[cfg(all(test, not(loom)))]
 mod tests;
@@ -591,12 +593,9 @@ impl<T: Send + 'static> ClassEngine<T> for LockFreeClass<T> {
             // More waiters than slots: poll again soon.
             None => cx.waker().wake_by_ref(),
         }
-        // Cooperative progress, as in `poll`: run a pass if one is due and nobody runs one.
-        // Relaxed: a hint; `kick` re-reads `ctl` with an RMW before acting on it.
-        let cur = self.ctl.load(Ordering::Relaxed);
-        if !cur.token() && cur.wants_pass() {
-            self.kick();
-        }
+        // No pass is run here: whoever makes one due runs it (a release, an enqueue before the
+        // close, an owner's poll), and a drainer that ran passes could wake itself through them
+        // without end while a canceller between its CAS and its count holds `wants_pass` up.
         // Re-check after registering: pairs with the RMW-then-`wake_all` of whoever made the
         // last change (`wake_drainers`, `quarantine`, a pass ending in `with_token`).
         if self.drained() {
