@@ -8,70 +8,11 @@
 
 mod common;
 
-use std::hint::black_box;
-
-use common::{bench_backend, criterion, Backend};
+use common::{bench_backend, criterion};
 use criterion::measurement::WallTime;
 use criterion::{criterion_group, criterion_main, BenchmarkGroup, Criterion, Throughput};
-use fairway::pool::{CellPool, FixedCellPool, LeaseRequest};
-use fairway::{ClassId, RequestId};
-
-/// The operation the pool benches measure.
-trait PoolBackend: Backend {
-    /// `cells` free cells.
-    fn with_cells(cells: u32) -> Self;
-    /// Takes a cell for request `id` and gives it back; `false` if none was free.
-    fn acquire_release(&self, id: u64) -> bool;
-}
-
-impl Backend for FixedCellPool {
-    fn name() -> &'static str {
-        "fairway FixedCellPool"
-    }
-}
-
-impl PoolBackend for FixedCellPool {
-    fn with_cells(cells: u32) -> Self {
-        FixedCellPool::new(ClassId(0), cells).expect("pool")
-    }
-    fn acquire_release(&self, id: u64) -> bool {
-        let req = LeaseRequest {
-            request: RequestId(id),
-            class: ClassId(0),
-            cpu_units: 0,
-            memory_units: 0,
-        };
-        match self.try_acquire_now(&req).expect("the pool is healthy") {
-            Some(lease) => {
-                black_box(lease.cell());
-                self.release(lease);
-                true
-            }
-            None => false,
-        }
-    }
-}
-
-impl Backend for tokio::sync::Semaphore {
-    fn name() -> &'static str {
-        "tokio Semaphore"
-    }
-}
-
-impl PoolBackend for tokio::sync::Semaphore {
-    fn with_cells(cells: u32) -> Self {
-        tokio::sync::Semaphore::new(cells as usize)
-    }
-    fn acquire_release(&self, _id: u64) -> bool {
-        match self.try_acquire() {
-            Ok(permit) => {
-                drop(black_box(permit));
-                true
-            }
-            Err(_) => false,
-        }
-    }
-}
+use fairway::pool::FixedCellPool;
+use fairway_bench_support::pool::PoolBackend;
 
 /// Take and give back a cell `iters` times on every participating thread, retrying when none
 /// is free.

@@ -8,126 +8,13 @@
 
 mod common;
 
-use std::collections::VecDeque;
 use std::hint::black_box;
 
-use common::{bench_backend, Backend};
+use common::bench_backend;
 use criterion::measurement::WallTime;
 use criterion::{criterion_group, criterion_main, BenchmarkGroup, Criterion, Throughput};
 use fairway::internals::Ring;
-
-/// Ring capacity used by every group.
-const CAPACITY: usize = 64;
-
-/// The operations the ring benches measure.
-trait RingBackend: Backend {
-    /// An empty queue holding at most `capacity` values.
-    fn with_capacity(capacity: usize) -> Self;
-    /// Appends `v`, or gives it back when full.
-    fn push(&self, v: u64) -> Result<(), u64>;
-    /// Removes the oldest value, if any.
-    fn pop(&self) -> Option<u64>;
-}
-
-impl Backend for Ring<u64> {
-    fn name() -> &'static str {
-        "fairway Ring"
-    }
-}
-
-impl RingBackend for Ring<u64> {
-    fn with_capacity(capacity: usize) -> Self {
-        Ring::new(capacity)
-    }
-    fn push(&self, v: u64) -> Result<(), u64> {
-        Ring::push(self, v)
-    }
-    fn pop(&self) -> Option<u64> {
-        Ring::pop(self)
-    }
-}
-
-impl Backend for crossbeam_queue::ArrayQueue<u64> {
-    fn name() -> &'static str {
-        "crossbeam ArrayQueue"
-    }
-}
-
-impl RingBackend for crossbeam_queue::ArrayQueue<u64> {
-    fn with_capacity(capacity: usize) -> Self {
-        crossbeam_queue::ArrayQueue::new(capacity)
-    }
-    fn push(&self, v: u64) -> Result<(), u64> {
-        crossbeam_queue::ArrayQueue::push(self, v)
-    }
-    fn pop(&self) -> Option<u64> {
-        crossbeam_queue::ArrayQueue::pop(self)
-    }
-}
-
-/// A `VecDeque` bounded by hand behind one lock of type `M`.
-struct Locked<M> {
-    queue: M,
-    capacity: usize,
-}
-
-/// A mutex around a `VecDeque<u64>`: the one thing that differs between the locked backends.
-trait DequeLock: Send + Sync + 'static {
-    /// Label in criterion's report.
-    const NAME: &'static str;
-    /// Wraps `deque`.
-    fn new(deque: VecDeque<u64>) -> Self;
-    /// Runs `f` with the deque locked.
-    fn with<R>(&self, f: impl FnOnce(&mut VecDeque<u64>) -> R) -> R;
-}
-
-impl DequeLock for std::sync::Mutex<VecDeque<u64>> {
-    const NAME: &'static str = "std Mutex<VecDeque>";
-    fn new(deque: VecDeque<u64>) -> Self {
-        std::sync::Mutex::new(deque)
-    }
-    fn with<R>(&self, f: impl FnOnce(&mut VecDeque<u64>) -> R) -> R {
-        f(&mut self.lock().unwrap_or_else(|e| e.into_inner()))
-    }
-}
-
-impl DequeLock for parking_lot::Mutex<VecDeque<u64>> {
-    const NAME: &'static str = "parking_lot Mutex<VecDeque>";
-    fn new(deque: VecDeque<u64>) -> Self {
-        parking_lot::Mutex::new(deque)
-    }
-    fn with<R>(&self, f: impl FnOnce(&mut VecDeque<u64>) -> R) -> R {
-        f(&mut self.lock())
-    }
-}
-
-impl<M: DequeLock> Backend for Locked<M> {
-    fn name() -> &'static str {
-        M::NAME
-    }
-}
-
-impl<M: DequeLock> RingBackend for Locked<M> {
-    fn with_capacity(capacity: usize) -> Self {
-        Self {
-            queue: M::new(VecDeque::with_capacity(capacity)),
-            capacity,
-        }
-    }
-    fn push(&self, v: u64) -> Result<(), u64> {
-        self.queue.with(|q| {
-            if q.len() == self.capacity {
-                Err(v)
-            } else {
-                q.push_back(v);
-                Ok(())
-            }
-        })
-    }
-    fn pop(&self) -> Option<u64> {
-        self.queue.with(|q| q.pop_front())
-    }
-}
+use fairway_bench_support::ring::{ParkingLotDeque, Queue as RingBackend, StdDeque, CAPACITY};
 
 /// A measured workload: a body generic over the backend.
 trait Workload {
@@ -199,8 +86,8 @@ fn group<W: Workload>(c: &mut Criterion) {
     g.throughput(Throughput::Elements(1));
     add::<Ring<u64>, W>(&mut g);
     add::<crossbeam_queue::ArrayQueue<u64>, W>(&mut g);
-    add::<Locked<std::sync::Mutex<VecDeque<u64>>>, W>(&mut g);
-    add::<Locked<parking_lot::Mutex<VecDeque<u64>>>, W>(&mut g);
+    add::<StdDeque, W>(&mut g);
+    add::<ParkingLotDeque, W>(&mut g);
     g.finish();
 }
 

@@ -28,7 +28,7 @@ pub use error::{Code, Error, Reason, Result};
 pub use ids::{CellId, ClassId, Priority, RequestId, TenantId};
 pub use scheduler::{
     AdmittedRequest, Assignment, Baseline, Builder, ClassConfig, ClassSnapshot, Drain, DropPolicy,
-    Enqueue, Job, LockFree, Mechanism, Next, RequestHandle, Scheduler, SubmitError,
+    Enqueue, Footprint, Job, LockFree, Mechanism, Next, RequestHandle, Scheduler, SubmitError,
     TryEnqueueError,
 };
 

@@ -1,66 +1,20 @@
 //! Allocation counts of steady-state operations (SPEC F02, Q03; PERF P10).
 //!
-//! A thread-local counting global allocator: each test counts only its own thread's allocations,
-//! so the test harness's threads cannot disturb the numbers.
+//! The thread-local counting global allocator of `fairway-bench-support`: each test counts only
+//! its own thread's allocations, so the test harness's threads cannot disturb the numbers.
 
 use fairway::admission::{AdmissionRequest, ClassSpec, Ledger, LedgerConfig, Limits};
 use fairway::{
     AdmittedRequest, CancellationToken, ClassId, LockFree, Mechanism, RequestId, Scheduler,
     TenantId,
 };
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
+use fairway_bench_support::alloc::{count, Counting};
 use std::future::Future;
 use std::pin::pin;
 use std::task::{Context, Poll, Waker};
 
-struct Counting;
-
-thread_local! {
-    static ALLOCS: Cell<u64> = const { Cell::new(0) };
-}
-
-fn bump() {
-    // `try_with`: the thread-local may already be gone while a thread is torn down.
-    let _ = ALLOCS.try_with(|c| c.set(c.get() + 1));
-}
-
-// SAFETY: forwards to the system allocator unchanged; only counts calls.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        bump();
-        // SAFETY: same contract as ours.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        bump();
-        // SAFETY: same contract as ours.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        bump();
-        // SAFETY: same contract as ours.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: same contract as ours.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
-
 #[global_allocator]
 static GLOBAL: Counting = Counting;
-
-fn allocations() -> u64 {
-    ALLOCS.with(Cell::get)
-}
-
-/// Counts allocations of `f` on this thread.
-fn count(f: impl FnOnce()) -> u64 {
-    let before = allocations();
-    f();
-    allocations() - before
-}
 
 const OPS: u64 = if cfg!(miri) { 100 } else { 1_000_000 };
 const TENANTS: u32 = 16;
@@ -131,7 +85,10 @@ fn q03_queued_grant_and_cancel_cycles_do_not_allocate() {
     let f = Fixture::<LockFree>::new(1);
     let waker = Waker::noop();
     let mut cx = Context::from_waker(waker);
-    let mut held = f.sched.try_enqueue(f.request(0)).unwrap();
+    // Request ids are per tenant here (id = tenant, so the per-tenant tokens can be reused), and
+    // two live requests never share one (SPEC F34): the held cell's request is tenant 15's, the
+    // cycles use tenants 2i % 16 and 2i + 1 % 16.
+    let mut held = f.sched.try_enqueue(f.request(15)).unwrap();
     let mut cycle = |i: u64, held: &mut Option<fairway::Assignment>| {
         // Queue two requests behind the held cell; cancel one by handle, drop... then release
         // the cell and accept the other.
@@ -154,7 +111,7 @@ fn q03_queued_grant_and_cancel_cycles_do_not_allocate() {
     cycle(0, &mut slot);
     let n = count(|| {
         for i in 0..OPS / 2 {
-            cycle(i * 2, &mut slot);
+            cycle(i * 2 + 2, &mut slot);
         }
     });
     held = slot.take().unwrap();
@@ -219,5 +176,45 @@ fn f02_after_build_no_operation_allocates() {
         assert!(matches!(queued.as_mut().poll(&mut cx), Poll::Ready(Err(_))));
     });
     assert_eq!(n, 1, "only the test's own control allocation");
+    assert!(f.ledger.usage().is_zero());
+}
+
+/// The whole host path of a token-less request — admit, enqueue (granted at once, or queued
+/// behind a held cell and granted by a release), release, refund — allocates nothing, with a
+/// fresh request id every time.
+#[test]
+fn q03_token_less_request_path_does_not_allocate() {
+    let f = Fixture::<LockFree>::new(1);
+    let admit = |id: u64| {
+        let t = (id % u64::from(TENANTS)) as u32;
+        let permit = f
+            .ledger
+            .admit(AdmissionRequest::new(RequestId(id), TenantId(t)).class(ClassId(0)))
+            .unwrap();
+        AdmittedRequest::without_token(permit)
+    };
+    let mut cx = Context::from_waker(Waker::noop());
+    let mut cycle = |id: u64| {
+        // Fast path: nothing queued, a cell free.
+        let held = f.sched.enqueue_blocking(admit(id)).unwrap();
+        // Queued path: behind the held cell, granted when it is released.
+        let mut queued = pin!(f.sched.enqueue(admit(id + 1)));
+        assert!(queued.as_mut().poll(&mut cx).is_pending());
+        held.release();
+        match queued.as_mut().poll(&mut cx) {
+            Poll::Ready(Ok(a)) => a.release(),
+            other => panic!("{other:?}"),
+        }
+    };
+    cycle(0);
+    let n = count(|| {
+        for i in 1..=OPS / 2 {
+            cycle(i * 2);
+        }
+    });
+    assert_eq!(
+        n, 0,
+        "{n} allocations in {OPS} token-less admit/enqueue/grant/release/refund cycles"
+    );
     assert!(f.ledger.usage().is_zero());
 }

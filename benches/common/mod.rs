@@ -1,8 +1,7 @@
-//! A small harness shared by fairway's criterion benches: one generic runner, many backends.
+//! The criterion side of fairway's benches: one generic runner, many backends.
 //!
-//! A bench defines a backend trait of its own (extending [`Backend`]) with the operations it
-//! measures, implements it for fairway and for each baseline, and registers one generic body per
-//! group with [`bench_backend`]. Multi-thread bodies run on threads spawned before the timed
+//! The backends, fixtures and single-thread operations come from `fairway-bench-support` (shared
+//! with `fairway-perf`); a bench registers one generic body per group with [`bench_backend`]. Multi-thread bodies run on threads spawned before the timed
 //! region; a start barrier releases them together and an end barrier closes the measurement, so
 //! criterion's `iter_custom` sees only the work.
 
@@ -10,19 +9,13 @@
 
 #[cfg(unix)]
 mod flamegraph;
-pub mod sched;
 
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use criterion::measurement::WallTime;
 use criterion::{BenchmarkGroup, Criterion};
-
-/// Something a bench compares: fairway's structure or a baseline.
-pub trait Backend: Send + Sync + 'static {
-    /// The label the backend gets in criterion's report (`group/name`).
-    fn name() -> &'static str;
-}
+use fairway_bench_support::{Named, SingleOp};
 
 /// A bench body: runs `iters` operations as participant `thread` of `threads`, on shared `state`.
 pub type Body<S> = fn(state: &S, thread: usize, threads: usize, iters: u64);
@@ -65,13 +58,13 @@ pub fn timed_run<S: Send + Sync + 'static>(
 
 /// Registers backend `B` in `group`: each measurement builds a fresh state with `make` (outside
 /// the timed region) and times `body` on `threads` threads.
-pub fn bench_backend<B: Backend>(
+pub fn bench_backend<B: Named + Send + Sync + 'static>(
     group: &mut BenchmarkGroup<'_, WallTime>,
     threads: usize,
     make: fn() -> B,
     body: Body<B>,
 ) {
-    group.bench_function(B::name(), |b| {
+    group.bench_function(B::NAME, |b| {
         b.iter_custom(|iters| timed_run(Arc::new(make()), threads, iters, body));
     });
 }
@@ -84,4 +77,15 @@ pub fn criterion() -> Criterion {
     #[cfg(unix)]
     let c = c.with_profiler(flamegraph::FlameGraph::new(997));
     c
+}
+
+/// Times `iters` runs of the single operation that `with` builds (outside the timed region).
+pub fn time_op(iters: u64, with: impl FnOnce(&mut dyn FnMut(&mut dyn SingleOp))) -> Duration {
+    let mut elapsed = Duration::ZERO;
+    with(&mut |op| {
+        let start = Instant::now();
+        op.run(iters);
+        elapsed = start.elapsed();
+    });
+    elapsed
 }

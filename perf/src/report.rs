@@ -1,319 +1,181 @@
-//! The report: system header, one row per backend and thread count, as an aligned text table or
-//! one JSON document.
-//!
-//! The JSON is written by hand rather than with serde: the document is a flat list of rows of
-//! numbers and a few fixed strings, so a 15-line string escaper is all it needs, and the perf
-//! binary stays free of serde's proc-macro build time. A test parses the output with serde_json
-//! (a dev-dependency only) to keep it honest.
+//! What a run produces, as data: the rows (one per workload and backend, with every
+//! repetition's figures), the target verdicts and the system; written as text, Markdown or JSON,
+//! read back for `--report` and `--compare`.
 
 use std::fmt::Write as _;
 
-use crate::stats::{median, median_ratio, Latency};
-use crate::timer::{Source, Timer};
-use crate::workloads::Sample;
+use serde::{Deserialize, Serialize};
+
+use crate::targets::Verdict;
+
+/// One repetition of one backend on one workload.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq)]
+pub struct Rep {
+    /// Operations (grants, pushes, pops, single operations) per second.
+    pub ops_per_sec: f64,
+    /// Latency percentiles in ns (0 where the workload does not time single operations).
+    pub p50_ns: f64,
+    /// See `p50_ns`.
+    pub p99_ns: f64,
+    /// See `p50_ns`.
+    pub p999_ns: f64,
+    /// Heap allocations per operation in the timed region.
+    pub allocs_per_op: f64,
+    /// A workload-specific score (P11: the smallest window Jain index).
+    pub score: Option<f64>,
+}
+
+/// Everything measured for one backend on one workload; repetition `i` of every backend of a
+/// workload ran back to back (interleaved), so same-index ratios are same-run ratios.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct Row {
+    /// Workload label, e.g. `pull 2 thr 4 cells`.
+    pub workload: String,
+    /// Backend label, e.g. `lock-free`.
+    pub backend: String,
+    /// Per repetition.
+    pub reps: Vec<Rep>,
+}
+
+impl Row {
+    /// The median over repetitions of `f`.
+    pub fn median(&self, f: impl Fn(&Rep) -> f64) -> f64 {
+        median(&self.reps.iter().map(f).collect::<Vec<_>>())
+    }
+}
 
 /// Where the numbers were measured.
-#[derive(Debug, Clone)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct System {
     /// `model name` from `/proc/cpuinfo`.
     pub cpu: String,
     /// Logical CPUs available to the process.
     pub cores: usize,
-    /// Kernel release (`uname -r`).
+    /// Kernel release.
     pub kernel: String,
-    /// Timer description, e.g. `tsc 2.45 GHz`.
-    pub timer: String,
+    /// Load averages (1, 5, 15 min) when the run ended: other work on the host shows here.
+    #[serde(default)]
+    pub load: String,
 }
 
 impl System {
-    /// Reads `/proc` (or says "unknown") and describes `timer`.
-    pub fn detect(timer: &Timer) -> Self {
-        let cpu = std::fs::read_to_string("/proc/cpuinfo")
-            .ok()
-            .and_then(|s| {
-                s.lines()
-                    .find(|l| l.starts_with("model name"))
-                    .and_then(|l| l.split_once(':'))
-                    .map(|(_, v)| v.trim().to_owned())
-            })
-            .unwrap_or_else(|| "unknown".to_owned());
-        let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
-            .map(|s| s.trim().to_owned())
-            .unwrap_or_else(|_| "unknown".to_owned());
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let timer = match timer.source() {
-            Source::Tsc => format!(
-                "tsc {:.2} GHz, resolution {:.2} ns",
-                timer.ghz(),
-                1.0 / timer.ghz()
-            ),
-            Source::Instant => "Instant, resolution 1 ns (reads cost ~50 ns)".to_owned(),
-        };
+    /// Reads `/proc` (or says "unknown").
+    pub fn detect() -> Self {
+        let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
+        let cpu = read("/proc/cpuinfo")
+            .lines()
+            .find(|l| l.starts_with("model name"))
+            .and_then(|l| l.split_once(':'))
+            .map_or_else(|| "unknown".to_owned(), |(_, v)| v.trim().to_owned());
+        let kernel = read("/proc/sys/kernel/osrelease").trim().to_owned();
         Self {
             cpu,
-            cores,
-            kernel,
-            timer,
+            cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            kernel: if kernel.is_empty() {
+                "unknown".into()
+            } else {
+                kernel
+            },
+            load: read("/proc/loadavg")
+                .split_whitespace()
+                .take(3)
+                .collect::<Vec<_>>()
+                .join(" "),
         }
     }
 }
 
-/// The metrics of one row, in report units.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Metrics {
-    /// Throughput, million operations per second.
-    pub mops: f64,
-    /// Median latency, ns.
-    pub p50: f64,
-    /// 99th percentile latency, ns.
-    pub p99: f64,
-    /// 99.9th percentile latency, ns.
-    pub p999: f64,
-}
-
-impl Metrics {
-    fn of(sample: &Sample, timer: &Timer) -> Self {
-        let q = |l: &Latency, q: f64| timer.ns(l.quantile(q) as f64);
-        Self {
-            mops: sample.ops_per_sec / 1e6,
-            p50: q(&sample.latency, 0.5),
-            p99: q(&sample.latency, 0.99),
-            p999: q(&sample.latency, 0.999),
-        }
-    }
-
-    /// The four metrics in column order.
-    fn fields(&self) -> [f64; 4] {
-        [self.mops, self.p50, self.p99, self.p999]
-    }
-}
-
-/// One line of the report.
-#[derive(Debug, Clone)]
-pub struct Row {
-    /// Workload name.
-    pub workload: &'static str,
-    /// Backend label.
-    pub backend: &'static str,
-    /// Thread count.
-    pub threads: usize,
-    /// Repetitions that went into the medians.
+/// One run of `fairway-perf`.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct Report {
+    /// Where.
+    pub system: System,
+    /// The suite run.
+    pub suite: String,
+    /// Interleaved repetitions per workload.
     pub reps: usize,
-    /// Medians over repetitions of each metric.
-    pub median: Metrics,
-    /// Medians over repetitions of `metric(backend) / metric(baseline)` within the same
-    /// repetition (1 for the baseline itself).
-    pub ratio: Metrics,
+    /// Wall time of the whole run, seconds.
+    pub wall_s: f64,
+    /// Every row.
+    pub rows: Vec<Row>,
+    /// The PERF.md targets whose rows ran.
+    pub targets: Vec<Verdict>,
+    /// Plots written.
+    pub plots: Vec<String>,
 }
 
-/// Builds rows from `samples`: for each thread count and backend, medians of the metrics, and
-/// same-run ratios against `baseline`.
-pub fn rows(workload: &'static str, samples: &[Sample], baseline: &str, timer: &Timer) -> Vec<Row> {
-    let mut keys: Vec<(usize, &'static str)> = Vec::new();
-    for s in samples {
-        if !keys.contains(&(s.threads, s.backend)) {
-            keys.push((s.threads, s.backend));
-        }
+/// The median (mean of the middle two for an even count), NaNs ignored; NaN when empty.
+pub fn median(values: &[f64]) -> f64 {
+    let mut v: Vec<f64> = values.iter().copied().filter(|x| !x.is_nan()).collect();
+    if v.is_empty() {
+        return f64::NAN;
     }
-    // Per (threads, backend): metrics by repetition, sorted by repetition.
-    let series = |threads: usize, backend: &str| -> Vec<Metrics> {
-        let mut v: Vec<(usize, Metrics)> = samples
-            .iter()
-            .filter(|s| s.threads == threads && s.backend == backend)
-            .map(|s| (s.rep, Metrics::of(s, timer)))
-            .collect();
-        v.sort_by_key(|(rep, _)| *rep);
-        v.into_iter().map(|(_, m)| m).collect()
-    };
-    let column =
-        |ms: &[Metrics], i: usize| -> Vec<f64> { ms.iter().map(|m| m.fields()[i]).collect() };
-    keys.into_iter()
-        .map(|(threads, backend)| {
-            let own = series(threads, backend);
-            let base = series(threads, baseline);
-            let med = |i| median(&column(&own, i));
-            let rat = |i| median_ratio(&column(&own, i), &column(&base, i));
-            Row {
-                workload,
-                backend,
-                threads,
-                reps: own.len(),
-                median: Metrics {
-                    mops: med(0),
-                    p50: med(1),
-                    p99: med(2),
-                    p999: med(3),
-                },
-                ratio: Metrics {
-                    mops: rat(0),
-                    p50: rat(1),
-                    p99: rat(2),
-                    p999: rat(3),
-                },
-            }
-        })
-        .collect()
-}
-
-/// The aligned text report.
-pub fn text(system: &System, baseline: &str, rows: &[Row]) -> String {
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "cpu: {} | cores: {} | kernel: {} | timer: {}",
-        system.cpu, system.cores, system.kernel, system.timer
-    );
-    let _ = writeln!(
-        out,
-        "medians over repetitions; x-columns: median of same-repetition ratios vs {baseline}"
-    );
-    let header = [
-        "workload", "backend", "thr", "Mops/s", "x", "p50 ns", "x", "p99 ns", "x", "p99.9 ns", "x",
-    ];
-    let mut table: Vec<Vec<String>> = vec![header.iter().map(|s| s.to_string()).collect()];
-    for r in rows {
-        let mut line = vec![
-            r.workload.to_owned(),
-            r.backend.to_owned(),
-            r.threads.to_string(),
-        ];
-        for (m, x) in r.median.fields().into_iter().zip(r.ratio.fields()) {
-            line.push(format!("{m:.1}"));
-            line.push(format!("{x:.2}"));
-        }
-        table.push(line);
-    }
-    let widths: Vec<usize> = (0..header.len())
-        .map(|c| table.iter().map(|l| l[c].len()).max().unwrap_or(0))
-        .collect();
-    for line in &table {
-        let cells: Vec<String> = line
-            .iter()
-            .zip(&widths)
-            .enumerate()
-            .map(|(c, (cell, &w))| {
-                if c < 2 {
-                    format!("{cell:<w$}")
-                } else {
-                    format!("{cell:>w$}")
-                }
-            })
-            .collect();
-        let _ = writeln!(out, "{}", cells.join("  ").trim_end());
-    }
-    out
-}
-
-/// Appends `s` as a JSON string literal.
-pub fn json_str(out: &mut String, s: &str) {
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-}
-
-/// Appends `x` as a JSON number (`null` when not finite: JSON has no NaN).
-pub fn json_num(out: &mut String, x: f64) {
-    if x.is_finite() {
-        let _ = write!(out, "{x}");
+    v.sort_by(f64::total_cmp);
+    let mid = v.len() / 2;
+    if v.len() % 2 == 1 {
+        v[mid]
     } else {
-        out.push_str("null");
+        (v[mid - 1] + v[mid]) / 2.0
     }
 }
 
-/// Appends a metrics object.
-fn json_metrics(out: &mut String, m: &Metrics) {
-    let names = ["mops", "p50_ns", "p99_ns", "p999_ns"];
-    out.push('{');
-    for (i, (name, v)) in names.iter().zip(m.fields()).enumerate() {
-        if i > 0 {
-            out.push(',');
-        }
-        json_str(out, name);
-        out.push(':');
-        json_num(out, v);
-    }
-    out.push('}');
+/// Smallest and largest of `values` (NaNs ignored).
+pub fn range(values: &[f64]) -> (f64, f64) {
+    values
+        .iter()
+        .filter(|x| !x.is_nan())
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &x| {
+            (lo.min(x), hi.max(x))
+        })
 }
 
-/// The report as one JSON document.
-pub fn json(system: &System, baseline: &str, rows: &[Row]) -> String {
-    let mut out = String::from("{\"system\":{\"cpu\":");
-    json_str(&mut out, &system.cpu);
-    let _ = write!(out, ",\"cores\":{},\"kernel\":", system.cores);
-    json_str(&mut out, &system.kernel);
-    out.push_str(",\"timer\":");
-    json_str(&mut out, &system.timer);
-    out.push_str("},\"baseline\":");
-    json_str(&mut out, baseline);
-    out.push_str(",\"rows\":[");
-    for (i, r) in rows.iter().enumerate() {
-        if i > 0 {
-            out.push(',');
-        }
-        out.push_str("{\"workload\":");
-        json_str(&mut out, r.workload);
-        out.push_str(",\"backend\":");
-        json_str(&mut out, r.backend);
-        let _ = write!(
-            out,
-            ",\"threads\":{},\"reps\":{},\"median\":",
-            r.threads, r.reps
+/// A latency or 0 as a column.
+fn ns(x: f64) -> String {
+    if x > 0.0 {
+        format!("{x:.0}")
+    } else {
+        "-".into()
+    }
+}
+
+impl Report {
+    /// The aligned text report: rows, then targets.
+    pub fn text(&self) -> String {
+        let s = &self.system;
+        let mut out = format!(
+            "fairway-perf, suite {}: {} interleaved repetitions, {:.0} s\ncpu: {} | cores: {} | kernel: {} | load average at the end: {}\n\n",
+            self.suite, self.reps, self.wall_s, s.cpu, s.cores, s.kernel, s.load
         );
-        json_metrics(&mut out, &r.median);
-        out.push_str(",\"ratio\":");
-        json_metrics(&mut out, &r.ratio);
-        out.push('}');
-    }
-    out.push_str("]}");
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn json_parses_and_escapes() {
-        let system = System {
-            cpu: "Odd \"CPU\"\\ \u{1}".to_owned(),
-            cores: 2,
-            kernel: "6.1".to_owned(),
-            timer: "Instant".to_owned(),
-        };
-        let row = Row {
-            workload: "ring",
-            backend: "fairway Ring",
-            threads: 2,
-            reps: 5,
-            median: Metrics {
-                mops: 12.5,
-                p50: 20.0,
-                p99: 80.0,
-                p999: f64::NAN,
-            },
-            ratio: Metrics {
-                mops: 1.0,
-                p50: 1.0,
-                p99: 1.0,
-                p999: 1.0,
-            },
-        };
-        let doc = json(&system, "fairway Ring", &[row]);
-        let v: serde_json::Value = serde_json::from_str(&doc).expect("valid JSON");
-        assert_eq!(v["system"]["cpu"], system.cpu.as_str());
-        assert_eq!(v["rows"][0]["median"]["mops"], 12.5);
-        assert!(v["rows"][0]["median"]["p999_ns"].is_null());
+        let _ = writeln!(
+            out,
+            "medians over repetitions (latency: from enqueue, or from the scheduled arrival in open-loop rows)\n{:<28} {:<28} {:>9} {:>9} {:>9} {:>9} {:>10} {:>8}",
+            "workload", "backend", "Mops/s", "ns/op", "p50 ns", "p99 ns", "p99.9 ns", "alloc/op"
+        );
+        for r in &self.rows {
+            let tput = r.median(|x| x.ops_per_sec);
+            let score = r.median(|x| x.score.unwrap_or(f64::NAN));
+            let _ = write!(
+                out,
+                "{:<28} {:<28} {:>9.3} {:>9.1} {:>9} {:>9} {:>10} {:>8.2}",
+                r.workload,
+                r.backend,
+                tput / 1e6,
+                1e9 / tput,
+                ns(r.median(|x| x.p50_ns)),
+                ns(r.median(|x| x.p99_ns)),
+                ns(r.median(|x| x.p999_ns)),
+                r.reps.iter().map(|x| x.allocs_per_op).fold(0.0, f64::max),
+            );
+            if !score.is_nan() {
+                let _ = write!(out, "  score {score:.4}");
+            }
+            out.push('\n');
+        }
+        out.push('\n');
+        out.push_str(&crate::targets::text(&self.targets));
+        for p in &self.plots {
+            let _ = writeln!(out, "plot: {p}");
+        }
+        out
     }
 }

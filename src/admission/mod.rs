@@ -174,8 +174,9 @@ impl ClassSpec {
 ///
 /// # Capacity
 ///
-/// The ledger allocates, once, one 32-byte counter group per tenant (`max_tenants` of them) and
-/// one cache-line-padded group per class. Tenant groups are not padded: there may be many, and a
+/// The ledger allocates, once, one 32-byte counter group per tenant (`max_tenants` of them, at
+/// most [`LedgerConfig::MAX_TENANTS`]) and one cache-line-padded group per class;
+/// [`LedgerConfig::footprint_bytes`] gives the total before building. Tenant groups are not padded: there may be many, and a
 /// tenant's counters are contended only by that tenant's own concurrent admissions.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LedgerConfig {
@@ -186,6 +187,23 @@ pub struct LedgerConfig {
     pub max_tenants: u32,
     /// Limits applied to each tenant, totalled across classes.
     pub tenant_limits: Limits,
+}
+
+impl LedgerConfig {
+    /// The most tenants a ledger may be built for: 2^24 (16,777,216). The ledger allocates 32
+    /// bytes per tenant (512 MiB at the limit), and each class of a scheduler bound to it 32
+    /// more (see [`Footprint`](crate::Footprint)).
+    pub const MAX_TENANTS: u32 = crate::policy::MAX_TENANTS;
+
+    /// The bytes [`Ledger::new`] allocates for this configuration (the tenants' counters and the
+    /// classes' padded counters), without building it.
+    pub fn footprint_bytes(&self) -> u64 {
+        let per_class = core::mem::size_of::<Class>() as u64;
+        let per_tenant = core::mem::size_of::<Counters>() as u64;
+        // The shared `Inner` with its reference counts, and the default clock.
+        let fixed = core::mem::size_of::<Inner>() as u64 + 64;
+        (self.classes.len() as u64) * per_class + u64::from(self.max_tenants) * per_tenant + fixed
+    }
 }
 
 /// Which classes a request accepts (F52).
@@ -516,7 +534,8 @@ impl Ledger {
     /// # Errors
     ///
     /// `invalid-argument / configuration` naming the field: `classes` (empty, or more than
-    /// 65,536), `classes.name` (duplicate), `max_tenants` (0).
+    /// 65,536), `classes.name` (duplicate), `max_tenants` (0, or above
+    /// [`LedgerConfig::MAX_TENANTS`]). Every check comes before any allocation.
     #[inline]
     pub fn new(config: LedgerConfig) -> Result<Ledger> {
         Self::with_clock(config, std::sync::Arc::new(MonotonicClock::new()))
@@ -541,7 +560,7 @@ impl Ledger {
         if names.windows(2).any(|w| w[0] == w[1]) {
             return Err(Error::configuration("classes.name"));
         }
-        if max_tenants == 0 {
+        if max_tenants == 0 || max_tenants > LedgerConfig::MAX_TENANTS {
             return Err(Error::configuration("max_tenants"));
         }
         let any_eligible = classes.iter().any(|c| !c.explicit_only);

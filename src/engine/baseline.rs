@@ -20,6 +20,7 @@ use crate::clock::Clock;
 use crate::policy::{EntryMeta, Judge, Policy, Verdict};
 use crate::pool::{ClassPool, Lease};
 use crate::raw::arena::Key;
+use crate::raw::idset::IdSet;
 use crate::stats::ClassSnapshot;
 use crate::stats::ClassStats;
 use crate::Reason;
@@ -79,7 +80,7 @@ enum Stage {
 }
 
 struct Slot<T> {
-    generation: u32,
+    generation: u64,
     stage: Stage,
     /// The policy holds the index.
     queued_ref: bool,
@@ -170,6 +171,8 @@ pub struct BaselineClass<T: Send, L: BaselineLock> {
     undelivered: Undelivered<T>,
     /// Queued entries refund their queue slot here when they leave the queue (SPEC F45).
     ledger: Ledger,
+    /// The scheduler's live request ids (SPEC F34).
+    ids: Arc<IdSet>,
 }
 
 impl<T: Send> Inner<T> {
@@ -207,7 +210,8 @@ impl<T: Send> Inner<T> {
             s.waker = None;
             s.token = None;
             // A slot whose generation is exhausted is retired, never reused (SPEC F21).
-            if let Some(g) = s.generation.checked_add(1) {
+            let next = s.generation.checked_add(1);
+            if let Some(g) = next.filter(|&g| g <= crate::raw::arena::MAX_GENERATION) {
                 s.generation = g;
                 self.free_slots.push(index);
             }
@@ -237,6 +241,7 @@ impl<T: Send> Inner<T> {
             .expect("granted pull entry holds content and lease");
         let waited = s.waited;
         let cancelled = s.token.take().and_then(|t| t.reason());
+        let live = s.ticket.live;
         s.owner_ref = false;
         self.maybe_free(index);
         Some(Pulled {
@@ -245,6 +250,7 @@ impl<T: Send> Inner<T> {
             lease,
             waited,
             cancelled,
+            live,
         })
     }
 
@@ -516,6 +522,9 @@ fn end_queued<T: Send + 'static, L: BaselineLock>(
             }
             None => {}
         }
+        if let Some(live) = s.ticket.live {
+            class.ids.remove(live);
+        }
         s.owner_ref = false;
     } else if let Some(w) = s.waker.take() {
         if let Err(e) = after.wakes.try_push(w) {
@@ -531,7 +540,7 @@ impl<T: Send + 'static, L: BaselineLock> ClassEngine<T> for BaselineClass<T, L> 
         let inner = Inner {
             slots: (0..slots)
                 .map(|_| Slot {
-                    generation: 0,
+                    generation: crate::raw::arena::first_generation(),
                     stage: Stage::Free,
                     queued_ref: false,
                     owner_ref: false,
@@ -569,6 +578,7 @@ impl<T: Send + 'static, L: BaselineLock> ClassEngine<T> for BaselineClass<T, L> 
             stats: ClassStats::new(),
             undelivered: Undelivered::new(slots),
             ledger: s.ledger,
+            ids: s.ids,
         })
     }
 

@@ -19,6 +19,7 @@ use crate::cancel::CancellationToken;
 use crate::clock::Clock;
 use crate::policy::{Policy, PolicyConfig};
 use crate::pool::{ClassPool, Lease, LeaseRequest};
+use crate::raw::idset::{IdSet, Slot};
 use crate::stats::ClassSnapshot;
 use crate::Reason;
 use crate::{CellId, ClassId, Error, RequestId};
@@ -31,6 +32,9 @@ pub struct ClassSetup {
     /// The scheduler's ledger: queued entries refund their queue slot to it when they leave the
     /// queue (SPEC F45).
     pub ledger: Ledger,
+    /// The scheduler's live request ids (SPEC F34): a pull-mode request the engine ends gives
+    /// its id up here.
+    pub(crate) ids: Arc<IdSet>,
     pub cells: u32,
     pub queue_capacity: u32,
     pub max_tenants: u32,
@@ -44,10 +48,17 @@ impl ClassSetup {
     /// Returns it with the number of entry slots: live queued entries, granted-but-untaken ones
     /// (at most one per cell) and as many tombstones as live entries before a compaction.
     pub(crate) fn policy(&self) -> Result<(Policy, usize), Error> {
-        if u64::from(self.cells) > lockfree::MAX_FIELD {
+        // Before anything is allocated (SPEC F01); the limits fit every packed field.
+        const _: () = assert!(crate::policy::MAX_CELLS as u64 <= lockfree::MAX_FIELD);
+        const _: () = assert!(crate::policy::MAX_QUEUE_CAPACITY as u64 <= lockfree::MAX_FIELD);
+        const _: () = assert!(
+            2 * crate::policy::MAX_QUEUE_CAPACITY as usize + crate::policy::MAX_CELLS as usize
+                <= crate::raw::arena::MAX_CAPACITY
+        );
+        if self.cells == 0 || self.cells > crate::policy::MAX_CELLS {
             return Err(Error::configuration("cells"));
         }
-        if u64::from(self.queue_capacity) > lockfree::MAX_FIELD {
+        if self.queue_capacity > crate::policy::MAX_QUEUE_CAPACITY {
             return Err(Error::configuration("queue_capacity"));
         }
         let slots = (2 * self.queue_capacity as usize + self.cells as usize).max(1);
@@ -71,6 +82,9 @@ pub struct Ticket {
     pub weight: u32,
     pub cpu_units: u64,
     pub memory_units: u64,
+    /// The request id's place among the scheduler's live ids (SPEC F34); the engine gives it up
+    /// when it ends a pull-mode request itself.
+    pub(crate) live: Option<Slot>,
 }
 
 impl Ticket {
@@ -83,6 +97,7 @@ impl Ticket {
         weight: 1,
         cpu_units: 0,
         memory_units: 0,
+        live: None,
     };
 
     pub fn from_permit(p: &Permit) -> Self {
@@ -94,6 +109,7 @@ impl Ticket {
             weight: p.weight(),
             cpu_units: p.cpu_units(),
             memory_units: p.memory_units(),
+            live: None,
         }
     }
 
@@ -141,6 +157,8 @@ pub struct Pulled<T> {
     pub payload: T,
     /// The queue slot went back at grant (SPEC F45).
     pub permit: ExecutionPermit,
+    /// The request id's place among the live ids, for the assignment to give up.
+    pub(crate) live: Option<Slot>,
     pub lease: Lease,
     pub waited: u64,
     /// The first reason, if the request's token was cancelled (checked again at acceptance,

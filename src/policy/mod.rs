@@ -43,6 +43,15 @@
 
 mod heap;
 
+/// The most cells a class may have (SPEC F01): 2^20. Checked before anything is allocated.
+pub(crate) const MAX_CELLS: u32 = 1 << 20;
+/// The largest `queue_capacity` of a class (SPEC F01): 2^22. A class has `2 * queue_capacity +
+/// cells` entry slots, so with [`MAX_CELLS`] at most 9,437,184, which the arena's 24-bit slot
+/// index and the lock-free engine's 24-bit counters hold.
+pub(crate) const MAX_QUEUE_CAPACITY: u32 = 1 << 22;
+/// The most tenants a ledger (and each class's policy) may be built for (SPEC F01): 2^24.
+pub(crate) const MAX_TENANTS: u32 = 1 << 24;
+
 use crate::Reason;
 use crate::{Code, Error};
 use heap::{Links, Order, NONE};
@@ -246,7 +255,8 @@ impl Policy {
     /// # Errors
     ///
     /// `invalid-argument / configuration` naming `capacity` (`u32::MAX` is reserved),
-    /// `max_tenants` (0 or `u32::MAX`) or `starvation_after` (0).
+    /// `max_tenants` (0 or above 2^24) or `starvation_after` (0). Nothing is allocated before
+    ///  the checks.
     pub(crate) fn new(cfg: PolicyConfig) -> Result<Self, Error> {
         Self::with_first_sequence(cfg, 0)
     }
@@ -257,7 +267,7 @@ impl Policy {
         if cfg.capacity == u32::MAX {
             return Err(Error::configuration("capacity"));
         }
-        if cfg.max_tenants == 0 || cfg.max_tenants == u32::MAX {
+        if cfg.max_tenants == 0 || cfg.max_tenants > MAX_TENANTS {
             return Err(Error::configuration("max_tenants"));
         }
         if cfg.starvation_after == 0 {

@@ -104,9 +104,10 @@ impl FixedCellPool {
     ///
     /// # Errors
     ///
-    /// `invalid-argument / configuration` (field `cells`) if `cells` is 0.
+    /// `invalid-argument / configuration` (field `cells`) if `cells` is 0 or above
+    /// [`ClassConfig::MAX_CELLS`](crate::ClassConfig::MAX_CELLS), before allocating anything.
     pub fn new(class: ClassId, cells: u32) -> Result<Self> {
-        if cells == 0 {
+        if cells == 0 || cells > crate::policy::MAX_CELLS {
             return Err(Error::configuration("cells"));
         }
         let words = cells.div_ceil(BITS) as usize;
@@ -128,16 +129,80 @@ impl FixedCellPool {
         })
     }
 
-    /// [`CellPool::try_acquire_now`] without the lease around the cell: what the scheduler's
-    /// engines call for the built-in pool, building the lease themselves. A cell id comes back in
-    /// a register, where a `Result<Option<Lease>>` (48 bytes of mixed-width fields) went through
-    /// memory, and re-reading it cost a store-forwarding stall on every grant.
+    /// [`CellPool::try_acquire_now`] without the lease around the cell: one scan of the words.
+    /// A cell id comes back in a register, where a `Result<Option<Lease>>` (48 bytes of
+    /// mixed-width fields) went through memory, and re-reading it cost a store-forwarding stall on
+    /// every grant.
+    ///
+    /// `Ok(None)` means only that this scan met no free bit: a cell released into a word the
+    /// scan had already passed is missed. A caller that knows a cell is free (holds a cell
+    /// credit) uses [`acquire_credited`](Self::acquire_credited) instead.
     ///
     /// # Errors
     ///
     /// `unavailable / all-cells-quarantined` when every cell is quarantined.
     #[inline]
     pub(crate) fn acquire_cell(&self, request: RequestId) -> Result<Option<CellId>> {
+        if let Some(cell) = self.scan(request) {
+            return Ok(Some(cell));
+        }
+        self.check_quarantined()?;
+        Ok(None)
+    }
+
+    /// A cell for a caller that holds a cell credit: rescans until it finds one.
+    ///
+    /// # Termination
+    ///
+    /// The engines count the cells neither leased nor quarantined as credits; a releaser sets
+    /// its free bit *before* it returns the credit, and an acquirer takes a credit *before* it
+    /// clears a bit. So while this caller holds its credit, the number of set bits is at least
+    /// the number of credit holders that have not yet cleared one, itself at least one: at every
+    /// instant some bit is set. One scan can still miss every set bit, because it reads each
+    /// word at a different instant: the bit it would have found in word `w` was cleared before
+    /// the scan reached `w` by another credit holder, which thereby finished its acquisition. So
+    /// every failed scan is paid for by another caller's completed acquisition (lock-free, not
+    /// wait-free), and the credits bound how many acquisitions can be in progress at once; a
+    /// scan fails only while other threads keep acquiring. (With more than 32 cells a single
+    /// scan was trusted, and a credit holder could fail with no cell free in its view while
+    /// cells were free.)
+    ///
+    /// # Errors
+    ///
+    /// `unavailable / all-cells-quarantined` when every cell is quarantined (a caller holding a
+    /// credit never sees it; kept so that a credit-accounting bug ends in an error rather than
+    /// a spin).
+    #[inline]
+    pub(crate) fn acquire_credited(&self, request: RequestId) -> Result<CellId> {
+        loop {
+            if let Some(cell) = self.scan(request) {
+                return Ok(cell);
+            }
+            self.check_quarantined()?;
+            // Another credit holder is between taking the bit we raced for and its release;
+            // let it run (under loom: let the model schedule it).
+            #[cfg(loom)]
+            loom::thread::yield_now();
+            #[cfg(not(loom))]
+            core::hint::spin_loop();
+        }
+    }
+
+    /// `unavailable / all-cells-quarantined` once every cell is quarantined.
+    #[inline]
+    fn check_quarantined(&self) -> Result<()> {
+        // Relaxed: a hint on the cold path (a cell comes back only through a host's restore,
+        // which the scheduler refuses once the class has died).
+        if self.quarantined_count.load(Ordering::Relaxed) == self.cells {
+            return Err(Error::new(Code::Unavailable, Reason::AllCellsQuarantined));
+        }
+        Ok(())
+    }
+
+    /// One pass over the words, clearing the first free bit met; `None` if every word read
+    /// empty when the pass reached it.
+    #[inline]
+    fn scan(&self, request: RequestId) -> Option<CellId> {
         let words = self.free.len();
         // Start at a word derived from the request id: concurrent acquirers spread over the
         // words without a shared (and contended) rotating hint.
@@ -171,17 +236,12 @@ impl FixedCellPool {
                     Ordering::Acquire,
                     Ordering::Relaxed,
                 ) {
-                    Ok(_) => return Ok(Some(CellId(w as u32 * BITS + bit))),
+                    Ok(_) => return Some(CellId(w as u32 * BITS + bit)),
                     Err(current) => bits = current,
                 }
             }
         }
-        // Relaxed: a hint on the cold path (a concurrent restore makes a cell available again;
-        // the caller's next probe finds it).
-        if self.quarantined_count.load(Ordering::Relaxed) == self.cells {
-            return Err(Error::new(Code::Unavailable, Reason::AllCellsQuarantined));
-        }
-        Ok(None)
+        None
     }
 
     /// The word index and bit mask of `lease`'s cell, or `None` if the lease cannot be from this

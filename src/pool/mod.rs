@@ -213,7 +213,8 @@ impl ClassPool {
     /// not match `req` (host pools only; the caller quarantines it); `Err` for no cell
     /// (`internal / pool-capacity-mismatch`: the engines ask only when they hold a cell credit)
     /// or the pool's own error. The built-in pool's leases are built here from `req`, so they
-    /// match by construction.
+    /// match by construction, and it rescans until it finds the cell the credit stands for
+    /// ([`FixedCellPool::acquire_credited`]); a host's pool is asked once.
     #[inline]
     pub(crate) fn acquire_checked(
         &self,
@@ -221,10 +222,7 @@ impl ClassPool {
     ) -> Result<core::result::Result<Lease, Lease>> {
         let capacity = || Error::new(Code::Internal, Reason::PoolCapacityMismatch);
         match self {
-            ClassPool::Fixed(p) => match p.acquire_cell(req.request)? {
-                Some(cell) => Ok(Ok(Lease::new(req, cell))),
-                None => Err(capacity()),
-            },
+            ClassPool::Fixed(p) => Ok(Ok(Lease::new(req, p.acquire_credited(req.request)?))),
             ClassPool::Host(p) => match p.try_acquire_now(req)? {
                 Some(lease) if lease.matches(req) => Ok(Ok(lease)),
                 Some(lease) => Ok(Err(lease)),

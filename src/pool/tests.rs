@@ -472,3 +472,213 @@ fn multi_thread_churn_keeps_counters_consistent() {
     let q = quarantined_by_workers.load(Ordering::Relaxed) as u32;
     assert_eq!(p.counters(), counters(CELLS, CELLS - q, 0, q));
 }
+
+/// Churns `cells` cells the way the engines use the pool: a thread first takes one of the class's
+/// cell credits (a counter of cells neither leased nor quarantined, returned after the cell), then
+/// asks for a cell, which must be there. Only the cells in `circulating` change hands (the others
+/// stay leased), one or two per bitmap word, so that a thread scanning the words meets a word
+/// emptied by one credit holder just before another's release refills a word it already passed.
+/// More threads than cores, so that scans are preempted midway. Runs for about `CREDIT_CHURN`
+/// (a race that shows up only under preemption needs time rather than a round count) and returns
+/// how many acquisitions ran.
+fn churn_with_credits(cells: u32, circulating: &[u32], threads: u64) -> u64 {
+    let class = ClassPool::Fixed(pool(cells));
+    // Lease every cell, then give back the circulating ones.
+    let mut held: Vec<Lease> = (0..cells)
+        .map(|i| {
+            class
+                .acquire_checked(&req(u64::from(i), 0))
+                .unwrap()
+                .unwrap()
+        })
+        .collect();
+    held.sort_by_key(|l| l.cell().0);
+    let mut kept = Vec::new();
+    for l in held {
+        if circulating.contains(&l.cell().0) {
+            class.release(l);
+        } else {
+            kept.push(l);
+        }
+    }
+    let credits = AtomicUsize::new(circulating.len());
+    let failures = AtomicUsize::new(0);
+    let acquired = AtomicUsize::new(0);
+    let until = std::time::Instant::now() + CREDIT_CHURN;
+    std::thread::scope(|s| {
+        for t in 0..threads {
+            let (class, credits, failures, acquired) = (&class, &credits, &failures, &acquired);
+            s.spawn(move || {
+                for n in 0.. {
+                    if n % 256 == 0 && std::time::Instant::now() >= until {
+                        break;
+                    }
+                    // Take a credit (the engines' CAS on their control word).
+                    // Relaxed (all): the pool's own Acquire/Release order the cells; the credit
+                    // count only has to be exact, which its RMWs make it.
+                    let mut c = credits.load(Ordering::Relaxed);
+                    loop {
+                        if c == 0 {
+                            std::thread::yield_now();
+                            c = credits.load(Ordering::Relaxed);
+                            continue;
+                        }
+                        match credits.compare_exchange_weak(
+                            c,
+                            c - 1,
+                            Ordering::Relaxed,
+                            Ordering::Relaxed,
+                        ) {
+                            Ok(_) => break,
+                            Err(now) => c = now,
+                        }
+                    }
+                    match class.acquire_checked(&req(n * threads + t, 0)) {
+                        Ok(Ok(lease)) => {
+                            acquired.fetch_add(1, Ordering::Relaxed);
+                            class.release(lease);
+                        }
+                        other => {
+                            assert!(other.is_err(), "the built-in pool's leases match");
+                            failures.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                    // The cell goes back before the credit, as in the engines.
+                    credits.fetch_add(1, Ordering::Relaxed);
+                }
+            });
+        }
+    });
+    kept.into_iter().for_each(|l| class.release(l));
+    assert_eq!(
+        failures.load(Ordering::Relaxed),
+        0,
+        "a credit holder found no cell ({cells} cells)"
+    );
+    assert_eq!(class.counters(), counters(cells, cells, 0, 0));
+    acquired.load(Ordering::Relaxed) as u64
+}
+
+const CREDIT_CHURN: std::time::Duration =
+    std::time::Duration::from_millis(if cfg!(miri) { 50 } else { 1500 });
+
+#[test]
+fn f08_credit_holder_always_finds_a_cell_33_cells() {
+    // One cell left in each of the two words.
+    assert!(churn_with_credits(33, &[5, 32], 6) > 0);
+}
+
+#[test]
+fn f08_credit_holder_always_finds_a_cell_64_cells() {
+    assert!(churn_with_credits(64, &[0, 40], 6) > 0);
+}
+
+#[test]
+fn f08_credit_holder_always_finds_a_cell_1000_cells() {
+    // A few cells spread over the 32 words: a scan passes many empty words.
+    assert!(churn_with_credits(1000, &[3, 300, 640, 999], 6) > 0);
+}
+
+/// Sizes past toy: with 33 cells (one in the second word) and 1000 (32 words, the last partly
+/// filled) every cell is handed out exactly once, quarantined cells in every word stay out, the
+/// rest cycle, and the class fails `all-cells-quarantined` only once the last one goes.
+fn every_cell_once_and_quarantine_across_words(cells: u32) {
+    let p = ClassPool::Fixed(pool(cells));
+    let lease = |i: u64| p.acquire_checked(&req(i, 0)).unwrap().unwrap();
+    let mut leases: Vec<Lease> = (0..u64::from(cells)).map(lease).collect();
+    let seen: BTreeSet<u32> = leases.iter().map(|l| l.cell().0).collect();
+    assert_eq!(seen, (0..cells).collect(), "{cells} cells");
+    let ClassPool::Fixed(fixed) = &p else {
+        unreachable!()
+    };
+    assert!(fixed.acquire_cell(RequestId(0)).unwrap().is_none());
+    assert_eq!(p.counters(), counters(cells, 0, cells, 0));
+    // Quarantine every 31st cell (some in each word, the last cell included), release the rest.
+    leases.sort_by_key(|l| l.cell().0);
+    let mut out = 0;
+    for l in leases {
+        if l.cell().0 % 31 == 0 || l.cell().0 == cells - 1 {
+            p.quarantine(l, "sizes");
+            out += 1;
+        } else {
+            p.release(l);
+        }
+    }
+    assert_eq!(p.counters(), counters(cells, cells - out, 0, out));
+    // Two rounds: each hands out exactly the cells still in service.
+    for round in 0..2u64 {
+        let leases: Vec<Lease> = (0..u64::from(cells - out))
+            .map(|i| lease(round * 10_000 + i))
+            .collect();
+        assert!(leases
+            .iter()
+            .all(|l| l.cell().0 % 31 != 0 && l.cell().0 != cells - 1));
+        assert!(fixed.acquire_cell(RequestId(7)).unwrap().is_none());
+        leases.into_iter().for_each(|l| p.release(l));
+    }
+    // Quarantine the rest: then, and only then, the class is dead.
+    for i in 0..u64::from(cells - out) {
+        p.quarantine(lease(i), "sizes");
+    }
+    assert_eq!(p.counters(), counters(cells, 0, 0, cells));
+    assert_eq!(
+        fixed.acquire_cell(RequestId(1)).unwrap_err(),
+        Error::new(Code::Unavailable, Reason::AllCellsQuarantined)
+    );
+}
+
+#[test]
+fn f03_every_cell_once_and_quarantine_across_words_33_cells() {
+    every_cell_once_and_quarantine_across_words(33);
+}
+
+#[test]
+fn f03_every_cell_once_and_quarantine_across_words_1000_cells() {
+    every_cell_once_and_quarantine_across_words(1000);
+}
+
+/// F17 across words: a subscriber registered while 1000 cells are all leased is woken by a
+/// release in any word, and its probe then finds that cell.
+#[test]
+fn f17_release_in_any_word_wakes_subscriber_1000_cells() {
+    const CELLS: u32 = 1000;
+    let p = pool(CELLS);
+    let mut leases: Vec<Lease> = (0..u64::from(CELLS))
+        .map(|i| p.try_acquire_now(&req(i, 0)).unwrap().unwrap())
+        .collect();
+    leases.sort_by_key(|l| l.cell().0);
+    let waker = std::sync::Arc::new(CountingWaker(AtomicUsize::new(0)));
+    let mut wakes = 0;
+    // One cell from each word, last word first.
+    for cell in (0..CELLS).step_by(32).rev() {
+        p.subscribe_changes(&Waker::from(waker.clone())).unwrap();
+        assert!(p.try_acquire_now(&req(5000, 0)).unwrap().is_none());
+        let l = leases.remove(cell as usize);
+        p.release(l);
+        wakes += 1;
+        // Relaxed: the wake ran on this thread.
+        assert_eq!(waker.0.load(Ordering::Relaxed), wakes, "cell {cell}");
+        let again = p
+            .try_acquire_now(&req(u64::from(cell), 0))
+            .unwrap()
+            .unwrap();
+        assert_eq!(again.cell().0, cell);
+        leases.insert(cell as usize, again);
+    }
+    leases.into_iter().for_each(|l| p.release(l));
+    assert_eq!(p.counters(), counters(CELLS, CELLS, 0, 0));
+}
+
+#[test]
+fn f01_cells_over_the_limit_are_refused() {
+    for cells in [crate::policy::MAX_CELLS + 1, u32::MAX] {
+        assert_eq!(
+            FixedCellPool::new(ClassId(0), cells).unwrap_err(),
+            Error::configuration("cells")
+        );
+    }
+    assert_eq!(
+        pool(crate::policy::MAX_CELLS).counters(),
+        counters(crate::policy::MAX_CELLS, crate::policy::MAX_CELLS, 0, 0)
+    );
+}

@@ -14,7 +14,7 @@
 //!
 //! ```text
 //!  63 ........... 8+G   8+G .......... 8   7 ..... 0
-//! |  unused (zero)    |   generation (G)  |  state  |      G = 32 by default, 1..=32 in tests
+//! |  unused (zero)    |   generation (G)  |  state  |      G = 40 by default, 1..=40 in tests
 //! ```
 //!
 //! | state            | generation | meaning                                                    |
@@ -67,8 +67,13 @@ pub(crate) const FREE: u8 = 0;
 
 /// The user's state in the slot word.
 const STATE: Field = Field::first(8);
-/// The widest generation a slot word (and a [`Key`]) carries.
-const MAX_GENERATION_BITS: u32 = 32;
+/// The widest generation a slot word (and a [`Key`]) carries: 40 bits, all that a key's `u64`
+/// leaves beside a 24-bit index. A slot is handed out at most 2^40 (about 1.1 x 10^12) times
+/// before it retires, 256 times the 2^32 of 32-bit generations: at one request cycle per 280 ns
+/// on one slot (the one-thread rate, where the LIFO free list hands the same slot out every
+/// time) that is about 3.5 days of uninterrupted churn on that slot, where 32 bits lasted 20
+/// minutes; with reuse spread over slots it is out of reach.
+pub(crate) const MAX_GENERATION_BITS: u32 = 40;
 const _: () = assert!(STATE.max() == u8::MAX as u64);
 const _: () = assert!(STATE.end() + MAX_GENERATION_BITS <= 64);
 
@@ -81,12 +86,52 @@ const NIL: u32 = u32::MAX;
 const _: () = assert!(HEAD_INDEX.max() == NIL as u64);
 const _: () = assert!(HEAD_TAG.end() <= 64);
 
-/// The most slots an arena can have: every index below [`NIL`].
-pub(crate) const MAX_CAPACITY: usize = NIL as usize;
+/// The most slots an arena can have: every index a [`Key`] carries (2^24, about 16.8 million),
+/// all below [`NIL`].
+pub(crate) const MAX_CAPACITY: usize = KEY_INDEX.max() as usize + 1;
+const _: () = assert!(MAX_CAPACITY <= NIL as usize);
 
-/// [`Key`] encoded as a `u64`: index in the low half, generation in the high half.
-const KEY_INDEX: Field = Field::first(32);
+/// The last generation a slot can have: a slot freed at this generation retires (F21).
+pub(crate) const MAX_GENERATION: u64 = KEY_GENERATION.max();
+
+/// [`Key`] encoded as a `u64`: index in the low 24 bits, generation in the 40 above.
+const KEY_INDEX: Field = Field::first(24);
 const KEY_GENERATION: Field = KEY_INDEX.next(MAX_GENERATION_BITS);
+const _: () = assert!(KEY_GENERATION.end() == 64);
+
+/// The generation every slot of a new arena starts at (and the baseline engine's slots, which
+/// keep their generations beside the arena's): 0, except in tests that start slots next to
+/// exhaustion through `start_generations_at`, a test-only helper (a 2^40-reuse wait is no test).
+#[inline]
+pub(crate) fn first_generation() -> u64 {
+    #[cfg(test)]
+    {
+        FIRST_GENERATION.with(core::cell::Cell::get)
+    }
+    #[cfg(not(test))]
+    {
+        0
+    }
+}
+
+#[cfg(test)]
+std::thread_local! {
+    static FIRST_GENERATION: core::cell::Cell<u64> = const { core::cell::Cell::new(0) };
+}
+
+/// Test-only: slots of arenas (and baseline engines) built on this thread while the returned
+/// guard lives start at generation `first` (clamped to the arena's widest generation).
+#[cfg(test)]
+#[must_use = "the first generation goes back to 0 when the guard drops"]
+pub(crate) fn start_generations_at(first: u64) -> impl Drop {
+    struct Reset(u64);
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            FIRST_GENERATION.with(|g| g.set(self.0));
+        }
+    }
+    Reset(FIRST_GENERATION.with(|g| g.replace(first)))
+}
 
 /// Names one allocation of one slot: the slot's index and the generation it had when allocated.
 ///
@@ -95,7 +140,7 @@ const KEY_GENERATION: Field = KEY_INDEX.next(MAX_GENERATION_BITS);
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) struct Key {
     pub(crate) index: u32,
-    pub(crate) generation: u32,
+    pub(crate) generation: u64,
 }
 
 impl Key {
@@ -107,13 +152,13 @@ impl Key {
 
     /// The generation of the allocation this key names.
     #[cfg(test)]
-    pub(crate) const fn generation(self) -> u32 {
+    pub(crate) const fn generation(self) -> u64 {
         self.generation
     }
 
     /// The key as one `u64` (for handles the host holds); [`Key::from_u64`] inverts it.
     pub(crate) const fn to_u64(self) -> u64 {
-        KEY_GENERATION.set(KEY_INDEX.set(0, self.index as u64), self.generation as u64)
+        KEY_GENERATION.set(KEY_INDEX.set(0, self.index as u64), self.generation)
     }
 
     /// The key encoded by [`Key::to_u64`]. Any `u64` decodes to some key; one that names no
@@ -122,7 +167,7 @@ impl Key {
     pub(crate) const fn from_u64(raw: u64) -> Key {
         Key {
             index: KEY_INDEX.get(raw) as u32,
-            generation: KEY_GENERATION.get(raw) as u32,
+            generation: KEY_GENERATION.get(raw),
         }
     }
 }
@@ -197,7 +242,7 @@ pub(crate) struct Arena<T> {
 }
 
 impl<T: Default> Arena<T> {
-    /// An arena of `capacity` slots with 32-bit generations.
+    /// An arena of `capacity` slots with 40-bit generations.
     ///
     /// # Errors
     ///
@@ -207,13 +252,13 @@ impl<T: Default> Arena<T> {
         Self::with_generation_bits(capacity, MAX_GENERATION_BITS)
     }
 
-    /// An arena whose generations are `bits` wide (1..=32), so that each slot can be allocated
+    /// An arena whose generations are `bits` wide (1..=40), so that each slot can be allocated
     /// `2^bits` times before it is retired. Narrow generations exist for tests (F21).
     ///
     /// # Errors
     ///
     /// `invalid-argument / configuration` naming `capacity` (0 or above [`MAX_CAPACITY`]) or
-    /// `generation_bits` (outside 1..=32).
+    /// `generation_bits` (outside 1..=40).
     pub(crate) fn with_generation_bits(capacity: usize, bits: u32) -> Result<Self, Error> {
         if capacity == 0 || capacity > MAX_CAPACITY {
             return Err(Error::configuration("capacity"));
@@ -222,7 +267,8 @@ impl<T: Default> Arena<T> {
             return Err(Error::configuration("generation_bits"));
         }
         let generation = STATE.next(bits);
-        let free_word = generation.set(STATE.set(0, FREE as u64), 0);
+        let first = first_generation().min(generation.max());
+        let free_word = generation.set(STATE.set(0, FREE as u64), first);
         // The list starts as 0 -> 1 -> ... -> capacity-1 -> NIL, so slots are first handed out in
         // index order.
         let slots = (0..capacity)
@@ -267,7 +313,7 @@ impl<T> Arena<T> {
             .store(STATE.set(word, initial_state as u64), Relaxed);
         Some(Key {
             index,
-            generation: self.generation.get(word) as u32,
+            generation: self.generation.get(word),
         })
     }
 
@@ -352,7 +398,7 @@ impl<T> Arena<T> {
         let bumped = key
             .generation
             .checked_add(1)
-            .filter(|&g| g as u64 <= self.generation.max());
+            .filter(|&g| g <= self.generation.max());
         let freed = self.word(bumped.unwrap_or(key.generation), FREE);
         // Relaxed: only a guess at the current word; the CAS below validates it and orders.
         let mut word = slot.word.load(Relaxed);
@@ -443,7 +489,7 @@ impl<T> Arena<T> {
         let word = self.slots[index as usize].word.load(Acquire);
         Key {
             index,
-            generation: self.generation.get(word) as u32,
+            generation: self.generation.get(word),
         }
     }
 
@@ -475,7 +521,7 @@ impl<T> Arena<T> {
 
     /// The slot `key` may name, or `None` if the key cannot name any slot of this arena.
     fn slot(&self, key: Key) -> Option<&Slot<T>> {
-        if key.generation as u64 > self.generation.max() {
+        if key.generation > self.generation.max() {
             return None;
         }
         self.slots.get(key.index as usize)
@@ -483,13 +529,12 @@ impl<T> Arena<T> {
 
     /// Whether `word` is the live allocation `key` names.
     fn is_live(&self, word: u64, key: Key) -> bool {
-        self.generation.get(word) == key.generation as u64 && STATE.get(word) != FREE as u64
+        self.generation.get(word) == key.generation && STATE.get(word) != FREE as u64
     }
 
     /// The slot word `(generation, state)`.
-    fn word(&self, generation: u32, state: u8) -> u64 {
-        self.generation
-            .set(STATE.set(0, state as u64), generation as u64)
+    fn word(&self, generation: u64, state: u8) -> u64 {
+        self.generation.set(STATE.set(0, state as u64), generation)
     }
 
     /// The head word after `head`: `index` on top, tag incremented (wrapping within its field).
@@ -586,12 +631,13 @@ mod tests {
                 ("configuration", Some("capacity"))
             );
         }
-        for bits in [0, 33] {
+        for bits in [0, MAX_GENERATION_BITS + 1] {
             let e = Arena::<()>::with_generation_bits(4, bits).unwrap_err();
             assert_eq!(e.field(), Some("generation_bits"));
         }
         assert!(Arena::<()>::with_generation_bits(1, 1).is_ok());
-        assert!(Arena::<()>::with_generation_bits(1, 32).is_ok());
+        assert!(Arena::<()>::with_generation_bits(1, MAX_GENERATION_BITS).is_ok());
+        assert_eq!(MAX_CAPACITY, 1 << 24);
     }
 
     #[test]
@@ -745,7 +791,12 @@ mod tests {
 
     #[test]
     fn key_round_trips_through_u64() {
-        for (index, generation) in [(0, 0), (1, 2), (u32::MAX - 1, u32::MAX), (7, 1 << 31)] {
+        for (index, generation) in [
+            (0, 0),
+            (1, 2),
+            (MAX_CAPACITY as u32 - 1, MAX_GENERATION),
+            (7, 1 << 31),
+        ] {
             let k = Key { index, generation };
             assert_eq!(Key::from_u64(k.to_u64()), k);
         }
@@ -755,7 +806,7 @@ mod tests {
                 generation: 2
             }
             .to_u64(),
-            2 << 32 | 1
+            2 << 24 | 1
         );
     }
 
@@ -763,10 +814,10 @@ mod tests {
     /// of free indices (the free list's order is observable, so the model pins it down).
     #[derive(Debug)]
     struct Model {
-        generation: Vec<u32>,
+        generation: Vec<u64>,
         state: Vec<u8>,
         stack: Vec<u32>,
-        max_generation: u32,
+        max_generation: u64,
         retired: usize,
     }
 
@@ -776,7 +827,7 @@ mod tests {
                 generation: vec![0; capacity],
                 state: vec![FREE; capacity],
                 stack: (0..capacity as u32).rev().collect(),
-                max_generation: u32::MAX >> (32 - bits),
+                max_generation: u64::MAX >> (64 - bits),
                 retired: 0,
             }
         }
@@ -855,7 +906,7 @@ mod tests {
         #[test]
         fn f30_arena_matches_sequential_model(
             capacity in 1usize..=5,
-            bits in prop_oneof![Just(32u32), 1u32..=3],
+            bits in prop_oneof![Just(MAX_GENERATION_BITS), 1u32..=3],
             ops in proptest::collection::vec(op(), 0..80),
         ) {
             let arena = Arena::<()>::with_generation_bits(capacity, bits).unwrap();
@@ -987,5 +1038,192 @@ mod tests {
         }
         assert_eq!(total + rest, CAPACITY << BITS);
         assert_eq!((arena.retired(), arena.available()), (CAPACITY, 0));
+    }
+
+    /// F21 with the default width: a slot is reused past generation 2^32 - 1 (where 32-bit
+    /// generations retired it) and keeps its keys exact there.
+    #[test]
+    fn f21_generation_continues_past_2_pow_32() {
+        let _first = start_generations_at(u64::from(u32::MAX) - 1);
+        let a = arena(1);
+        let mut old = Vec::new();
+        for step in 0..8u64 {
+            let k = a.alloc(QUEUED).expect("the slot stays in service");
+            assert_eq!(k.generation(), u64::from(u32::MAX) - 1 + step);
+            assert_eq!(Key::from_u64(k.to_u64()), k);
+            assert_eq!(a.state(k), Some(QUEUED));
+            a.free(k).unwrap();
+            old.push(k);
+        }
+        assert_eq!(a.retired(), 0);
+        let live = a.alloc(GRANTED).unwrap();
+        for k in old {
+            assert_eq!(a.state(k), None, "a stale key past 2^32 is refused");
+            assert_eq!(a.free(k), Err(Refused::Stale));
+        }
+        assert_eq!(a.state(live), Some(GRANTED));
+    }
+
+    /// F21 at the widest generation: the last generation is handed out once, then the slot
+    /// retires; its generation never wraps back, so no earlier key is ever live again.
+    #[test]
+    fn f21_widest_generation_exhaustion_retires_without_wrapping() {
+        let _first = start_generations_at(MAX_GENERATION - 1);
+        let a = arena(2);
+        let mut keys = Vec::new();
+        // Slot 0 then slot 1 (LIFO): each gives its last two generations, then retires.
+        for _ in 0..4 {
+            let k = a.alloc(QUEUED).unwrap();
+            assert!(k.generation() >= MAX_GENERATION - 1);
+            assert_eq!(Key::from_u64(k.to_u64()), k);
+            a.free(k).unwrap();
+            keys.push(k);
+        }
+        assert_eq!(a.retired(), 2);
+        assert_eq!(a.alloc(QUEUED), None);
+        for k in keys {
+            assert_eq!(a.state(k), None);
+            assert_eq!(a.update(k, Some), Err(Refused::Stale));
+        }
+    }
+
+    /// F21/F30 at non-default widths (a packing bug can hide behind the default): for each width,
+    /// a slot at the top index starts two generations before exhaustion; its keys round-trip
+    /// through `u64` exactly, a key one generation too wide is refused, and the slot retires after
+    /// its last generation.
+    #[test]
+    fn f21_narrow_widths_pack_and_exhaust_exactly() {
+        const CAPACITY: usize = 100_000;
+        for bits in [
+            1,
+            7,
+            20,
+            31,
+            32,
+            33,
+            MAX_GENERATION_BITS - 1,
+            MAX_GENERATION_BITS,
+        ] {
+            let max = u64::MAX >> (64 - bits);
+            let _first = start_generations_at(max.saturating_sub(1));
+            let a = Arena::<()>::with_generation_bits(CAPACITY, bits).unwrap();
+            let keys: Vec<Key> = (0..CAPACITY).map(|_| a.alloc(QUEUED).unwrap()).collect();
+            let top = keys[CAPACITY - 1];
+            assert_eq!(top.index(), CAPACITY as u32 - 1);
+            assert_eq!(top.generation(), max.saturating_sub(1));
+            assert_eq!(Key::from_u64(top.to_u64()), top, "{bits} bits");
+            if bits < MAX_GENERATION_BITS {
+                let too_wide = Key {
+                    generation: max + 1,
+                    ..top
+                };
+                assert_eq!(Key::from_u64(too_wide.to_u64()), too_wide);
+                assert_eq!(a.state(too_wide), None, "{bits} bits");
+            }
+            assert_eq!(a.state(top), Some(QUEUED));
+            for k in keys {
+                a.free(k).unwrap();
+            }
+            // Every slot has its last generation left.
+            let mut handed = 0;
+            while let Some(k) = a.alloc(GRANTED) {
+                assert_eq!(k.generation(), max);
+                a.free(k).unwrap();
+                handed += 1;
+            }
+            assert_eq!(handed, CAPACITY, "{bits} bits");
+            assert_eq!(a.retired(), CAPACITY, "{bits} bits");
+        }
+    }
+
+    /// Sizes past toy: 10^5 slots are each handed out once, freed, and handed out again with
+    /// the next generation.
+    #[test]
+    fn hundred_thousand_slots_each_once_per_generation() {
+        const CAPACITY: usize = 100_000;
+        let a = arena(CAPACITY);
+        let keys: Vec<Key> = (0..CAPACITY).map(|_| a.alloc(QUEUED).unwrap()).collect();
+        assert_eq!(a.alloc(QUEUED), None);
+        let mut seen = vec![false; CAPACITY];
+        for k in &keys {
+            assert!(!std::mem::replace(&mut seen[k.index() as usize], true));
+            assert_eq!(k.generation(), 0);
+        }
+        for k in keys.iter().rev() {
+            a.free(*k).unwrap();
+        }
+        assert_eq!(a.available(), CAPACITY);
+        for k in keys {
+            let again = a.alloc(GRANTED).unwrap();
+            assert_eq!(
+                again.index(),
+                k.index(),
+                "LIFO: freed in reverse, popped in order"
+            );
+            assert_eq!(again.generation(), 1);
+            assert_eq!(a.state(k), None);
+        }
+    }
+
+    /// F21 through the scheduler, on both engines: with every entry slot started just below
+    /// 2^32, requests keep queueing and cancelling past it (with 32-bit generations the slots
+    /// retired there and `enqueue` failed `queue-full` below capacity).
+    mod engines {
+        use crate::admission::{AdmissionRequest, ClassSpec, Ledger, LedgerConfig, Limits};
+        use crate::{
+            AdmittedRequest, Baseline, CancellationToken, ClassId, Code, LockFree, Mechanism,
+            RequestId, Scheduler, StdMutex, TenantId,
+        };
+        use core::future::Future;
+        use core::pin::pin;
+        use core::task::{Context, Poll, Waker};
+
+        fn reuse_past_2_pow_32<M: Mechanism>() {
+            let _first = super::start_generations_at(u64::from(u32::MAX) - 2);
+            let ledger = Ledger::new(LedgerConfig {
+                classes: vec![ClassSpec::new("c")],
+                max_tenants: 2,
+                tenant_limits: Limits::UNLIMITED,
+            })
+            .unwrap();
+            // One cell and one queue slot: three entry slots in all, reused on every request.
+            let sched = Scheduler::<()>::builder(ledger.clone())
+                .class(1, 1)
+                .build_with::<M>()
+                .unwrap();
+            let admit = |id: u64| {
+                let permit = ledger
+                    .admit(AdmissionRequest::new(RequestId(id), TenantId(0)).class(ClassId(0)))
+                    .unwrap();
+                AdmittedRequest::new(permit, CancellationToken::new(RequestId(id)))
+            };
+            let held = sched.try_enqueue(admit(1)).unwrap();
+            let mut cx = Context::from_waker(Waker::noop());
+            for id in 2..40 {
+                let mut f = pin!(sched.enqueue(admit(id)));
+                assert!(f.as_mut().poll(&mut cx).is_pending(), "request {id} queues");
+                let handle = f.handle().expect("queued");
+                sched.cancel(handle).unwrap();
+                match f.as_mut().poll(&mut cx) {
+                    Poll::Ready(Err(e)) => assert_eq!(e.code(), Code::Cancelled, "{e}"),
+                    other => panic!("request {id}: {other:?}"),
+                }
+                assert_eq!(sched.cancel(handle).unwrap_err().code(), Code::NotFound);
+            }
+            held.release();
+            let a = sched.try_enqueue(admit(100)).unwrap();
+            a.release();
+            assert!(ledger.usage().is_zero());
+        }
+
+        #[test]
+        fn f21_entry_slots_reused_past_2_pow_32_lockfree() {
+            reuse_past_2_pow_32::<LockFree>();
+        }
+
+        #[test]
+        fn f21_entry_slots_reused_past_2_pow_32_baseline() {
+            reuse_past_2_pow_32::<Baseline<StdMutex>>();
+        }
     }
 }

@@ -3,6 +3,7 @@
 use super::CellReturn;
 use crate::admission::ExecutionPermit;
 use crate::pool::{Lease, LeaseRequest};
+use crate::raw::idset::Slot;
 use crate::{CellId, ClassId, RequestId, TenantId};
 use core::fmt;
 use core::time::Duration;
@@ -70,6 +71,8 @@ pub struct Assignment {
     permit: Option<ExecutionPermit>,
     waited: u64,
     home: Arc<dyn CellReturn>,
+    /// The request id's place among the scheduler's live ids (SPEC F34), given up at the end.
+    live: Option<Slot>,
 }
 
 impl Assignment {
@@ -79,6 +82,7 @@ impl Assignment {
         lease: Lease,
         permit: ExecutionPermit,
         waited: u64,
+        live: Option<Slot>,
     ) -> Self {
         debug_assert!(
             lease.matches(&request_of(&permit)),
@@ -89,6 +93,7 @@ impl Assignment {
             permit: Some(permit),
             waited,
             home,
+            live,
         }
     }
 
@@ -163,6 +168,9 @@ impl Assignment {
                 End::Release => self.home.release(class, lease, permit),
                 End::Quarantine(reason) => self.home.quarantine(class, lease, reason, permit),
                 End::Dropped => self.home.dropped(class, lease, permit),
+            }
+            if let Some(slot) = self.live.take() {
+                self.home.forget_id(slot);
             }
         }
     }

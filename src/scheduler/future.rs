@@ -7,6 +7,7 @@ use crate::admission::ExecutionPermit;
 use crate::cancel::CancellationToken;
 use crate::engine::{ended_error, ClassEngine, Ended, Enqueued, Polled, Ticket};
 use crate::pool::Lease;
+use crate::raw::idset::Slot;
 use crate::Reason;
 use crate::{ClassId, Code, Error};
 use core::fmt;
@@ -63,6 +64,9 @@ pub struct Enqueue<'a, T: Send + 'static, M: Mechanism> {
     /// the engine entry while queued (SPEC F45).
     permit: Option<ExecutionPermit>,
     token: Option<CancellationToken>,
+    /// The request id's place among the live ids (SPEC F34): handed to the assignment, or given
+    /// up when the request ends otherwise.
+    live: Option<Slot>,
 }
 
 impl<T: Send + 'static, M: Mechanism> fmt::Debug for Enqueue<'_, T, M> {
@@ -76,8 +80,8 @@ impl<T: Send + 'static, M: Mechanism> fmt::Debug for Enqueue<'_, T, M> {
 impl<'a, T: Send + 'static, M: Mechanism> Enqueue<'a, T, M> {
     pub(super) fn start(shared: Holder<'a, Arc<Shared<T, M>>>, request: AdmittedRequest) -> Self {
         let class = request.permit.class();
-        let stage = match Self::register(&shared, &request) {
-            Ok(stage) => stage,
+        let (stage, live) = match Self::register(&shared, &request) {
+            Ok(registered) => registered,
             Err(error) => {
                 return Self {
                     shared,
@@ -85,6 +89,7 @@ impl<'a, T: Send + 'static, M: Mechanism> Enqueue<'a, T, M> {
                     stage: Stage::Failed(error),
                     permit: None,
                     token: None,
+                    live: None,
                 }
             }
         };
@@ -101,17 +106,21 @@ impl<'a, T: Send + 'static, M: Mechanism> Enqueue<'a, T, M> {
             stage,
             permit: Some(permit),
             token,
+            live: Some(live),
         }
     }
 
     /// The checks and the engine's enqueue; on an error the request is dropped by the caller,
     /// which refunds its permit.
-    fn register(shared: &Shared<T, M>, request: &AdmittedRequest) -> Result<Stage, Error> {
-        let engine = shared.check(request)?;
+    fn register(shared: &Shared<T, M>, request: &AdmittedRequest) -> Result<(Stage, Slot), Error> {
+        let (engine, live) = shared.check(request)?;
         match engine.enqueue(Ticket::from_permit(&request.permit), None, None) {
-            Ok(Enqueued::Queued(key)) => Ok(Stage::Queued(key)),
-            Ok(Enqueued::Granted(lease)) => Ok(Stage::Granted(lease)),
-            Err((e, _)) => Err(e),
+            Ok(Enqueued::Queued(key)) => Ok((Stage::Queued(key), live)),
+            Ok(Enqueued::Granted(lease)) => Ok((Stage::Granted(lease), live)),
+            Err((e, _)) => {
+                shared.forget_id(live);
+                Err(e)
+            }
         }
     }
 
@@ -163,10 +172,12 @@ impl<'a, T: Send + 'static, M: Mechanism> Enqueue<'a, T, M> {
             self.stop_reason(now).map(|(_, e)| e)
         };
         if let Some(e) = refused {
-            // The untouched lease goes back first, then the quota (SPEC F42).
+            // The untouched lease goes back first, then the quota (SPEC F42), before the class
+            // counts the cell free.
             self.engine().count_refused_after_grant();
             let permit = self.permit.take();
             self.engine().release_then(lease, || drop(permit));
+            self.end();
             return Err(e);
         }
         let permit = self
@@ -178,7 +189,17 @@ impl<'a, T: Send + 'static, M: Mechanism> Enqueue<'a, T, M> {
             lease,
             permit,
             waited,
+            self.live.take(),
         ))
+    }
+
+    /// The request ended without an assignment: its quota is refunded (if it was not already),
+    /// then its id is no longer live.
+    fn end(&mut self) {
+        self.permit = None;
+        if let Some(live) = self.live.take() {
+            self.shared.forget_id(live);
+        }
     }
 }
 
@@ -199,6 +220,7 @@ impl<T: Send + 'static, M: Mechanism> Future for Enqueue<'_, T, M> {
                 }
                 if let Some((why, e)) = this.stop_reason(&mut now) {
                     give_up(engine, key, why, this.permit.take());
+                    this.end();
                     return Poll::Ready(Err(e));
                 }
                 match engine.poll(key, cx) {
@@ -210,7 +232,7 @@ impl<T: Send + 'static, M: Mechanism> Future for Enqueue<'_, T, M> {
                         Poll::Ready(this.accept(lease, waited, &mut now))
                     }
                     Polled::Ended(why) => {
-                        this.permit = None;
+                        this.end();
                         let reason = this.token.as_ref().and_then(CancellationToken::reason);
                         Poll::Ready(Err(ended_error(why, reason)))
                     }
@@ -234,6 +256,7 @@ impl<T: Send + 'static, M: Mechanism> Drop for Enqueue<'_, T, M> {
             }
             Stage::Failed(_) | Stage::Done => {}
         }
+        self.end();
     }
 }
 

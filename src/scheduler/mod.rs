@@ -3,11 +3,13 @@
 //! See the crate documentation for an overview and an example.
 
 mod assignment;
+mod footprint;
 mod future;
 
 pub(crate) use crate::block::block_on;
 pub use crate::stats::ClassSnapshot;
 pub use assignment::Assignment;
+pub use footprint::Footprint;
 pub use future::{Drain, Enqueue, Next};
 
 use future::Holder;
@@ -19,6 +21,7 @@ use crate::engine::baseline::{BaselineClass, BaselineLock, StdMutex};
 use crate::engine::lockfree::LockFreeClass;
 use crate::engine::{ClassEngine, ClassSetup, Ended, Enqueued, Ticket};
 use crate::pool::{validate_pools, CellPool, ClassPool, FixedCellPool, Lease};
+use crate::raw::idset::{IdSet, InsertError, Slot};
 use crate::sync::{AtomicBool, Ordering};
 use crate::Reason;
 use crate::{ClassId, Code, Error};
@@ -37,6 +40,8 @@ pub trait Mechanism: sealed::Sealed + Send + Sync + 'static {
     /// The per-class engine.
     #[doc(hidden)]
     type Class<T: Send + 'static>: ClassEngine<T>;
+    /// Bytes per entry slot of this mechanism, besides the payload (see [`Footprint`]).
+    const BYTES_PER_SLOT: u64;
 }
 
 /// The lock-free engine: no mutex on any hot path; no thread ever waits for another.
@@ -46,6 +51,7 @@ pub struct LockFree;
 impl sealed::Sealed for LockFree {}
 impl Mechanism for LockFree {
     type Class<T: Send + 'static> = LockFreeClass<T>;
+    const BYTES_PER_SLOT: u64 = 400;
 }
 
 /// The mutex baseline: the same policy under one lock per class. `L` picks the mutex
@@ -56,6 +62,7 @@ pub struct Baseline<L = StdMutex>(PhantomData<L>);
 impl<L: BaselineLock> sealed::Sealed for Baseline<L> {}
 impl<L: BaselineLock> Mechanism for Baseline<L> {
     type Class<T: Send + 'static> = BaselineClass<T, L>;
+    const BYTES_PER_SLOT: u64 = 352;
 }
 
 /// What becomes of the cell of an [`Assignment`] dropped without
@@ -86,9 +93,10 @@ pub enum DropPolicy {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ClassConfig {
-    /// Number of cells (`>= 1`).
+    /// Number of cells (`1..=`[`ClassConfig::MAX_CELLS`]).
     pub cells: u32,
-    /// Exact bound on queued requests; `0` denies every request (SPEC F06).
+    /// Exact bound on queued requests (at most [`ClassConfig::MAX_QUEUE_CAPACITY`]); `0` denies
+    /// every request (SPEC F06).
     pub queue_capacity: u32,
     /// What a dropped assignment does to its cell. Default: [`DropPolicy::Quarantine`].
     pub on_drop: DropPolicy,
@@ -283,11 +291,15 @@ pub(crate) trait CellReturn: Send + Sync {
     );
     /// An assignment was dropped without a disposition: its class's [`DropPolicy`] decides.
     fn dropped(&self, class: ClassId, lease: Lease, permit: ExecutionPermit);
+    /// The request's id is no longer live (SPEC F34).
+    fn forget_id(&self, slot: Slot);
 }
 
 pub(crate) struct Shared<T: Send + 'static, M: Mechanism> {
     /// Process-unique identity, stamped into every [`RequestHandle`] (SPEC F30).
     id: u64,
+    /// Ids of the live requests (SPEC F34).
+    ids: Arc<IdSet>,
     ledger: Ledger,
     classes: Box<[M::Class<T>]>,
     /// Per class, what a dropped assignment does to its cell.
@@ -321,6 +333,10 @@ impl<T: Send + 'static, M: Mechanism> CellReturn for Shared<T, M> {
             }
         }
     }
+
+    fn forget_id(&self, slot: Slot) {
+        Shared::forget_id(self, slot);
+    }
 }
 
 impl<T: Send + 'static, M: Mechanism> Shared<T, M> {
@@ -336,9 +352,11 @@ impl<T: Send + 'static, M: Mechanism> Shared<T, M> {
     }
 
     /// Checks that apply to every request before it reaches an engine; returns its class's
-    /// engine. A request refused for the state it or the scheduler is in (shut down, cancelled,
-    /// expired) is counted in the class's snapshot; bad input is not.
-    fn check(&self, req: &AdmittedRequest) -> Result<&M::Class<T>, Error> {
+    /// engine and the request id's place among the live ids (SPEC F34), which the caller must
+    /// give up ([`Shared::forget_id`]) when the request ends. A request refused for the state it
+    /// or the scheduler is in (shut down, cancelled, expired) is counted in the class's
+    /// snapshot; bad input (a foreign permit, a wrong token, a duplicate id) is not.
+    fn check(&self, req: &AdmittedRequest) -> Result<(&M::Class<T>, Slot), Error> {
         if !req.permit.is_from(&self.ledger) {
             return Err(Error::new(Code::PermissionDenied, Reason::ForeignAdmission));
         }
@@ -362,13 +380,28 @@ impl<T: Send + 'static, M: Mechanism> Shared<T, M> {
         } else {
             None
         };
-        match refused {
-            Some(e) => {
-                engine.count_refused(e.code() == Code::DeadlineExceeded);
-                Err(e)
-            }
-            None => Ok(engine),
+        if let Some(e) = refused {
+            engine.count_refused(e.code() == Code::DeadlineExceeded);
+            return Err(e);
         }
+        match self.ids.insert(req.permit.id().0) {
+            Ok(slot) => Ok((engine, slot)),
+            Err(InsertError::Duplicate) => {
+                Err(Error::new(Code::AlreadyExists, Reason::DuplicateRequest))
+            }
+            // Cannot happen while the table is sized for every request that can be live (see
+            // `Builder::build`); refuse rather than admit an unchecked id.
+            Err(InsertError::Full) => {
+                engine.count_refused(false);
+                Err(Error::new(Code::ResourceExhausted, Reason::QueueFull))
+            }
+        }
+    }
+
+    /// Gives up a request id's place among the live ids: the request has ended.
+    #[inline]
+    pub(crate) fn forget_id(&self, slot: Slot) {
+        self.ids.remove(slot);
     }
 
     /// A handle to the request queued under `key` in `class`.
@@ -431,6 +464,9 @@ impl<T: Send + 'static, M: Mechanism> Shared<T, M> {
 /// assert!(ledger.usage().is_zero());
 /// # Ok::<(), fairway::Error>(())
 /// ```
+/// [`Builder::footprint`] gives the bytes before building; [`ClassConfig::MAX_CELLS`],
+/// [`ClassConfig::MAX_QUEUE_CAPACITY`] and
+/// [`LedgerConfig::MAX_TENANTS`](crate::admission::LedgerConfig::MAX_TENANTS) bound each figure.
 pub struct Scheduler<T: Send + 'static = (), M: Mechanism = LockFree> {
     shared: Arc<Shared<T, M>>,
 }
@@ -569,8 +605,11 @@ impl<T: Send + 'static> Builder<T> {
     ///
     /// # Errors
     ///
-    /// `invalid-argument / configuration` naming the field (`classes`, `cells`,
-    /// `queue_capacity`, `starvation_after`), or `invalid-argument / pool-topology`.
+    /// `invalid-argument / configuration` naming the field (`classes`, `cells` — 0 or above
+    /// [`ClassConfig::MAX_CELLS`] —, `queue_capacity` — above
+    /// [`ClassConfig::MAX_QUEUE_CAPACITY`] —, `starvation_after`), or
+    /// `invalid-argument / pool-topology`. The configuration is checked before anything is
+    /// allocated; [`footprint`](Self::footprint) tells what a valid one will allocate.
     #[inline]
     pub fn build(self) -> Result<Scheduler<T, LockFree>, Error> {
         self.build_with()
@@ -592,16 +631,9 @@ impl<T: Send + 'static> Builder<T> {
     ///
     /// As [`build`](Self::build).
     pub fn build_with<M: Mechanism>(self) -> Result<Scheduler<T, M>, Error> {
-        if self.classes.is_empty() || self.classes.len() != self.ledger.class_count() {
-            return Err(Error::configuration("classes"));
-        }
-        if self.classes.iter().any(|c| c.cells == 0) {
-            return Err(Error::configuration("cells"));
-        }
+        // Every check before the first allocation (SPEC F01).
+        self.validate()?;
         let starvation_after = u64::try_from(self.starvation_after.as_nanos()).unwrap_or(u64::MAX);
-        if starvation_after == 0 {
-            return Err(Error::configuration("starvation_after"));
-        }
         let pools: Vec<ClassPool> = match self.pools {
             Some(pools) => {
                 let expected: Vec<(ClassId, u32)> = self
@@ -629,6 +661,15 @@ impl<T: Send + 'static> Builder<T> {
                 .collect::<Result<_, _>>()?,
         };
         let clock = self.ledger.clock().clone();
+        // Every request that can be live at once: queued, or holding (or about to take) a cell.
+        let live: u64 = self
+            .classes
+            .iter()
+            .map(|c| u64::from(c.queue_capacity) + u64::from(c.cells))
+            .sum();
+        let ids = Arc::new(IdSet::new(
+            usize::try_from(live.max(1)).map_err(|_| Error::configuration("queue_capacity"))?,
+        )?);
         let classes = self
             .classes
             .iter()
@@ -638,6 +679,7 @@ impl<T: Send + 'static> Builder<T> {
                 M::Class::<T>::new(ClassSetup {
                     class: ClassId(i as u16),
                     ledger: self.ledger.clone(),
+                    ids: ids.clone(),
                     cells: c.cells,
                     queue_capacity: c.queue_capacity,
                     max_tenants: self.ledger.max_tenants(),
@@ -651,6 +693,7 @@ impl<T: Send + 'static> Builder<T> {
         Ok(Scheduler {
             shared: Arc::new(Shared {
                 id: next_scheduler_id(),
+                ids,
                 ledger: self.ledger,
                 classes,
                 on_drop: self.classes.iter().map(|c| c.on_drop).collect(),
@@ -774,7 +817,7 @@ impl<T: Send + 'static, M: Mechanism> Scheduler<T, M> {
     /// otherwise as [`enqueue`](Self::enqueue), with the request refunded.
     pub fn try_enqueue(&self, request: AdmittedRequest) -> Result<Assignment, TryEnqueueError> {
         let s = &*self.shared;
-        let engine = match s.check(&request) {
+        let (engine, live) = match s.check(&request) {
             Ok(e) => e,
             Err(error) => {
                 return Err(TryEnqueueError {
@@ -784,12 +827,17 @@ impl<T: Send + 'static, M: Mechanism> Scheduler<T, M> {
             }
         };
         let ticket = Ticket::from_permit(&request.permit);
-        match engine.try_grant_now(&ticket) {
+        let out = engine.try_grant_now(&ticket);
+        if !matches!(out, Ok(Some(_))) {
+            s.forget_id(live);
+        }
+        match out {
             Ok(Some(lease)) => Ok(Assignment::new(
                 Arc::clone(&self.shared) as _,
                 lease,
                 request.permit.into_execution(),
                 0,
+                Some(live),
             )),
             Ok(None) => Err(TryEnqueueError {
                 error: Error::new(Code::Unavailable, Reason::NoCapacity),
@@ -875,7 +923,7 @@ impl<T: Send + 'static, M: Mechanism> Scheduler<T, M> {
     ) -> Result<RequestHandle, SubmitError<T>> {
         let s = &*self.shared;
         let req = request;
-        let engine = match s.check(&req) {
+        let (engine, live) = match s.check(&req) {
             Ok(e) => e,
             Err(error) => {
                 return Err(SubmitError {
@@ -885,8 +933,15 @@ impl<T: Send + 'static, M: Mechanism> Scheduler<T, M> {
             }
         };
         let class = req.permit.class();
-        let ticket = Ticket::from_permit(&req.permit);
-        match engine.enqueue(ticket, Some((req.permit, payload)), req.token.as_ref()) {
+        let ticket = Ticket {
+            live: Some(live),
+            ..Ticket::from_permit(&req.permit)
+        };
+        let out = engine.enqueue(ticket, Some((req.permit, payload)), req.token.as_ref());
+        if !matches!(out, Ok(Enqueued::Queued(_))) {
+            s.forget_id(live);
+        }
+        match out {
             Ok(Enqueued::Queued(key)) => Ok(s.handle(class, key)),
             Ok(Enqueued::Granted(lease)) => {
                 // Pull-mode requests always queue; give the cell straight back if an engine
@@ -1012,10 +1067,18 @@ impl<T: Send + 'static, M: Mechanism> Scheduler<T, M> {
             }
             let permit = p.permit;
             engine.release_then(p.lease, || drop(permit));
+            if let Some(live) = p.live {
+                s.forget_id(live);
+            }
             return None;
         }
-        let assignment =
-            Assignment::new(Arc::clone(&self.shared) as _, p.lease, p.permit, p.waited);
+        let assignment = Assignment::new(
+            Arc::clone(&self.shared) as _,
+            p.lease,
+            p.permit,
+            p.waited,
+            p.live,
+        );
         Some(Job {
             payload: p.payload,
             assignment,

@@ -298,6 +298,10 @@ impl<T: Send + 'static> LockFreeClass<T> {
         let e = self.entry(key);
         if self.state(key).is_some_and(State::is_pull) {
             self.take_content(key, stage, after);
+            // SAFETY: read-only after publication; we hold HREF until the line below.
+            if let Some(live) = e.ticket.with(|t| unsafe { (*t).live }) {
+                self.ids.remove(live);
+            }
             self.drop_ref(key, HREF);
         } else if let Some(w) = crate::sync::take_waker(&e.waker) {
             after.wake_later(w);

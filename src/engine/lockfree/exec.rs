@@ -199,12 +199,13 @@ impl<T: Send + 'static> LockFreeClass<T> {
         let e = self.entry(key);
         // SAFETY: the entry is GRANTED (it was pushed after the GRANTED CAS, and the ring's pop
         // is Acquire), and popping made us the content owner.
-        let (content, lease, waited, cancelled) = unsafe {
+        let (content, lease, waited, cancelled, live) = unsafe {
             (
                 e.content.with_mut(|c| (*c).take()),
                 e.lease.with_mut(|l| (*l).take()),
                 e.waited.with(|w| *w),
                 e.token.with(|t| (*t).as_ref().and_then(|t| t.reason())),
+                e.ticket.with(|t| (*t).live),
             )
         };
         self.drop_ref(key, HREF);
@@ -217,6 +218,7 @@ impl<T: Send + 'static> LockFreeClass<T> {
             lease,
             waited,
             cancelled,
+            live,
         })
     }
 

@@ -45,6 +45,7 @@ fn rig(cells: u32) -> Rig {
     .unwrap();
     let engine = LockFreeClass::new(ClassSetup {
         class: ClassId(0),
+        ids: std::sync::Arc::new(crate::raw::idset::IdSet::new(8).unwrap()),
         ledger,
         cells,
         queue_capacity: 2,

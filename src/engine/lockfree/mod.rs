@@ -54,6 +54,7 @@ use crate::clock::Clock;
 use crate::policy::Policy;
 use crate::pool::{ClassPool, Lease};
 use crate::raw::arena::{Arena, Key};
+use crate::raw::idset::IdSet;
 use crate::raw::inbox::Inbox;
 use crate::raw::ring::Ring;
 use crate::stats::{saturating_add, ClassSnapshot, ClassStats};
@@ -72,6 +73,8 @@ pub struct LockFreeClass<T> {
     class: ClassId,
     /// Queued entries refund their queue slot here when they leave the queue (SPEC F45).
     ledger: Ledger,
+    /// The scheduler's live request ids (SPEC F34).
+    ids: Arc<IdSet>,
     queue_capacity: u32,
     arena: Arena<Entry<T>>,
     inbox: Inbox,
@@ -297,6 +300,7 @@ impl<T: Send + 'static> ClassEngine<T> for LockFreeClass<T> {
             ctl: CtlCell::new(Ctl::new(s.cells)),
             class: s.class,
             ledger: s.ledger,
+            ids: s.ids,
             queue_capacity: s.queue_capacity,
             arena: Arena::new(slots)?,
             inbox: Inbox::new(slots)?,

@@ -19,6 +19,7 @@ fn class(cells: u32) -> (LockFreeClass<u32>, Ledger) {
     .unwrap();
     let engine = LockFreeClass::new(ClassSetup {
         class: ClassId(0),
+        ids: Arc::new(crate::raw::idset::IdSet::new(8).unwrap()),
         ledger: ledger.clone(),
         cells,
         queue_capacity: 4,

@@ -1,9 +1,14 @@
-//! A counting global allocator: every allocation bumps a per-thread counter, so a measuring
-//! thread can count exactly its own allocations in its timed region (SPEC Q03, PERF P10).
+//! A counting global allocator: every allocation bumps a per-thread counter, so a thread can
+//! count exactly its own allocations (SPEC Q03, PERF P10).
 //!
-//! Thread-local rather than one shared atomic: no cache line is shared between the measured
-//! threads, and allocations of other threads (the harness, the main thread) cannot leak into a
-//! worker's count.
+//! Thread-local rather than one shared atomic: no cache line is shared between measured threads,
+//! and allocations of other threads (a test harness, the main thread) cannot leak into a count.
+//! A binary opts in with
+//!
+//! ```ignore
+//! #[global_allocator]
+//! static GLOBAL: fairway_bench_support::alloc::Counting = fairway_bench_support::alloc::Counting;
+//! ```
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
@@ -48,20 +53,15 @@ unsafe impl GlobalAlloc for Counting {
     }
 }
 
-/// Allocations made so far by the calling thread.
+/// Allocations made so far by the calling thread (0 unless [`Counting`] is the global
+/// allocator).
 pub fn thread_allocs() -> u64 {
     ALLOCS.with(Cell::get)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn counts_this_threads_allocations() {
-        let before = thread_allocs();
-        let v: Vec<u64> = Vec::with_capacity(8);
-        drop(std::hint::black_box(v));
-        assert_eq!(thread_allocs() - before, 1);
-    }
+/// Allocations `f` makes on the calling thread.
+pub fn count(f: impl FnOnce()) -> u64 {
+    let before = thread_allocs();
+    f();
+    thread_allocs() - before
 }

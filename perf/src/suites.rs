@@ -1,0 +1,376 @@
+//! The suites: which workloads a run measures, and the loop that measures them.
+//!
+//! A suite is a list of [`Job`]s; a job is a workload run on several backends (its arms),
+//! interleaved (A B C, A B C, ...) for every repetition after one discarded warm-up round.
+
+use std::time::{Duration, Instant};
+
+use fairway::pool::FixedCellPool;
+use fairway_bench_support::alloc::thread_allocs;
+use fairway_bench_support::latency::Latency;
+use fairway_bench_support::pool::OneCell;
+use fairway_bench_support::sched::{engines, AdmitRefund, Mode, UncontendedCas};
+use fairway_bench_support::{ring, Measured, OpUser, SingleOp};
+
+use crate::report::{Rep, Row};
+use crate::targets::rows;
+
+/// The named suites (`--suite`).
+pub const SUITES: [&str; 5] = ["default", "open-loop", "scaling", "peers", "all"];
+
+/// Offered loads of the open-loop suite, % of the std baseline's capacity.
+const LOADS: [u32; 3] = [50, 80, 95];
+
+/// One workload and the backends it runs on.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Job {
+    /// P1: the cycle through the policy, every engine.
+    Cycle,
+    /// P1: the fast path, every engine.
+    Fast,
+    /// P2, P13: pool, tokio, admit→refund and CAS.
+    Single,
+    /// P7: cancel at depth 4096 and 1, lock-free.
+    Cancel,
+    /// A closed-loop run: mode, threads, cells.
+    Closed(Mode, usize, u32),
+    /// An open-loop run: load (% of std capacity), threads, cells.
+    Open(u32, usize, u32),
+    /// P11.
+    Fairness,
+    /// The ring and its peers at a thread count.
+    Ring(usize),
+}
+
+/// How long each kind of run lasts, and how many repetitions.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Settings {
+    /// Interleaved repetitions.
+    pub reps: usize,
+    /// One threaded scheduler run.
+    pub threaded: Duration,
+    /// One batch of a single-thread operation.
+    pub single: Duration,
+    /// One P11 run.
+    pub fairness: Duration,
+    /// One ring run.
+    pub ring: Duration,
+    /// Print progress on stderr.
+    pub progress: bool,
+}
+
+impl Job {
+    /// The workload label of the job's rows (the cancel job's first).
+    pub fn name(&self) -> String {
+        let cells = |c: u32| {
+            if c == 1 {
+                "1 cell".into()
+            } else {
+                format!("{c} cells")
+            }
+        };
+        match *self {
+            Job::Cycle => rows::CYCLE.into(),
+            Job::Fast => rows::FAST.into(),
+            Job::Single => rows::SINGLE.into(),
+            Job::Cancel => rows::CANCEL_DEEP.into(),
+            Job::Closed(Mode::Wait, t, c) => format!("wait {t} thr {}", cells(c)),
+            Job::Closed(Mode::Pull, t, c) => format!("pull {t} thr {}", cells(c)),
+            Job::Open(load, t, c) => format!("open {load}% {t} thr {}", cells(c)),
+            Job::Fairness => rows::FAIRNESS.into(),
+            Job::Ring(t) => format!("ring {t} thr"),
+        }
+    }
+
+    /// Length of one run of one arm.
+    fn run_for(&self, s: &Settings) -> Duration {
+        match self {
+            Job::Cycle | Job::Fast | Job::Single | Job::Cancel => s.single,
+            Job::Closed(..) | Job::Open(..) => s.threaded,
+            Job::Fairness => s.fairness,
+            Job::Ring(_) => s.ring,
+        }
+    }
+
+    /// Estimated seconds for the whole job (warm-up round included).
+    fn estimate(&self, s: &Settings) -> f64 {
+        let arms = match self {
+            Job::Single | Job::Ring(_) => 4.0,
+            Job::Cancel => 2.0,
+            _ => 3.0,
+        };
+        arms * (s.reps as f64 + 0.25) * self.run_for(s).as_secs_f64()
+    }
+
+    /// The arms: (workload, backend, one timed run of `run_for`). An open-loop job reads its
+    /// rate from the std baseline's pull row of the same threads and cells in `done`.
+    fn arms(&self, done: &[Row]) -> Vec<Arm> {
+        let name = self.name();
+        let arm = |workload: &str, backend: &str, run: Box<dyn Fn(Duration) -> Measured>| Arm {
+            workload: workload.to_owned(),
+            backend: backend.to_owned(),
+            run,
+        };
+        let single = |f: fn(OpUser<'_>)| -> Box<dyn Fn(Duration) -> Measured> {
+            Box::new(move |d| time_single(f, d))
+        };
+        match *self {
+            Job::Cycle | Job::Fast => engines()
+                .into_iter()
+                .map(|e| {
+                    let f = if *self == Job::Cycle { e.cycle } else { e.fast };
+                    arm(&name, e.name, single(f))
+                })
+                .collect(),
+            Job::Single => vec![
+                arm(
+                    &name,
+                    "fairway FixedCellPool",
+                    single(|u| u(&mut OneCell::<FixedCellPool>::new())),
+                ),
+                arm(
+                    &name,
+                    "tokio Semaphore",
+                    single(|u| u(&mut OneCell::<tokio::sync::Semaphore>::new())),
+                ),
+                arm(
+                    &name,
+                    "lock-free admit→refund",
+                    single(|u| u(&mut AdmitRefund::new())),
+                ),
+                arm(
+                    &name,
+                    "uncontended CAS",
+                    single(|u| u(&mut UncontendedCas::default())),
+                ),
+            ],
+            Job::Cancel => vec![
+                arm(
+                    rows::CANCEL_DEEP,
+                    "lock-free",
+                    single(|u| (engines()[0].cancel)(4096, u)),
+                ),
+                arm(
+                    rows::CANCEL_SHALLOW,
+                    "lock-free",
+                    single(|u| (engines()[0].cancel)(1, u)),
+                ),
+            ],
+            Job::Closed(mode, t, c) => engines()
+                .into_iter()
+                .map(|e| arm(&name, e.name, Box::new(move |d| (e.closed)(mode, t, c, d))))
+                .collect(),
+            Job::Open(load, t, c) => {
+                let pull = Job::Closed(Mode::Pull, t, c).name();
+                let capacity = done
+                    .iter()
+                    .find(|r| r.workload == pull && r.backend == "std Mutex")
+                    .map(|r| r.median(|x| x.ops_per_sec))
+                    .expect("the plan runs the pull row before its open-loop rows");
+                let rate = capacity * f64::from(load) / 100.0;
+                engines()
+                    .into_iter()
+                    .map(|e| arm(&name, e.name, Box::new(move |d| (e.open)(t, c, rate, d))))
+                    .collect()
+            }
+            Job::Fairness => engines()
+                .into_iter()
+                .map(|e| arm(&name, e.name, Box::new(move |d| (e.fairness)(d))))
+                .collect(),
+            Job::Ring(t) => ring::backends()
+                .into_iter()
+                .map(|(backend, run)| {
+                    let timer = fairway_bench_support::latency::Timer::new();
+                    arm(&name, backend, Box::new(move |d| run(&timer, t, d)))
+                })
+                .collect(),
+        }
+    }
+}
+
+/// One backend of a job.
+struct Arm {
+    workload: String,
+    backend: String,
+    run: Box<dyn Fn(Duration) -> Measured>,
+}
+
+/// Times the operation `with` builds: a warm-up, then batches of 256 for `run_for`.
+fn time_single(with: fn(OpUser<'_>), run_for: Duration) -> Measured {
+    let mut m = Measured::default();
+    with(&mut |op: &mut dyn SingleOp| {
+        op.run(1000);
+        let (start, before) = (Instant::now(), thread_allocs());
+        let mut done = 0u64;
+        while start.elapsed() < run_for {
+            op.run(256);
+            done += 256;
+        }
+        m.ops_per_sec = done as f64 / start.elapsed().as_secs_f64();
+        m.allocs_per_op = (thread_allocs() - before) as f64 / done as f64;
+    });
+    m
+}
+
+/// The jobs of `suite`; `threads` are the scaling suite's thread counts.
+pub fn plan(suite: &str, threads: &[usize]) -> Result<Vec<Job>, String> {
+    let pull = |t| Job::Closed(Mode::Pull, t, 4);
+    let jobs: Vec<Job> = match suite {
+        "default" => vec![
+            Job::Cycle,
+            Job::Fast,
+            Job::Single,
+            Job::Cancel,
+            pull(2),
+            pull(8),
+            Job::Open(80, 2, 4),
+            Job::Open(80, 8, 4),
+            Job::Fairness,
+        ],
+        "open-loop" => [2, 8]
+            .into_iter()
+            .flat_map(|t| LOADS.map(|l| Job::Open(l, t, 4)))
+            .collect(),
+        "scaling" => threads
+            .iter()
+            .flat_map(|&t| {
+                let mut v = vec![Job::Closed(Mode::Wait, t, 4), pull(t)];
+                if t >= 2 {
+                    v.push(Job::Open(80, t, 4));
+                }
+                v
+            })
+            .collect(),
+        "peers" => vec![Job::Ring(1), Job::Ring(2), Job::Ring(8)],
+        "all" => {
+            let mut v = Vec::new();
+            for s in &SUITES[..4] {
+                v.extend(plan(s, threads)?);
+            }
+            v
+        }
+        other => {
+            return Err(format!(
+                "unknown suite {other:?} (one of {})",
+                SUITES.join(", ")
+            ))
+        }
+    };
+    // Each job once; an open-loop job after the pull row it takes its rate from.
+    let mut out: Vec<Job> = Vec::new();
+    for j in jobs {
+        if let Job::Open(_, t, c) = j {
+            if !out.contains(&Job::Closed(Mode::Pull, t, c)) {
+                out.push(Job::Closed(Mode::Pull, t, c));
+            }
+        }
+        if !out.contains(&j) {
+            out.push(j);
+        }
+    }
+    Ok(out)
+}
+
+/// What a suite measured: rows, and each row's latency merged over repetitions (for plots).
+pub struct Measurements {
+    /// One per (workload, backend), in run order.
+    pub rows: Vec<Row>,
+    /// Merged latency, parallel to `rows`.
+    pub latency: Vec<Latency>,
+}
+
+/// Runs `jobs`.
+pub fn run(jobs: &[Job], s: &Settings) -> Measurements {
+    let total: f64 = jobs.iter().map(|j| j.estimate(s)).sum();
+    let (start, mut done_est) = (Instant::now(), 0.0);
+    let mut m = Measurements {
+        rows: Vec::new(),
+        latency: Vec::new(),
+    };
+    for (k, job) in jobs.iter().enumerate() {
+        let arms = job.arms(&m.rows);
+        let first = m.rows.len();
+        for a in &arms {
+            m.rows.push(Row {
+                workload: a.workload.clone(),
+                backend: a.backend.clone(),
+                reps: Vec::with_capacity(s.reps),
+            });
+            m.latency.push(Latency::new());
+        }
+        let d = job.run_for(s);
+        let per_rep = job.estimate(s) / (s.reps as f64 + 0.25);
+        for rep in 0..=s.reps {
+            if s.progress {
+                let elapsed = start.elapsed().as_secs_f64();
+                let eta = if done_est > 0.0 {
+                    (total - done_est) * elapsed / done_est
+                } else {
+                    total - done_est
+                };
+                eprintln!(
+                    "[{}/{}] {}: {}, about {:.0} s left",
+                    k + 1,
+                    jobs.len(),
+                    job.name(),
+                    if rep == 0 {
+                        "warm-up".to_owned()
+                    } else {
+                        format!("rep {rep}/{}", s.reps)
+                    },
+                    eta
+                );
+            }
+            for (i, a) in arms.iter().enumerate() {
+                if rep == 0 {
+                    (a.run)(d / 4);
+                    continue;
+                }
+                let r = (a.run)(d);
+                let q = |p: f64| r.latency.quantile(p);
+                m.rows[first + i].reps.push(Rep {
+                    ops_per_sec: r.ops_per_sec,
+                    p50_ns: q(0.5),
+                    p99_ns: q(0.99),
+                    p999_ns: q(0.999),
+                    allocs_per_op: r.allocs_per_op,
+                    score: r.score,
+                });
+                m.latency[first + i].merge(&r.latency);
+            }
+            done_est += if rep == 0 { per_rep / 4.0 } else { per_rep };
+        }
+    }
+    m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_plan_has_every_target_row_once() {
+        let p = plan("default", &[]).unwrap();
+        assert_eq!(p.len(), 9);
+        let all = plan("all", &[1, 2, 8]).unwrap();
+        for j in &p {
+            assert_eq!(all.iter().filter(|x| *x == j).count(), 1, "{j:?}");
+        }
+        assert!(plan("frobnicate", &[]).is_err());
+    }
+
+    #[test]
+    fn open_loop_jobs_follow_their_pull_row() {
+        for suite in SUITES {
+            let p = plan(suite, &[1, 2, 4]).unwrap();
+            for (i, j) in p.iter().enumerate() {
+                if let Job::Open(_, t, c) = *j {
+                    assert!(
+                        p[..i].contains(&Job::Closed(Mode::Pull, t, c)),
+                        "{suite} {j:?}"
+                    );
+                }
+            }
+        }
+    }
+}
