@@ -30,6 +30,7 @@ fn class(cells: u32) -> Arc<LockFreeClass<u32>> {
     .unwrap();
     let engine = LockFreeClass::new(ClassSetup {
         class: ClassId(0),
+        ids: std::sync::Arc::new(crate::raw::idset::IdSet::new(8).unwrap()),
         ledger,
         cells,
         queue_capacity: 2,
