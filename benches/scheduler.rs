@@ -37,7 +37,7 @@ fn submit_next<M: Engine>(f: &Fixture<M>, thread: usize, _threads: usize, iters:
     } else {
         let mut left = iters;
         while left > 0 {
-            match f.sched.try_next(ClassId(0)) {
+            match f.sched.try_next(ClassId(0)).expect("class 0 exists") {
                 Some(job) => {
                     black_box(job.payload);
                     job.assignment.release();

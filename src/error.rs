@@ -128,6 +128,10 @@ pub enum Reason {
     StaleHandle,
     /// A request ended without a more specific reason.
     Failed,
+    /// A cell given back to service is not quarantined (SPEC F44).
+    CellNotQuarantined,
+    /// A host pool cannot return quarantined cells to service (SPEC F44).
+    RestoreUnsupported,
 }
 
 impl Reason {
@@ -170,6 +174,8 @@ impl Reason {
             Reason::PullGrantedDirectly => "pull-granted-directly",
             Reason::StaleHandle => "stale-handle",
             Reason::Failed => "failed",
+            Reason::CellNotQuarantined => "cell-not-quarantined",
+            Reason::RestoreUnsupported => "restore-unsupported",
         }
     }
 }

@@ -27,9 +27,19 @@ pub use engine::baseline::{BaselineLock, ParkingLotMutex, StdMutex};
 pub use error::{Code, Error, Reason, Result};
 pub use ids::{CellId, ClassId, Priority, RequestId, TenantId};
 pub use scheduler::{
-    AdmittedRequest, Assignment, Baseline, Builder, ClassConfig, ClassSnapshot, Enqueue, Footprint,
-    Job, LockFree, Mechanism, Next, RequestHandle, Scheduler, SubmitError, TryEnqueueError,
+    AdmittedRequest, Assignment, Baseline, Builder, ClassConfig, ClassSnapshot, Drain, DropPolicy,
+    Enqueue, Footprint, Job, LockFree, Mechanism, Next, RequestHandle, Scheduler, SubmitError,
+    TryEnqueueError,
 };
+
+/// The `hdrhistogram` crate, whose `Histogram` is [`ClassSnapshot::wait_histogram`]'s type:
+/// name it as `fairway::hdrhistogram::Histogram<u64>` to be sure of the same version.
+pub use hdrhistogram;
+
+/// The `arrayvec` crate, whose `ArrayVec` holds the classes of
+/// [`ClassChoice::OneOf`](admission::ClassChoice::OneOf): name it as `fairway::arrayvec::ArrayVec`
+/// to be sure of the same version.
+pub use arrayvec;
 
 #[doc(hidden)]
 pub mod internals;

@@ -20,7 +20,12 @@ use hdrhistogram::Histogram;
 /// counts when it ends. A granted request that is then refused at acceptance (its deadline passed
 /// or its token was cancelled before its owner took the cell) stays counted as a grant and is
 /// counted again, apart, in `refused_at_acceptance`.
+///
+/// Built by [`Scheduler::snapshot`](crate::Scheduler::snapshot), or refreshed in place by
+/// [`Scheduler::snapshot_into`](crate::Scheduler::snapshot_into); fields may be added, so it is
+/// `#[non_exhaustive]`.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct ClassSnapshot {
     /// Cells in the class.
     pub cells_total: u32,
@@ -28,7 +33,7 @@ pub struct ClassSnapshot {
     pub cells_available: u32,
     /// Cells leased now.
     pub cells_leased: u32,
-    /// Cells quarantined (never come back).
+    /// Cells quarantined (out of service until the host restores them).
     pub cells_quarantined: u32,
     /// Live queued requests.
     pub queue_depth: u32,
@@ -157,33 +162,70 @@ impl ClassStats {
         queued_tenants: u32,
         oldest_lease_age: Option<u64>,
     ) -> ClassSnapshot {
-        // Relaxed: statistics only (SPEC F62: sampled separately).
-        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        ClassSnapshot {
-            cells_total: pool.total,
-            cells_available: pool.available,
-            cells_leased: pool.leased,
-            cells_quarantined: pool.quarantined,
+        let mut wait_histogram = Histogram::new(3).expect("3 significant digits is valid");
+        wait_histogram.auto(true);
+        let mut out = ClassSnapshot {
+            cells_total: 0,
+            cells_available: 0,
+            cells_leased: 0,
+            cells_quarantined: 0,
+            queue_depth: 0,
+            queued_tenants: 0,
+            grants: 0,
+            rejections: 0,
+            cancellations: 0,
+            expirations: 0,
+            refused_at_acceptance: 0,
+            wait_total: Duration::ZERO,
+            wait_max: Duration::ZERO,
+            oldest_lease_age: None,
+            wait_histogram,
+        };
+        self.snapshot_into(
+            pool,
             queue_depth,
             queued_tenants,
-            grants: self
-                .buckets
-                .iter()
-                .fold(0u64, |n, b| n.saturating_add(get(b))),
-            rejections: get(&self.rejections),
-            cancellations: get(&self.cancellations),
-            expirations: get(&self.expirations),
-            refused_at_acceptance: get(&self.refused_at_acceptance),
-            wait_total: Duration::from_nanos(get(&self.wait_total)),
-            wait_max: Duration::from_nanos(get(&self.wait_max)),
-            oldest_lease_age: oldest_lease_age.map(Duration::from_nanos),
-            wait_histogram: self.histogram(),
-        }
+            oldest_lease_age,
+            &mut out,
+        );
+        out
     }
 
-    /// The wait histogram as an hdrhistogram (values are bucket floors, within 12.5 %).
-    pub(crate) fn histogram(&self) -> Histogram<u64> {
-        let mut h = Histogram::new(3).expect("3 significant digits is valid");
+    /// [`snapshot`](Self::snapshot) into `out`, reusing its histogram: nothing is allocated
+    /// unless the waits outgrow the histogram's range.
+    pub(crate) fn snapshot_into(
+        &self,
+        pool: PoolCounters,
+        queue_depth: u32,
+        queued_tenants: u32,
+        oldest_lease_age: Option<u64>,
+        out: &mut ClassSnapshot,
+    ) {
+        // Relaxed: statistics only (SPEC F62: sampled separately).
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        out.cells_total = pool.total;
+        out.cells_available = pool.available;
+        out.cells_leased = pool.leased;
+        out.cells_quarantined = pool.quarantined;
+        out.queue_depth = queue_depth;
+        out.queued_tenants = queued_tenants;
+        out.grants = self
+            .buckets
+            .iter()
+            .fold(0u64, |n, b| n.saturating_add(get(b)));
+        out.rejections = get(&self.rejections);
+        out.cancellations = get(&self.cancellations);
+        out.expirations = get(&self.expirations);
+        out.refused_at_acceptance = get(&self.refused_at_acceptance);
+        out.wait_total = Duration::from_nanos(get(&self.wait_total));
+        out.wait_max = Duration::from_nanos(get(&self.wait_max));
+        out.oldest_lease_age = oldest_lease_age.map(Duration::from_nanos);
+        self.histogram_into(&mut out.wait_histogram);
+    }
+
+    /// Records the waits into `h` after clearing it (values are bucket floors, within 12.5 %).
+    fn histogram_into(&self, h: &mut Histogram<u64>) {
+        h.reset();
         h.auto(true);
         for (b, c) in self.buckets.iter().enumerate() {
             // Relaxed: statistics only.
@@ -193,7 +235,6 @@ impl ClassStats {
                 let _ = h.record_n(bucket_floor(b), c);
             }
         }
-        h
     }
 }
 

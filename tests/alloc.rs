@@ -34,7 +34,8 @@ impl<M: Mechanism> Fixture<M> {
             tenant_limits: Limits::UNLIMITED,
         })
         .unwrap();
-        let sched = Scheduler::<u64>::builder(ledger.clone())
+        let sched = Scheduler::builder(ledger.clone())
+            .payload::<u64>()
             .class(cells, 4096)
             .build_with::<M>()
             .unwrap();
@@ -127,7 +128,7 @@ fn q03_pull_mode_cycle_does_not_allocate() {
     let f = Fixture::<LockFree>::new(2);
     let cycle = |i: u64| {
         f.sched.submit(f.request(i), i).unwrap();
-        let job = f.sched.try_next(ClassId(0)).unwrap();
+        let job = f.sched.try_next(ClassId(0)).unwrap().unwrap();
         assert_eq!(job.payload, i);
         job.assignment.release();
     };

@@ -80,7 +80,8 @@ impl<M: Mechanism> World<M> {
             },
         })
         .unwrap();
-        let sched = Scheduler::<u64>::builder(ledger.clone())
+        let sched = Scheduler::builder(ledger.clone())
+            .payload::<u64>()
             .class(CELLS, 64)
             .class(CELLS, 64)
             .starvation_after(Duration::from_micros(200))
@@ -191,7 +192,11 @@ impl<M: Mechanism> World<M> {
     /// An executor of `class`: serves pull-mode jobs until the scheduler shuts down.
     fn executor(&self, class: u16, seed: u64) {
         let mut rng = seed;
-        while let Some(job) = self.sched.next_blocking(ClassId(class)) {
+        while let Some(job) = self
+            .sched
+            .next_blocking(ClassId(class))
+            .expect("known class")
+        {
             self.out.pulled.fetch_add(1, Ordering::Relaxed);
             self.finish(job.assignment, &mut rng);
         }
@@ -415,7 +420,7 @@ fn executors_exit_after_shutdown<M: Mechanism>() {
         for c in 0..4u16 {
             let (w, done_tx) = (w.clone(), done_tx.clone());
             std::thread::spawn(move || {
-                while let Some(job) = w.sched.next_blocking(ClassId(c % 2)) {
+                while let Some(job) = w.sched.next_blocking(ClassId(c % 2)).expect("known class") {
                     job.assignment.release();
                 }
                 done_tx.send(()).unwrap();

@@ -140,7 +140,7 @@ fn run<M: Mechanism>(ops: &[Op]) -> Vec<String> {
                 log.push(format!("quarantine #{n}"));
                 a.quarantine("test");
             }
-            Op::TryNext(class) => match h.sched.try_next(ClassId(class)) {
+            Op::TryNext(class) => match h.sched.try_next(ClassId(class)).unwrap() {
                 Some(job) => {
                     log.push(format!(
                         "next: #{} on {:?}",
@@ -201,7 +201,9 @@ fn run<M: Mechanism>(ops: &[Op]) -> Vec<String> {
         a.release();
     }
     h.sched.shutdown();
-    while h.sched.try_next(ClassId(0)).is_some() || h.sched.try_next(ClassId(1)).is_some() {}
+    while h.sched.try_next(ClassId(0)).unwrap().is_some()
+        || h.sched.try_next(ClassId(1)).unwrap().is_some()
+    {}
     assert!(h.ledger.usage().is_zero(), "{:?}", h.ledger.usage());
     log
 }

@@ -118,7 +118,8 @@ impl Drop for Tracked {
 /// A one-class scheduler whose payloads count their drops.
 fn tracked_world<M: Mechanism>(cells: u32) -> (Ledger, Scheduler<Tracked, M>) {
     let ledger = Ledger::new(ledger_config(1, 4)).unwrap();
-    let sched = Scheduler::<Tracked>::builder(ledger.clone())
+    let sched = Scheduler::builder(ledger.clone())
+        .payload::<Tracked>()
         .class(cells, 8)
         .build_with::<M>()
         .unwrap();
@@ -212,7 +213,11 @@ fn f23_forgotten_executor_waiter_is_not_woken<M: Mechanism>() {
     );
     h.sched.submit(h.admit(1), 7).unwrap();
     assert_eq!(wakes(&w), 0, "a forgotten executor waiter was woken");
-    let job = h.sched.try_next(ClassId(0)).expect("the submitted job");
+    let job = h
+        .sched
+        .try_next(ClassId(0))
+        .unwrap()
+        .expect("the submitted job");
     assert_eq!(job.payload, 7);
     job.assignment.release();
     assert!(h.ledger.usage().is_zero());
@@ -427,7 +432,11 @@ fn f45_pull_job_returns_its_queue_slot_at_grant<M: Mechanism>() {
     held.release(); // granted to the executors' ready queue
     assert_eq!(h.sched.snapshot(ClassId(0)).unwrap().queue_depth, 0);
     assert_eq!((queue_slots(&h), concurrency(&h)), (0, 1));
-    let job = h.sched.try_next(ClassId(0)).expect("the granted job");
+    let job = h
+        .sched
+        .try_next(ClassId(0))
+        .unwrap()
+        .expect("the granted job");
     assert_eq!(job.payload, 9);
     job.assignment.release();
     assert!(h.ledger.usage().is_zero());
@@ -479,7 +488,7 @@ fn f32_cancelled_pull_job_is_not_delivered<M: Mechanism>() {
     token.cancel("host");
     held.release();
     assert!(
-        sched.try_next(ClassId(0)).is_none(),
+        sched.try_next(ClassId(0)).unwrap().is_none(),
         "a cancelled job was delivered"
     );
     let mut next = Box::pin(sched.next(ClassId(0)));
@@ -503,7 +512,7 @@ fn f32_pull_job_cancelled_after_its_grant_is_not_delivered<M: Mechanism>() {
     held.release(); // granted to the ready queue
     token.cancel("host");
     assert!(
-        sched.try_next(ClassId(0)).is_none(),
+        sched.try_next(ClassId(0)).unwrap().is_none(),
         "a cancelled job was delivered"
     );
     assert_eq!(drops.load(Ordering::SeqCst), 1, "the payload was dropped");
@@ -514,7 +523,7 @@ fn f32_pull_job_cancelled_after_its_grant_is_not_delivered<M: Mechanism>() {
     // The cell serves the next job.
     let (req, _) = admit_for(&ledger, 3, 1);
     sched.submit(req, Tracked(drops.clone())).unwrap();
-    let job = sched.try_next(ClassId(0)).expect("the next job");
+    let job = sched.try_next(ClassId(0)).unwrap().expect("the next job");
     job.assignment.release();
     drop(job.payload);
     assert!(ledger.usage().is_zero());
@@ -542,7 +551,7 @@ fn f32_request_without_token_is_cancelled_by_handle<M: Mechanism>() {
     h.sched.cancel(job).unwrap();
     assert_eq!(h.sched.cancel(job).unwrap_err().code(), Code::NotFound);
     held.release();
-    assert!(h.sched.try_next(ClassId(0)).is_none());
+    assert!(h.sched.try_next(ClassId(0)).unwrap().is_none());
     let s = h.sched.snapshot(ClassId(0)).unwrap();
     assert_eq!((s.cancellations, s.cells_available), (2, 1));
     assert!(h.ledger.usage().is_zero());
@@ -653,7 +662,7 @@ fn f34_second_live_request_with_the_same_id_is_refused<M: Mechanism>() {
         other => panic!("8 is granted when 7 releases: {other:?}"),
     };
     a8.release();
-    let job = sched.try_next(ClassId(0)).expect("9 is delivered");
+    let job = sched.try_next(ClassId(0)).unwrap().expect("9 is delivered");
     assert_eq!(job.assignment.request_id(), fairway::RequestId(9));
     job.assignment.release();
     drop(job.payload);
@@ -673,7 +682,8 @@ fn f34_second_live_request_with_the_same_id_is_refused<M: Mechanism>() {
 fn f34_duplicate_ids_refused_in_every_mode_at_1000_cells<M: Mechanism>() {
     const CELLS: u32 = 1000;
     let ledger = Ledger::new(ledger_config(1, MANY_TENANTS)).unwrap();
-    let sched = Scheduler::<u64>::builder(ledger.clone())
+    let sched = Scheduler::builder(ledger.clone())
+        .payload::<u64>()
         .class(CELLS, 4 * CELLS)
         .build_with::<M>()
         .unwrap();

@@ -11,27 +11,45 @@ fn x01_futures_and_handles_are_send_and_runtime_free() {
     assert_send::<Enqueue<'static, u64, LockFree>>();
     assert_send::<Enqueue<'static, u64, Baseline>>();
     assert_send::<Next<'static, u64, LockFree>>();
+    assert_send::<fairway::Drain<'static, u64, LockFree>>();
+    assert_send::<fairway::Drain<'static, u64, Baseline>>();
     assert_send::<Job<u64>>();
     assert_send::<fairway::Assignment>();
     assert_send::<Scheduler<u64, LockFree>>();
     assert_sync::<Scheduler<u64, LockFree>>();
     assert_sync::<Scheduler<u64, Baseline>>();
-    // No async runtime among the library's dependencies.
+    // No async runtime among the library's dependencies, except optional ones that no default
+    // feature turns on (the `tokio` feature only detects misuse of the blocking adapter).
     let manifest =
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml")).unwrap();
-    let deps = manifest
-        .split("[dependencies]")
-        .nth(1)
-        .unwrap()
-        .split("\n[")
-        .next()
-        .unwrap();
+    let section = |name: &str| {
+        manifest
+            .split(name)
+            .nth(1)
+            .map(|s| s.split("\n[").next().unwrap().to_owned())
+            .unwrap_or_default()
+    };
+    let deps = section("\n[dependencies]");
+    let default_features = section("\n[features]")
+        .lines()
+        .find(|l| l.trim_start().starts_with("default"))
+        .unwrap_or("")
+        .to_owned();
     for runtime in ["tokio", "async-std", "smol"] {
+        let entries = deps.lines().filter(|l| !l.trim_start().starts_with('#'));
+        for line in entries.filter(|l| l.contains(runtime)) {
+            assert!(
+                line.contains("optional = true"),
+                "{runtime} is a non-optional dependency of the library: {line}"
+            );
+        }
         assert!(
-            !deps.contains(runtime),
-            "{runtime} is a dependency of the library"
+            !default_features.contains(runtime),
+            "a default feature turns on {runtime}"
         );
     }
+    // The runtime-free build is what this test binary links unless `--features tokio` is given.
+    assert!(!deps.is_empty() && manifest.contains("\n[features]\ndefault = []"));
 }
 
 #[test]
@@ -44,7 +62,8 @@ fn x02_blocking_adapter_needs_no_runtime() {
         tenant_limits: Limits::UNLIMITED,
     })
     .unwrap();
-    let sched = Scheduler::<u32>::builder(ledger.clone())
+    let sched = Scheduler::builder(ledger.clone())
+        .payload::<u32>()
         .class(1, 64)
         .build()
         .unwrap();
@@ -54,7 +73,7 @@ fn x02_blocking_adapter_needs_no_runtime() {
             .map(|_| {
                 s.spawn(|| {
                     let mut done = 0;
-                    while let Some(job) = sched.next_blocking(ClassId(0)) {
+                    while let Some(job) = sched.next_blocking(ClassId(0)).expect("class 0 exists") {
                         done += job.payload;
                         job.assignment.release();
                     }

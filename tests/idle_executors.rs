@@ -48,7 +48,8 @@ fn idle_executors<M: Mechanism>() {
     {
         const EXECUTORS: usize = 100;
         let ledger = Ledger::new(ledger_config(1, 4)).unwrap();
-        let sched = Scheduler::<u64>::builder(ledger.clone())
+        let sched = Scheduler::builder(ledger.clone())
+            .payload::<u64>()
             .class(1, 256)
             .build_with::<M>()
             .unwrap();
@@ -57,7 +58,7 @@ fn idle_executors<M: Mechanism>() {
             .map(|_| {
                 let (sched, got) = (sched.clone(), got.clone());
                 std::thread::spawn(move || {
-                    while let Some(job) = sched.next_blocking(ClassId(0)) {
+                    while let Ok(Some(job)) = sched.next_blocking(ClassId(0)) {
                         got.fetch_add(1, Ordering::SeqCst);
                         job.assignment.release();
                     }

@@ -527,25 +527,29 @@ fn f22_all_quarantined_fails_queued_and_new<M: Mechanism>() {
 
 fn f23_pull_mode_hands_jobs_to_executors_fairly<M: Mechanism>() {
     let h = Harness::<M>::new(&[(1, 64)], 4);
-    assert!(h.sched.try_next(ClassId(0)).is_none());
+    assert!(h.sched.try_next(ClassId(0)).unwrap().is_none());
     for (payload, tenant) in [(10, 1), (11, 1), (20, 2)] {
         h.sched.submit(h.admit(tenant), payload).unwrap();
     }
-    let job = h.sched.try_next(ClassId(0)).expect("a job");
+    let job = h.sched.try_next(ClassId(0)).unwrap().expect("a job");
     assert_eq!(job.payload, 10);
     assert!(
-        h.sched.try_next(ClassId(0)).is_none(),
+        h.sched.try_next(ClassId(0)).unwrap().is_none(),
         "one cell: the next job waits for it"
     );
     job.assignment.release();
     // Tenant 1 left the ring when its only queued job was granted and re-joined behind nobody
     // with its second job, so it is next; tenant 2 arrived after.
-    let j2 = h.sched.next_blocking(ClassId(0)).unwrap();
+    let j2 = h.sched.next_blocking(ClassId(0)).unwrap().unwrap();
     assert_eq!(j2.payload, 11);
     j2.assignment.release(); // grants job 20 to the executors' ready queue
                              // Both modes on one scheduler: a waiting future and a pull executor share the class.
     let (mut f, _) = queue(&h, h.admit(3));
-    let j3 = h.sched.try_next(ClassId(0)).expect("tenant 2's job");
+    let j3 = h
+        .sched
+        .try_next(ClassId(0))
+        .unwrap()
+        .expect("tenant 2's job");
     assert_eq!(j3.payload, 20);
     j3.assignment.release();
     match poll_once(&mut f) {

@@ -461,7 +461,7 @@ fn footprint_matches<M: Mechanism, T: Send + 'static>(classes: &[(u32, u32)], te
         live as u64 <= estimate && estimate <= live as u64 + 1024,
         "ledger: {live} bytes, estimated {estimate}"
     );
-    let mut b = Scheduler::<T>::builder(ledger);
+    let mut b = Scheduler::builder(ledger).payload::<T>();
     for &(cells, queue) in classes {
         b = b.class(cells, queue);
     }

@@ -22,7 +22,7 @@ use crate::pool::{ClassPool, Lease, LeaseRequest};
 use crate::raw::idset::{IdSet, Slot};
 use crate::stats::ClassSnapshot;
 use crate::Reason;
-use crate::{ClassId, Error, RequestId};
+use crate::{CellId, ClassId, Error, RequestId};
 use core::task::{Context, Poll};
 use std::sync::Arc;
 
@@ -191,16 +191,41 @@ pub trait ClassEngine<T: Send + 'static>: Send + Sync + Sized + 'static {
     /// The owner of a future-mode handle gives it up (dropped future, observed cancellation or
     /// deadline). Returns the lease if it had been granted but not taken; the caller must
     /// release it. Consumes the handle.
-    fn withdraw(&self, key: u64, why: Ended) -> Option<Lease>;
+    fn withdraw(&self, key: u64, why: Ended) -> Option<Lease> {
+        self.withdraw_refunding(key, why, &mut None)
+    }
+
+    /// `withdraw`, refunding `permit` (the owner's) if the request was still queued, before the
+    /// class counts it out, so a drain that sees the queue empty sees the quota refunded. When a
+    /// granted lease comes back instead, `permit` is left for the caller to refund after
+    /// releasing the lease (SPEC F42).
+    fn withdraw_refunding(
+        &self,
+        key: u64,
+        why: Ended,
+        permit: &mut Option<ExecutionPermit>,
+    ) -> Option<Lease>;
 
     /// Cancels a queued request by handle (SPEC F33): `not-found` unless it is still queued.
     fn cancel(&self, key: u64) -> Result<(), Error>;
 
     /// Returns a cell: the pool first, then the class's free count (SPEC F44).
-    fn release(&self, lease: Lease);
+    fn release(&self, lease: Lease) {
+        self.release_then(lease, || {});
+    }
 
-    /// Quarantines a cell; it never returns (SPEC F03, F22).
-    fn quarantine(&self, lease: Lease, reason: &'static str);
+    /// `release`, running `then` (the quota refund) after the pool has the cell and before the
+    /// class counts it free, so a drain that sees every cell back also sees every quota refunded.
+    fn release_then(&self, lease: Lease, then: impl FnOnce());
+
+    /// Quarantines a cell until the host restores it (SPEC F03, F22, F44).
+    fn quarantine(&self, lease: Lease, reason: &'static str) {
+        self.quarantine_then(lease, reason, || {});
+    }
+
+    /// `quarantine`, running `then` (the quota refund) after the pool has the cell, as
+    /// `release_then`.
+    fn quarantine_then(&self, lease: Lease, reason: &'static str, then: impl FnOnce());
 
     /// Pull mode: the next granted request, if any, without waiting.
     fn try_next(&self) -> Option<Pulled<T>>;
@@ -223,11 +248,69 @@ pub trait ClassEngine<T: Send + 'static>: Send + Sync + Sized + 'static {
     /// Stops admissions and fails every queued request (SPEC F47).
     fn shutdown(&self);
 
+    /// Stops admissions (`unavailable / shutdown`) but keeps granting what is queued: the
+    /// first half of a graceful drain (SPEC F47).
+    fn close(&self);
+
+    /// `Ready` once admissions have stopped (`close`, `shutdown`, or every cell quarantined)
+    /// and the class is empty: nothing queued, no granted request untaken, every usable cell
+    /// back in the pool. Otherwise registers `cx` in a waiter slot (shared with `poll_next`; give
+    /// it up with `forget_waiter`).
+    fn poll_drained(&self, cx: &mut Context<'_>, slot: &mut Option<usize>) -> Poll<()>;
+
+    /// Live queued requests; allocation-free.
+    fn queue_depth(&self) -> u32;
+
+    /// Cells free now; allocation-free.
+    fn available_cells(&self) -> u32;
+
+    /// Returns a quarantined cell the host has cleaned to service: the pool first, then the
+    /// class's free count, as a release (SPEC F44). Refused for a class that has died.
+    fn restore_cell(&self, cell: CellId) -> Result<(), Error>;
+
+    /// Keeps the payload of a pull-mode job refused at acceptance because of shutdown.
+    fn keep_undelivered(&self, payload: T);
+
+    /// Moves the kept payloads of undelivered pull-mode jobs into `out`.
+    fn take_undelivered(&self, out: &mut Vec<T>);
+
     /// Counters and pool view (SPEC F60).
     fn snapshot(&self) -> ClassSnapshot;
 
+    /// `snapshot` into `out`, reusing its histogram's storage.
+    fn snapshot_into(&self, out: &mut ClassSnapshot);
+
     /// The class's clock.
     fn clock(&self) -> &Arc<dyn Clock>;
+}
+
+/// Payloads of pull-mode requests that shutdown ended before delivery, kept until the host takes
+/// them (SPEC F47). Its storage is reserved at build for every entry slot (each holds at most one
+/// payload), so keeping one never allocates. The lock is taken only on that end-of-life path,
+/// never by a grant, a release or a pass that ends nothing.
+pub(crate) struct Undelivered<T>(std::sync::Mutex<Vec<T>>);
+
+impl<T> Undelivered<T> {
+    pub(crate) fn new(capacity: usize) -> Self {
+        Self(std::sync::Mutex::new(Vec::with_capacity(capacity)))
+    }
+
+    pub(crate) fn keep(&self, payload: T) {
+        // A panic while holding this lock cannot leave the vector inconsistent.
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(payload);
+    }
+
+    pub(crate) fn take_into(&self, out: &mut Vec<T>) {
+        out.append(
+            &mut self
+                .0
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
+    }
 }
 
 /// Whether an enqueue error is the class refusing the request (counted as a rejection in the

@@ -9,12 +9,13 @@
 //! |------------|-------------------|-------------|
 //! | 1          | 0                 | available   |
 //! | 0          | 0                 | leased      |
-//! | 0          | 1                 | quarantined (forever) |
+//! | 0          | 1                 | quarantined (until the host restores it) |
 //! | 1          | 1                 | never       |
 //!
 //! Bits at or past `cells` are 0 in both maps, always. Transitions: acquire clears a `free` bit
 //! (one successful CAS), release sets it (one `fetch_add` of the clear bit), quarantine sets the `quarantined` bit
-//! (a `fetch_or`, rare path) and counts it in `quarantined_count`. Only the owner of a lease
+//! (a `fetch_or`, rare path) and counts it in `quarantined_count`; restore (host-driven, after
+//! cleaning) clears it, uncounts it and sets the `free` bit. Only the owner of a lease
 //! releases or quarantines its cell, so each bit has one writer at a time besides acquirers
 //! racing to clear a set bit.
 //!
@@ -89,7 +90,7 @@ pub struct FixedCellPool {
     cells: u32,
     /// Bit set ⇔ the cell is available (see the module's state table).
     free: Box<[AtomicU64]>,
-    /// Bit set ⇔ the cell is quarantined. Bits are only ever set.
+    /// Bit set ⇔ the cell is quarantined. Set by quarantine, cleared only by restore.
     quarantined: Box<[AtomicU64]>,
     /// Number of bits set in `quarantined`; incremented after the bit is set.
     quarantined_count: AtomicU32,
@@ -190,8 +191,8 @@ impl FixedCellPool {
     /// `unavailable / all-cells-quarantined` once every cell is quarantined.
     #[inline]
     fn check_quarantined(&self) -> Result<()> {
-        // Relaxed: a hint on the cold path; quarantine is permanent, so once this reads
-        // `cells` it stays true.
+        // Relaxed: a hint on the cold path (a cell comes back only through a host's restore,
+        // which the scheduler refuses once the class has died).
         if self.quarantined_count.load(Ordering::Relaxed) == self.cells {
             return Err(Error::new(Code::Unavailable, Reason::AllCellsQuarantined));
         }
@@ -354,8 +355,36 @@ impl CellPool for FixedCellPool {
         Ok(())
     }
 
+    /// Returns a quarantined cell to service (F44): clears its quarantine bit (one `fetch_and`,
+    /// which also decides between concurrent restores of the same cell), uncounts it, then
+    /// frees it as a release does.
+    fn restore(&self, cell: CellId) -> Result<()> {
+        let not_quarantined = Error::new(Code::InvalidArgument, Reason::CellNotQuarantined);
+        if cell.0 >= self.cells {
+            return Err(not_quarantined);
+        }
+        let (w, mask) = ((cell.0 / BITS) as usize, 1u64 << (cell.0 % BITS));
+        // Relaxed: the bit is only read by misuse detection; the count below orders.
+        if self.quarantined[w].fetch_and(!mask, Ordering::Relaxed) & mask == 0 {
+            return Err(not_quarantined);
+        }
+        // Release: pairs with the Acquire load in `counters`, as in `quarantine`.
+        self.quarantined_count.fetch_sub(1, Ordering::Release);
+        // Release / Acquire: as in `release` (the next holder's acquire, a subscriber's WATCH).
+        let before = self.free[w].fetch_add(mask, Ordering::AcqRel);
+        debug_assert!(before & mask == 0, "a quarantined cell was free");
+        if before & WATCH != 0 {
+            // Relaxed: a hint, as in `release`.
+            self.free[w].fetch_and(!WATCH, Ordering::Relaxed);
+        }
+        self.changes.wake();
+        Ok(())
+    }
+
     /// A sample of the split. `quarantined` is read first (Acquire) and the free bits after, so
-    /// no cell is counted both as quarantined and available; `leased` is the remainder. Each word
+    /// no cell is counted both as quarantined and available while cells only go into
+    /// quarantine; a cell [`restore`](CellPool::restore)d between the two reads could be, and
+    /// `available` is clamped so the split still adds up. `leased` is the remainder. Each word
     /// is read at a different instant, so under concurrent churn the sample is a plausible state,
     /// not necessarily one that existed at a single instant.
     fn counters(&self) -> PoolCounters {
@@ -366,7 +395,8 @@ impl CellPool for FixedCellPool {
             .iter()
             // Relaxed: each word is a sample; see above for the one ordering needed.
             .map(|w| (w.load(Ordering::Relaxed) & !WATCH).count_ones())
-            .sum();
+            .sum::<u32>()
+            .min(self.cells - quarantined.min(self.cells));
         debug_assert!(available + quarantined <= self.cells);
         PoolCounters {
             total: self.cells,

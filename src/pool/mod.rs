@@ -132,7 +132,9 @@ pub struct PoolCounters {
 /// # Contract
 ///
 /// - [`try_acquire_now`](Self::try_acquire_now) never parks or waits for a cell (F16).
-/// - A quarantined cell never becomes available again: capacity never grows back (F03).
+/// - A quarantined cell becomes available again only through [`restore`](Self::restore), which
+///   the host calls after cleaning it (issuer-owned cleanup, F44); the scheduler never restores
+///   a cell by itself, and a pool never grows beyond its [`capacity`](Self::capacity) (F03).
 /// - [`subscribe_changes`](Self::subscribe_changes) wakes the registered waker after a later
 ///   [`release`](Self::release) or [`quarantine`](Self::quarantine). Notifications are
 ///   coalescing hints, not accounting (F17).
@@ -174,6 +176,25 @@ pub trait CellPool: Send + Sync + 'static {
 
     /// The current split of the cells.
     fn counters(&self) -> PoolCounters;
+
+    /// Returns a quarantined `cell`, cleaned by the host, to service: it becomes available
+    /// again, and a change subscriber is woken as after a release (F44). The scheduler calls
+    /// this from [`Scheduler::restore_cell`](crate::Scheduler::restore_cell), which also gives
+    /// the class its cell credit back; hosts do not call it directly on a pool the scheduler
+    /// uses.
+    ///
+    /// # Errors
+    ///
+    /// `invalid-argument / cell-not-quarantined` if `cell` is not a quarantined cell of this
+    /// pool. A pool that cannot restore cells keeps this default, which fails
+    /// `invalid-argument / restore-unsupported`.
+    fn restore(&self, cell: CellId) -> Result<()> {
+        let _ = cell;
+        Err(Error::new(
+            Code::InvalidArgument,
+            Reason::RestoreUnsupported,
+        ))
+    }
 }
 
 /// A class's pool as the engines hold it: the built-in [`FixedCellPool`] by value, so that its
@@ -222,6 +243,13 @@ impl ClassPool {
         match self {
             ClassPool::Fixed(p) => p.quarantine(lease, reason),
             ClassPool::Host(p) => p.quarantine(lease, reason),
+        }
+    }
+
+    pub(crate) fn restore(&self, cell: CellId) -> Result<()> {
+        match self {
+            ClassPool::Fixed(p) => p.restore(cell),
+            ClassPool::Host(p) => p.restore(cell),
         }
     }
 

@@ -101,7 +101,7 @@ const _: () = assert!(KEY_GENERATION.end() == 64);
 
 /// The generation every slot of a new arena starts at (and the baseline engine's slots, which
 /// keep their generations beside the arena's): 0, except in tests that start slots next to
-/// exhaustion through [`start_generations_at`] (a 2^40-reuse wait is no test).
+/// exhaustion through `start_generations_at`, a test-only helper (a 2^40-reuse wait is no test).
 #[inline]
 pub(crate) fn first_generation() -> u64 {
     #[cfg(test)]

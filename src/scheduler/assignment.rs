@@ -13,8 +13,55 @@ use std::sync::Arc;
 ///
 /// Only read accessors are exposed. End it with [`release`](Self::release) (clean finish) or
 /// [`quarantine`](Self::quarantine) (uncertain cleanup); both settle the pool first and then
-/// refund the quota. Dropping an assignment without either quarantines the cell conservatively.
-#[must_use = "dropping an assignment quarantines its cell"]
+/// refund the quota.
+///
+/// # Cancel safety
+///
+/// An assignment is usually held across `.await`s of the job it runs, and a `timeout`, an
+/// `abort` or an early return drops it without either call. What a drop does to the cell is the
+/// class's [`DropPolicy`](crate::DropPolicy) ([`ClassConfig::on_drop`](crate::ClassConfig)):
+///
+/// - [`Quarantine`](crate::DropPolicy::Quarantine) (the default): the cell may hold guest state
+///   nobody cleaned, so it leaves service. The host may clean it and give it back with
+///   [`Scheduler::restore_cell`](crate::Scheduler::restore_cell); until then the class has one
+///   cell fewer, and a class whose every cell is quarantined fails its requests
+///   (`unavailable / all-cells-quarantined`).
+/// - [`Release`](crate::DropPolicy::Release): the cell goes back to its pool as after
+///   [`release`](Self::release); for cells that hold no state.
+///
+/// Either way the quota is refunded after the cell is settled, exactly once.
+///
+/// # Panics
+///
+/// No method panics. A panic in the job that holds the assignment unwinds through its drop,
+/// which applies the drop policy above (quarantine by default), so a panicking job never leaks
+/// its cell or its quota; with `panic = "abort"` nothing runs and the process ends.
+///
+/// # Examples
+///
+/// ```
+/// use fairway::admission::{AdmissionRequest, ClassSpec, Ledger, LedgerConfig, Limits};
+/// use fairway::{AdmittedRequest, CancellationToken, ClassConfig, ClassId, DropPolicy};
+/// use fairway::{RequestId, Scheduler, TenantId};
+///
+/// let ledger = Ledger::new(LedgerConfig {
+///     classes: vec![ClassSpec::new("stateless")],
+///     max_tenants: 4,
+///     tenant_limits: Limits::UNLIMITED,
+/// })?;
+/// let scheduler = Scheduler::builder(ledger.clone())
+///     .class_config(ClassConfig::new(1, 16).on_drop(DropPolicy::Release))
+///     .build()?;
+/// let id = RequestId(1);
+/// let permit = ledger.admit(AdmissionRequest::new(id, TenantId(0)))?;
+/// let assignment =
+///     scheduler.enqueue_blocking(AdmittedRequest::new(permit, CancellationToken::new(id)))?;
+/// drop(assignment); // as a timeout would: the cell goes back (DropPolicy::Release)
+/// assert_eq!(scheduler.available_cells(ClassId(0))?, 1);
+/// assert!(ledger.usage().is_zero());
+/// # Ok::<(), fairway::Error>(())
+/// ```
+#[must_use = "dropping an assignment applies its class's drop policy (quarantine by default)"]
 pub struct Assignment {
     /// The leased cell. The rest of the lease (request, class, budget) is the permit's: a lease
     /// is handed on only if it matches the request exactly (F08), so it is rebuilt from the
@@ -101,24 +148,27 @@ impl Assignment {
     /// Clean finish: the cell goes back to its pool, then the quota is refunded.
     #[inline]
     pub fn release(mut self) {
-        self.end(None);
+        self.end(End::Release);
     }
 
-    /// Uncertain cleanup: the cell is quarantined for good, then the quota is refunded.
+    /// Uncertain cleanup: the cell is quarantined, then the quota is refunded. It stays out of
+    /// service until the host cleans it and returns it with
+    /// [`Scheduler::restore_cell`](crate::Scheduler::restore_cell).
     #[inline]
     pub fn quarantine(mut self, reason: &'static str) {
-        self.end(Some(reason));
+        self.end(End::Quarantine(reason));
     }
 
-    fn end(&mut self, quarantine: Option<&'static str>) {
+    fn end(&mut self, how: End) {
         if let Some(permit) = self.permit.take() {
             let class = permit.class();
             let lease = Lease::new(&request_of(&permit), self.cell);
-            match quarantine {
-                None => self.home.release(class, lease),
-                Some(reason) => self.home.quarantine(class, lease, reason),
+            // The pool first, then the quota, then the class's free count (see `CellReturn`).
+            match how {
+                End::Release => self.home.release(class, lease, permit),
+                End::Quarantine(reason) => self.home.quarantine(class, lease, reason, permit),
+                End::Dropped => self.home.dropped(class, lease, permit),
             }
-            drop(permit);
             if let Some(slot) = self.live.take() {
                 self.home.forget_id(slot);
             }
@@ -137,9 +187,17 @@ fn request_of(permit: &ExecutionPermit) -> LeaseRequest {
     }
 }
 
+/// How an assignment ends.
+enum End {
+    Release,
+    Quarantine(&'static str),
+    /// Dropped without a disposition: the class's drop policy decides.
+    Dropped,
+}
+
 impl Drop for Assignment {
     fn drop(&mut self) {
-        self.end(Some("dropped-without-disposition"));
+        self.end(End::Dropped);
     }
 }
 

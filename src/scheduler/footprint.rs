@@ -23,7 +23,7 @@ impl ClassConfig {
 ///
 /// | unit                         | bytes                                                 |
 /// |------------------------------|-------------------------------------------------------|
-/// | entry slot                   | [`BYTES_PER_SLOT`](Self::BYTES_PER_SLOT) + the pull-mode payload `T`, rounded up to 64 |
+/// | entry slot                   | [`BYTES_PER_SLOT`](Self::BYTES_PER_SLOT) + the pull-mode payload `T`, rounded up to 64, + one more `T` (the place kept for its payload should shutdown end it undelivered) |
 /// | cell (besides its slot)      | [`BYTES_PER_CELL`](Self::BYTES_PER_CELL)              |
 /// | tenant, in each class        | [`BYTES_PER_TENANT`](Self::BYTES_PER_TENANT)          |
 /// | class (fixed part)           | [`BYTES_PER_CLASS`](Self::BYTES_PER_CLASS)            |
@@ -80,7 +80,9 @@ impl Footprint {
 
     /// The footprint of classes `classes` for `tenants` tenants and payload `T`.
     fn of<T, M: Mechanism>(classes: &[ClassConfig], tenants: u32) -> Footprint {
-        let payload = (core::mem::size_of::<T>() as u64).next_multiple_of(64);
+        // In the slot, and once more in the bin of payloads shutdown ends undelivered.
+        let payload = (core::mem::size_of::<T>() as u64).next_multiple_of(64)
+            + core::mem::size_of::<T>() as u64;
         let mut f = Footprint {
             bytes: 0,
             entry_slots: 0,

@@ -12,9 +12,29 @@ use crate::Reason;
 use crate::{ClassId, Code, Error};
 use core::fmt;
 use core::future::Future;
+use core::ops::Deref;
 use core::pin::Pin;
 use core::task::{Context, Poll};
 use std::sync::Arc;
+
+/// What a future holds on to: a borrow of the scheduler (`enqueue`, `next`) or an owned clone
+/// of it (`enqueue_owned`, `next_owned`, whose futures are `'static`).
+pub(super) enum Holder<'a, X> {
+    Borrowed(&'a X),
+    Owned(X),
+}
+
+impl<X> Deref for Holder<'_, X> {
+    type Target = X;
+
+    #[inline]
+    fn deref(&self) -> &X {
+        match self {
+            Holder::Borrowed(x) => x,
+            Holder::Owned(x) => x,
+        }
+    }
+}
 
 enum Stage {
     /// Queued under this engine handle.
@@ -26,14 +46,18 @@ enum Stage {
     Done,
 }
 
-/// Future returned by [`Scheduler::enqueue`]; resolves to an [`Assignment`].
+/// Future returned by [`Scheduler::enqueue`] (borrowing the scheduler) and
+/// [`Scheduler::enqueue_owned`] (`Enqueue<'static, ..>`, holding a clone of it, for
+/// `tokio::spawn`); resolves to an [`Assignment`].
 ///
 /// # Cancel safety
 ///
-/// Dropping it withdraws the request and refunds everything it held (SPEC F41, F42).
+/// Dropping it withdraws the request and refunds everything it held (SPEC F41, F42): a queued
+/// entry is removed, a granted but unaccepted cell goes back to its pool, then the quota is
+/// refunded. Aborting the task that polls it is the same as dropping it.
 #[must_use = "futures do nothing unless polled; dropping this one withdraws the request"]
 pub struct Enqueue<'a, T: Send + 'static, M: Mechanism> {
-    shared: &'a Arc<Shared<T, M>>,
+    shared: Holder<'a, Arc<Shared<T, M>>>,
     class: ClassId,
     stage: Stage,
     /// The execution part of the permit; its queue slot was returned at grant or is owned by
@@ -54,30 +78,27 @@ impl<T: Send + 'static, M: Mechanism> fmt::Debug for Enqueue<'_, T, M> {
 }
 
 impl<'a, T: Send + 'static, M: Mechanism> Enqueue<'a, T, M> {
-    pub(super) fn start(shared: &'a Arc<Shared<T, M>>, request: AdmittedRequest) -> Self {
+    pub(super) fn start(shared: Holder<'a, Arc<Shared<T, M>>>, request: AdmittedRequest) -> Self {
         let class = request.permit.class();
-        let failed = |error| Self {
-            shared,
-            class,
-            stage: Stage::Failed(error),
-            permit: None,
-            token: None,
-            live: None,
-        };
-        let (engine, live) = match shared.check(&request) {
-            Ok(e) => e,
-            Err(e) => return failed(e),
+        let (stage, live) = match Self::register(&shared, &request) {
+            Ok(registered) => registered,
+            Err(error) => {
+                return Self {
+                    shared,
+                    class,
+                    stage: Stage::Failed(error),
+                    permit: None,
+                    token: None,
+                    live: None,
+                }
+            }
         };
         let (permit, token) = request.into_parts();
-        let (stage, permit) = match engine.enqueue(Ticket::from_permit(&permit), None, None) {
+        let permit = match stage {
             // The entry refunds the queue slot when the request leaves the queue.
-            Ok(Enqueued::Queued(key)) => (Stage::Queued(key), permit.detach_queue_slot()),
+            Stage::Queued(_) => permit.detach_queue_slot(),
             // Granted now: only the queue slot goes back (SPEC F45).
-            Ok(Enqueued::Granted(lease)) => (Stage::Granted(lease), permit.into_execution()),
-            Err((e, _)) => {
-                shared.forget_id(live);
-                return failed(e);
-            }
+            _ => permit.into_execution(),
         };
         Self {
             shared,
@@ -89,6 +110,20 @@ impl<'a, T: Send + 'static, M: Mechanism> Enqueue<'a, T, M> {
         }
     }
 
+    /// The checks and the engine's enqueue; on an error the request is dropped by the caller,
+    /// which refunds its permit.
+    fn register(shared: &Shared<T, M>, request: &AdmittedRequest) -> Result<(Stage, Slot), Error> {
+        let (engine, live) = shared.check(request)?;
+        match engine.enqueue(Ticket::from_permit(&request.permit), None, None) {
+            Ok(Enqueued::Queued(key)) => Ok((Stage::Queued(key), live)),
+            Ok(Enqueued::Granted(lease)) => Ok((Stage::Granted(lease), live)),
+            Err((e, _)) => {
+                shared.forget_id(live);
+                Err(e)
+            }
+        }
+    }
+
     /// A handle for [`Scheduler::cancel`] while the request is queued.
     pub fn handle(&self) -> Option<RequestHandle> {
         match self.stage {
@@ -97,7 +132,7 @@ impl<'a, T: Send + 'static, M: Mechanism> Enqueue<'a, T, M> {
         }
     }
 
-    fn engine(&self) -> &'a M::Class<T> {
+    fn engine(&self) -> &M::Class<T> {
         &self.shared.classes[usize::from(self.class.0)]
     }
 
@@ -137,9 +172,11 @@ impl<'a, T: Send + 'static, M: Mechanism> Enqueue<'a, T, M> {
             self.stop_reason(now).map(|(_, e)| e)
         };
         if let Some(e) = refused {
-            // The untouched lease goes back first, then the quota (SPEC F42).
+            // The untouched lease goes back first, then the quota (SPEC F42), before the class
+            // counts the cell free.
             self.engine().count_refused_after_grant();
-            self.engine().release(lease);
+            let permit = self.permit.take();
+            self.engine().release_then(lease, || drop(permit));
             self.end();
             return Err(e);
         }
@@ -148,7 +185,7 @@ impl<'a, T: Send + 'static, M: Mechanism> Enqueue<'a, T, M> {
             .take()
             .expect("permit held until the request ends");
         Ok(Assignment::new(
-            self.shared.clone(),
+            Arc::clone(&self.shared) as _,
             lease,
             permit,
             waited,
@@ -156,8 +193,8 @@ impl<'a, T: Send + 'static, M: Mechanism> Enqueue<'a, T, M> {
         ))
     }
 
-    /// The request ended without an assignment: its quota is refunded, then its id is no
-    /// longer live.
+    /// The request ended without an assignment: its quota is refunded (if it was not already),
+    /// then its id is no longer live.
     fn end(&mut self) {
         self.permit = None;
         if let Some(live) = self.live.take() {
@@ -177,12 +214,12 @@ impl<T: Send + 'static, M: Mechanism> Future for Enqueue<'_, T, M> {
             Stage::Failed(e) => Poll::Ready(Err(e)),
             Stage::Granted(lease) => Poll::Ready(this.accept(lease, 0, &mut now)),
             Stage::Queued(key) => {
-                let engine = this.engine();
+                let engine = &this.shared.classes[usize::from(this.class.0)];
                 if let Some(token) = &this.token {
                     token.register_scheduler(cx.waker());
                 }
                 if let Some((why, e)) = this.stop_reason(&mut now) {
-                    give_up(engine, key, why);
+                    give_up(engine, key, why, this.permit.take());
                     this.end();
                     return Poll::Ready(Err(e));
                 }
@@ -209,18 +246,30 @@ impl<T: Send + 'static, M: Mechanism> Drop for Enqueue<'_, T, M> {
     fn drop(&mut self) {
         // The cell goes back before the permit (a field, dropped after this body) is refunded.
         match core::mem::replace(&mut self.stage, Stage::Done) {
-            Stage::Queued(key) => give_up(self.engine(), key, Ended::Cancelled),
-            Stage::Granted(lease) => self.engine().release(lease),
+            Stage::Queued(key) => {
+                let permit = self.permit.take();
+                give_up(self.engine(), key, Ended::Cancelled, permit);
+            }
+            Stage::Granted(lease) => {
+                let permit = self.permit.take();
+                self.engine().release_then(lease, || drop(permit));
+            }
             Stage::Failed(_) | Stage::Done => {}
         }
         self.end();
     }
 }
 
-/// Future returned by [`Scheduler::next`]: the next pull-mode job of a class.
+/// Future returned by [`Scheduler::next`] (borrowing the scheduler) and
+/// [`Scheduler::next_owned`] (`Next<'static, ..>`): the next pull-mode job of a class.
+///
+/// # Cancel safety
+///
+/// Dropping it before it resolves loses nothing: a job is taken from the class only in the
+/// poll that returns it.
 #[must_use = "futures do nothing unless polled"]
 pub struct Next<'a, T: Send + 'static, M: Mechanism> {
-    scheduler: &'a Scheduler<T, M>,
+    scheduler: Holder<'a, Scheduler<T, M>>,
     class: ClassId,
     slot: Option<usize>,
 }
@@ -234,7 +283,7 @@ impl<T: Send + 'static, M: Mechanism> fmt::Debug for Next<'_, T, M> {
 }
 
 impl<'a, T: Send + 'static, M: Mechanism> Next<'a, T, M> {
-    pub(super) fn new(scheduler: &'a Scheduler<T, M>, class: ClassId) -> Self {
+    pub(super) fn new(scheduler: Holder<'a, Scheduler<T, M>>, class: ClassId) -> Self {
         Self {
             scheduler,
             class,
@@ -244,20 +293,21 @@ impl<'a, T: Send + 'static, M: Mechanism> Next<'a, T, M> {
 }
 
 impl<T: Send + 'static, M: Mechanism> Future for Next<'_, T, M> {
-    type Output = Option<Job<T>>;
+    type Output = Result<Option<Job<T>>, Error>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
-        let Ok(engine) = this.scheduler.shared.class(this.class) else {
-            return Poll::Ready(None);
+        let engine = match this.scheduler.shared.class(this.class) {
+            Ok(engine) => engine,
+            Err(e) => return Poll::Ready(Err(e)),
         };
         loop {
             match engine.poll_next(cx, &mut this.slot) {
                 Poll::Pending => return Poll::Pending,
-                Poll::Ready(None) => return Poll::Ready(None),
+                Poll::Ready(None) => return Poll::Ready(Ok(None)),
                 Poll::Ready(Some(p)) => {
                     if let Some(job) = this.scheduler.accept_pulled(p) {
-                        return Poll::Ready(Some(job));
+                        return Poll::Ready(Ok(Some(job)));
                     }
                 }
             }
@@ -269,6 +319,75 @@ impl<T: Send + 'static, M: Mechanism> Drop for Next<'_, T, M> {
     fn drop(&mut self) {
         if let (Some(slot), Ok(engine)) = (self.slot, self.scheduler.shared.class(self.class)) {
             engine.forget_waiter(slot);
+        }
+    }
+}
+
+/// Future returned by [`Scheduler::drain`]: resolves once every class is drained.
+///
+/// # Cancel safety
+///
+/// Dropping it stops waiting; the scheduler stays closed.
+#[must_use = "futures do nothing unless polled"]
+pub struct Drain<'a, T: Send + 'static, M: Mechanism> {
+    scheduler: &'a Scheduler<T, M>,
+    /// The class being waited for; classes before it are drained (and stay so: nothing new is
+    /// admitted once closed).
+    class: usize,
+    slot: Option<usize>,
+}
+
+impl<T: Send + 'static, M: Mechanism> fmt::Debug for Drain<'_, T, M> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Drain")
+            .field("class", &self.class)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'a, T: Send + 'static, M: Mechanism> Drain<'a, T, M> {
+    pub(super) fn new(scheduler: &'a Scheduler<T, M>) -> Self {
+        Self {
+            scheduler,
+            class: 0,
+            slot: None,
+        }
+    }
+
+    fn forget(&mut self) {
+        if let Some(slot) = self.slot.take() {
+            self.scheduler.shared.classes[self.class].forget_waiter(slot);
+        }
+    }
+}
+
+impl<T: Send + 'static, M: Mechanism> Future for Drain<'_, T, M> {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = self.get_mut();
+        while let Some(engine) = this.scheduler.shared.classes.get(this.class) {
+            if this.scheduler.shared.is_shut() {
+                // After a shutdown no executor need come: granted jobs waiting for one are
+                // refused here (their payloads kept for `take_undelivered`).
+                this.scheduler.refuse_ready(engine);
+            }
+            match engine.poll_drained(cx, &mut this.slot) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(()) => {
+                    this.forget();
+                    this.class += 1;
+                }
+            }
+        }
+        Poll::Ready(())
+    }
+}
+
+impl<T: Send + 'static, M: Mechanism> Drop for Drain<'_, T, M> {
+    fn drop(&mut self) {
+        if self.class < self.scheduler.shared.classes.len() {
+            self.forget();
         }
     }
 }

@@ -73,7 +73,9 @@ impl<M: Mechanism> Harness<M> {
         let clock = Arc::new(ManualClock::new());
         let ledger =
             Ledger::with_clock(ledger_config(classes.len(), tenants), clock.clone()).unwrap();
-        let mut b = Scheduler::<u64>::builder(ledger.clone()).starvation_after(starvation_after);
+        let mut b = Scheduler::builder(ledger.clone())
+            .payload::<u64>()
+            .starvation_after(starvation_after);
         for &(cells, cap) in classes {
             b = b.class(cells, cap);
         }

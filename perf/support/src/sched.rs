@@ -113,7 +113,8 @@ impl<M: Mechanism> Fixture<M> {
             tenant_limits,
         })
         .expect("ledger");
-        let sched = Scheduler::<u64>::builder(ledger.clone())
+        let sched = Scheduler::builder(ledger.clone())
+            .payload::<u64>()
             .class(cells, queue_capacity)
             .build_with::<M>()
             .expect("scheduler");
@@ -700,12 +701,14 @@ fn execute_one<M: Mechanism>(
     tally: &mut Tally,
 ) -> bool {
     let h = s.draw_hold(rng);
-    let job = match s.f.sched.try_next(ClassId(0)) {
+    let job = match s.f.sched.try_next(ClassId(0)).expect("class 0 exists") {
         Some(job) => job,
-        None if park && backoff.is_completed() => match s.f.sched.next_blocking(ClassId(0)) {
-            Some(job) => job,
-            None => return false,
-        },
+        None if park && backoff.is_completed() => {
+            match s.f.sched.next_blocking(ClassId(0)).expect("class 0 exists") {
+                Some(job) => job,
+                None => return false,
+            }
+        }
         None => {
             backoff.snooze();
             return true;
@@ -844,7 +847,7 @@ pub fn fairness<M: Mechanism>(run_for: Duration) -> Measured {
             s.start.wait();
             let backoff = Backoff::new();
             while !s.stopped() && order.len() < order_cap {
-                match s.f.sched.try_next(ClassId(0)) {
+                match s.f.sched.try_next(ClassId(0)).expect("class 0 exists") {
                     Some(job) => {
                         order.push(job.assignment.tenant().0 as u8);
                         job.assignment.release();

@@ -1,11 +1,6 @@
 //! The baseline's policy judges: what a grant or an end does to an entry, under the class lock.
 
-use super::{After, BaselineClass, BaselineLock, Inner, Stage};
-use crate::cancel::CancellationToken;
-use crate::engine::Ended;
-use crate::policy::{Judge, Policy, Verdict};
-use crate::raw::arena::Key;
-use crate::{Reason, TenantId};
+use super::*;
 
 pub(super) struct GrantJudge<'a, 'b, T: Send, L: BaselineLock> {
     pub(super) class: &'a BaselineClass<T, L>,
@@ -138,10 +133,21 @@ pub(super) fn end_queued<T: Send + 'static, L: BaselineLock>(
     };
     crate::stats::saturating_add(counter, 1);
     if s.pull {
-        if let Some(c) = s.content.take() {
-            if let Err(c) = after.contents.try_push(c) {
-                drop(c);
+        match s.content.take() {
+            // Shut down (or the class died) before delivery: the payload goes back to the host
+            // and the permit is refunded (a refund only touches the ledger's counters).
+            Some((permit, payload)) if matches!(why, Ended::Shutdown | Ended::Quarantined) => {
+                class.undelivered.keep(payload);
+                drop(permit);
             }
+            Some((permit, payload)) => {
+                // A refund only touches the ledger's counters: fine under the lock.
+                drop(permit);
+                if let Err(c) = after.contents.try_push(payload) {
+                    drop(c);
+                }
+            }
+            None => {}
         }
         if let Some(live) = s.ticket.live {
             class.ids.remove(live);

@@ -13,66 +13,28 @@
 //! [`BaselineLock`] type), held for every operation.
 
 mod judges;
+mod lock;
+
+use judges::{end_queued, unqueue, EndJudge, GrantJudge};
+pub use lock::{BaselineLock, ParkingLotMutex, StdMutex};
 
 use super::lockfree::PASS_BUDGET;
-use super::{ClassEngine, ClassSetup, Ended, Enqueued, Polled, Pulled, Ticket};
+use super::{ClassEngine, ClassSetup, Ended, Enqueued, Polled, Pulled, Ticket, Undelivered};
 use crate::admission::{ExecutionPermit, Ledger, Permit};
 use crate::cancel::CancellationToken;
 use crate::clock::Clock;
-use crate::policy::{EntryMeta, Policy};
+use crate::policy::{EntryMeta, Judge, Policy, Verdict};
 use crate::pool::{ClassPool, Lease};
 use crate::raw::arena::Key;
 use crate::raw::idset::IdSet;
 use crate::stats::ClassSnapshot;
 use crate::stats::ClassStats;
 use crate::Reason;
-use crate::{ClassId, Code, Error};
+use crate::{CellId, ClassId, Code, Error, TenantId};
 use arrayvec::ArrayVec;
 use core::task::{Context, Poll, Waker};
-use judges::{end_queued, unqueue, EndJudge, GrantJudge};
 use std::collections::VecDeque;
 use std::sync::Arc;
-
-/// The mutex a baseline engine uses. Implemented by [`StdMutex`] and [`ParkingLotMutex`].
-pub trait BaselineLock: Send + Sync + 'static {
-    /// The mutex type holding a `T`.
-    type Mutex<T: Send>: Send + Sync;
-    /// Wraps `value`.
-    fn new<T: Send>(value: T) -> Self::Mutex<T>;
-    /// Runs `f` with the lock held.
-    fn with<T: Send, R>(m: &Self::Mutex<T>, f: impl FnOnce(&mut T) -> R) -> R;
-}
-
-/// Baseline with [`std::sync::Mutex`].
-#[derive(Debug, Clone, Copy, Default)]
-pub struct StdMutex;
-
-impl BaselineLock for StdMutex {
-    type Mutex<T: Send> = std::sync::Mutex<T>;
-    fn new<T: Send>(value: T) -> Self::Mutex<T> {
-        std::sync::Mutex::new(value)
-    }
-    fn with<T: Send, R>(m: &Self::Mutex<T>, f: impl FnOnce(&mut T) -> R) -> R {
-        // A panic while holding the lock leaves the class state as consistent as the panicking
-        // operation left it; keep serving rather than poisoning every later caller.
-        let mut g = m.lock().unwrap_or_else(|e| e.into_inner());
-        f(&mut g)
-    }
-}
-
-/// Baseline with [`parking_lot::Mutex`].
-#[derive(Debug, Clone, Copy, Default)]
-pub struct ParkingLotMutex;
-
-impl BaselineLock for ParkingLotMutex {
-    type Mutex<T: Send> = parking_lot::Mutex<T>;
-    fn new<T: Send>(value: T) -> Self::Mutex<T> {
-        parking_lot::Mutex::new(value)
-    }
-    fn with<T: Send, R>(m: &Self::Mutex<T>, f: impl FnOnce(&mut T) -> R) -> R {
-        f(&mut m.lock())
-    }
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Stage {
@@ -119,6 +81,8 @@ struct Inner<T> {
     usable: u32,
     shut: bool,
     dead: bool,
+    /// Being drained: no new admissions, queued work is still granted.
+    draining: bool,
     ready: VecDeque<u64>,
     exec: ExecWaiters,
     recent_now: u64,
@@ -128,7 +92,10 @@ struct Inner<T> {
 /// Wakes and drops collected under the lock, finished after it is released.
 struct After<T> {
     wakes: ArrayVec<Waker, { PASS_BUDGET as usize + 1 }>,
-    contents: ArrayVec<(ExecutionPermit, T), { PASS_BUDGET as usize + 1 }>,
+    /// Payloads of ended pull-mode entries, dropped after the lock (host code). Their permits
+    /// are refunded under the lock, so a drainer that finds the class empty finds the quota
+    /// refunded too.
+    contents: ArrayVec<T, { PASS_BUDGET as usize + 1 }>,
     exec: ArrayVec<Waker, 64>,
     more: bool,
 }
@@ -165,6 +132,8 @@ pub struct BaselineClass<T: Send, L: BaselineLock> {
     pool: ClassPool,
     clock: Arc<dyn Clock>,
     stats: ClassStats,
+    /// Payloads of pull-mode requests that shutdown ended before delivery (SPEC F47).
+    undelivered: Undelivered<T>,
     /// Queued entries refund their queue slot here when they leave the queue (SPEC F45).
     ledger: Ledger,
     /// The scheduler's live request ids (SPEC F34).
@@ -172,6 +141,27 @@ pub struct BaselineClass<T: Send, L: BaselineLock> {
 }
 
 impl<T: Send> Inner<T> {
+    /// Admissions have stopped: shut down, dead or being drained.
+    fn stopped(&self) -> bool {
+        self.shut || self.dead || self.draining
+    }
+
+    /// Admissions have stopped and everything admitted has finished.
+    fn drained(&self) -> bool {
+        self.stopped()
+            && self.queued == 0
+            && self.ready.is_empty()
+            && self.free_cells >= self.usable
+    }
+
+    /// Wakes every waiting executor and drainer (after the lock is released) if admissions have
+    /// stopped: the change the caller just made may be the last one a drain waits for.
+    fn wake_if_stopped(&mut self, out: &mut ArrayVec<Waker, 64>) {
+        if self.stopped() {
+            self.exec_wakers(out);
+        }
+    }
+
     fn slot(&mut self, raw: u64) -> Option<(u32, &mut Slot<T>)> {
         let key = Key::from_u64(raw);
         let s = self.slots.get_mut(key.index as usize)?;
@@ -343,7 +333,7 @@ impl<T: Send + 'static, L: BaselineLock> BaselineClass<T, L> {
                 }
             }
         }
-        if pulled {
+        if pulled || inner.stopped() {
             inner.exec_wakers(&mut after.exec);
         }
         after.more = budget == 0;
@@ -376,6 +366,7 @@ impl<T: Send + 'static, L: BaselineLock> ClassEngine<T> for BaselineClass<T, L> 
             usable: s.cells,
             shut: false,
             dead: false,
+            draining: false,
             ready: VecDeque::with_capacity(s.cells as usize),
             exec: ExecWaiters {
                 claimed: 0,
@@ -391,6 +382,7 @@ impl<T: Send + 'static, L: BaselineLock> ClassEngine<T> for BaselineClass<T, L> 
             pool: s.pool,
             clock: s.clock,
             stats: ClassStats::new(),
+            undelivered: Undelivered::new(slots),
             ledger: s.ledger,
             ids: s.ids,
         })
@@ -413,7 +405,7 @@ impl<T: Send + 'static, L: BaselineLock> ClassEngine<T> for BaselineClass<T, L> 
             u64::MAX
         };
         let res = self.with(|policy, inner| {
-            if inner.shut {
+            if inner.shut || inner.draining {
                 return Err((Error::new(Code::Unavailable, Reason::Shutdown), pull));
             }
             if inner.dead {
@@ -506,7 +498,7 @@ impl<T: Send + 'static, L: BaselineLock> ClassEngine<T> for BaselineClass<T, L> 
             return Err(Error::new(Code::ResourceExhausted, Reason::QueueFull));
         }
         self.with(|policy, inner| {
-            if inner.shut {
+            if inner.shut || inner.draining {
                 return Err(Error::new(Code::Unavailable, Reason::Shutdown));
             }
             if inner.dead {
@@ -567,12 +559,20 @@ impl<T: Send + 'static, L: BaselineLock> ClassEngine<T> for BaselineClass<T, L> 
         })
     }
 
-    fn withdraw(&self, raw: u64, why: Ended) -> Option<Lease> {
+    fn withdraw_refunding(
+        &self,
+        raw: u64,
+        why: Ended,
+        permit: &mut Option<ExecutionPermit>,
+    ) -> Option<Lease> {
         let mut after = After::new();
         let lease = self.with(|policy, inner| {
             let (index, s) = inner.slot(raw)?;
             let lease = match s.stage {
                 Stage::Queued => {
+                    // Refunded before the request leaves the count (see `withdraw_refunding`);
+                    // a refund only touches the ledger's counters: fine under the lock.
+                    drop(permit.take());
                     end_queued(self, inner, index, why, &mut after);
                     unqueue(policy, inner, index);
                     None
@@ -584,6 +584,7 @@ impl<T: Send + 'static, L: BaselineLock> ClassEngine<T> for BaselineClass<T, L> 
             s.owner_ref = false;
             s.waker = None;
             inner.maybe_free(index);
+            inner.wake_if_stopped(&mut after.exec);
             lease
         });
         // Our own waker is not among them (it was cleared above only after `end_queued` took it);
@@ -598,6 +599,7 @@ impl<T: Send + 'static, L: BaselineLock> ClassEngine<T> for BaselineClass<T, L> 
             Some((index, s)) if s.stage == Stage::Queued => {
                 end_queued(self, inner, index, Ended::Cancelled, &mut after);
                 unqueue(policy, inner, index);
+                inner.wake_if_stopped(&mut after.exec);
                 true
             }
             _ => false,
@@ -610,27 +612,33 @@ impl<T: Send + 'static, L: BaselineLock> ClassEngine<T> for BaselineClass<T, L> 
         }
     }
 
-    fn release(&self, lease: Lease) {
+    fn release_then(&self, lease: Lease, then: impl FnOnce()) {
+        let mut exec = ArrayVec::<Waker, 64>::new();
         let work = self.with(|_, inner| {
             if let Some(s) = inner.lease_since.get_mut(lease.cell().0 as usize) {
                 *s = u64::MAX;
             }
             self.pool.release(lease);
+            // A quota refund touches only the ledger's counters: fine under the lock.
+            then();
             inner.free_cells += 1;
+            inner.wake_if_stopped(&mut exec);
             Self::wants_pass(inner)
         });
+        exec.into_iter().for_each(Waker::wake);
         if work {
             self.dispatch();
         }
     }
 
-    fn quarantine(&self, lease: Lease, reason: &'static str) {
+    fn quarantine_then(&self, lease: Lease, reason: &'static str, then: impl FnOnce()) {
         let mut exec = ArrayVec::<Waker, 64>::new();
         let dead = self.with(|_, inner| {
             self.quarantine_locked(inner, lease, reason);
-            if inner.dead {
-                inner.exec_wakers(&mut exec);
-            }
+            // A quota refund touches only the ledger's counters: fine under the lock.
+            then();
+            // A dead class, or a drain waiting for this cell: waiters must look again.
+            inner.wake_if_stopped(&mut exec);
             inner.dead
         });
         exec.into_iter().for_each(Waker::wake);
@@ -650,7 +658,7 @@ impl<T: Send + 'static, L: BaselineLock> ClassEngine<T> for BaselineClass<T, L> 
             if let Some(p) = inner.take_ready() {
                 return Poll::Ready(Some(p));
             }
-            if (inner.shut || inner.dead) && inner.queued == 0 {
+            if inner.stopped() && inner.queued == 0 {
                 return Poll::Ready(None);
             }
             if slot.is_none() {
@@ -694,7 +702,92 @@ impl<T: Send + 'static, L: BaselineLock> ClassEngine<T> for BaselineClass<T, L> 
         self.dispatch();
     }
 
+    fn close(&self) {
+        let mut exec = ArrayVec::<Waker, 64>::new();
+        self.with(|_, inner| {
+            inner.draining = true;
+            inner.exec_wakers(&mut exec);
+        });
+        exec.into_iter().for_each(Waker::wake);
+        self.dispatch();
+    }
+
+    fn poll_drained(&self, cx: &mut Context<'_>, slot: &mut Option<usize>) -> Poll<()> {
+        self.with(|_, inner| {
+            if inner.drained() {
+                return Poll::Ready(());
+            }
+            if slot.is_none() {
+                let free = !inner.exec.claimed;
+                if free != 0 {
+                    let i = free.trailing_zeros() as usize;
+                    inner.exec.claimed |= 1 << i;
+                    *slot = Some(i);
+                }
+            }
+            match *slot {
+                Some(i) => inner.exec.wakers[i] = Some(cx.waker().clone()),
+                None => cx.waker().wake_by_ref(),
+            }
+            Poll::Pending
+        })
+    }
+
+    fn queue_depth(&self) -> u32 {
+        self.with(|_, inner| inner.queued)
+    }
+
+    fn available_cells(&self) -> u32 {
+        self.with(|_, inner| inner.free_cells)
+    }
+
+    fn restore_cell(&self, cell: CellId) -> Result<(), Error> {
+        let mut exec = ArrayVec::<Waker, 64>::new();
+        let work = self.with(|_, inner| {
+            // A class that has died has failed its requests and stays closed (SPEC F22).
+            if inner.dead {
+                return Err(Error::new(Code::Unavailable, Reason::AllCellsQuarantined));
+            }
+            self.pool.restore(cell)?;
+            inner.usable += 1;
+            inner.free_cells += 1;
+            inner.wake_if_stopped(&mut exec);
+            Ok(Self::wants_pass(inner))
+        })?;
+        exec.into_iter().for_each(Waker::wake);
+        if work {
+            self.dispatch();
+        }
+        Ok(())
+    }
+
+    fn keep_undelivered(&self, payload: T) {
+        self.undelivered.keep(payload);
+    }
+
+    fn take_undelivered(&self, out: &mut Vec<T>) {
+        self.undelivered.take_into(out);
+    }
+
+    fn snapshot_into(&self, out: &mut ClassSnapshot) {
+        let (pool, queued, tenants, oldest) = self.samples();
+        self.stats.snapshot_into(pool, queued, tenants, oldest, out);
+    }
+
     fn snapshot(&self) -> ClassSnapshot {
+        let (pool, queued, tenants, oldest) = self.samples();
+        self.stats.snapshot(pool, queued, tenants, oldest)
+    }
+
+    fn clock(&self) -> &Arc<dyn Clock> {
+        &self.clock
+    }
+}
+
+impl<T: Send + 'static, L: BaselineLock> BaselineClass<T, L> {
+    /// Samples for a snapshot: the pool's split, the queue depth, the tenants in rotation and
+    /// the oldest lease's age.
+    fn samples(&self) -> (crate::pool::PoolCounters, u32, u32, Option<u64>) {
         let (queued, tenants, oldest) = self.with(|policy, inner| {
             let oldest = inner
                 .lease_since
@@ -706,11 +799,6 @@ impl<T: Send + 'static, L: BaselineLock> ClassEngine<T> for BaselineClass<T, L> 
         });
         let pool = self.pool.counters();
         let now = self.clock.now();
-        self.stats
-            .snapshot(pool, queued, tenants, oldest.map(|s| now.saturating_sub(s)))
-    }
-
-    fn clock(&self) -> &Arc<dyn Clock> {
-        &self.clock
+        (pool, queued, tenants, oldest.map(|s| now.saturating_sub(s)))
     }
 }

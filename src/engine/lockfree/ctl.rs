@@ -15,6 +15,7 @@
 //! | SHUT     | 1    | shutdown: admissions stop, queued requests fail                      |
 //! | DEAD     | 1    | every cell quarantined: queued and new requests fail                 |
 //! | LAZY     | 1    | the policy's rotation holds a tenant with no live work (SPEC F11)    |
+//! | DRAIN    | 1    | graceful drain: admissions stop, queued requests are still granted   |
 //!
 //! `LAZY` is written only by the dispatch-token holder. While it is set the fast path is closed:
 //! a new request queues, so the grant it gets is the emptied tenant's turn, at which that tenant
@@ -31,7 +32,8 @@ const DIRTY_F: Field = TOKEN_F.next(1);
 const SHUT_F: Field = DIRTY_F.next(1);
 const DEAD_F: Field = SHUT_F.next(1);
 const LAZY_F: Field = DEAD_F.next(1);
-const _: () = assert!(LAZY_F.end() <= 64);
+const DRAIN_F: Field = LAZY_F.next(1);
+const _: () = assert!(DRAIN_F.end() <= 64);
 
 const fn unit(f: Field) -> u64 {
     f.mask() & f.mask().wrapping_neg()
@@ -43,6 +45,7 @@ const DIRTY: u64 = DIRTY_F.mask();
 const SHUT: u64 = SHUT_F.mask();
 const DEAD: u64 = DEAD_F.mask();
 const LAZY: u64 = LAZY_F.mask();
+const DRAIN: u64 = DRAIN_F.mask();
 
 /// Largest cell count and queue capacity the word can hold.
 pub const MAX_FIELD: u64 = FREE.max();
@@ -91,6 +94,18 @@ impl Ctl {
     #[inline]
     pub(super) fn closed(self) -> bool {
         self.0 & (SHUT | DEAD) != 0
+    }
+
+    /// Being drained: no new admissions, queued work is still granted.
+    #[inline]
+    pub(super) fn draining(self) -> bool {
+        self.0 & DRAIN != 0
+    }
+
+    /// Admissions have stopped: shut down, dead or being drained.
+    #[inline]
+    pub(super) fn stopped(self) -> bool {
+        self.0 & (SHUT | DEAD | DRAIN) != 0
     }
 
     /// The rotation holds a tenant with no live work: the fast path is closed.
@@ -238,6 +253,12 @@ impl CtlCell {
         Ctl(self.0.fetch_or(SHUT, order))
     }
 
+    /// Sets `DRAIN`. Returns the previous value.
+    #[inline]
+    pub(super) fn set_drain(&self, order: Ordering) -> Ctl {
+        Ctl(self.0.fetch_or(DRAIN, order))
+    }
+
     /// Sets `DEAD`. Returns the previous value.
     #[inline]
     pub(super) fn set_dead(&self, order: Ordering) -> Ctl {
@@ -274,6 +295,11 @@ mod tests {
         let cell = CtlCell::new(Ctl::new(1));
         cell.set_dead(Ordering::Relaxed);
         let dead = cell.load(Ordering::Relaxed);
-        assert!(dead.closed() && !dead.shut());
+        assert!(dead.closed() && !dead.shut() && dead.stopped());
+        let cell = CtlCell::new(Ctl::new(1));
+        assert!(!cell.load(Ordering::Relaxed).stopped());
+        cell.set_drain(Ordering::Relaxed);
+        let draining = cell.load(Ordering::Relaxed);
+        assert!(draining.draining() && draining.stopped() && !draining.closed());
     }
 }

@@ -8,7 +8,6 @@
 use super::ctl::Ctl;
 use super::entry::{Stage, State, HREF, QREF};
 use super::LockFreeClass;
-use crate::admission::ExecutionPermit;
 use crate::engine::Ended;
 use crate::policy::{EntryMeta, Judge, Policy, Verdict};
 use crate::pool::Lease;
@@ -25,8 +24,13 @@ pub const PASS_BUDGET: u32 = 64;
 /// Work collected during a pass and finished after the token is released (SPEC F35).
 pub(super) struct After<T> {
     pub(super) wakes: ArrayVec<Waker, { PASS_BUDGET as usize + 1 }>,
-    pub(super) contents: ArrayVec<(ExecutionPermit, T), { PASS_BUDGET as usize + 1 }>,
+    /// Payloads of ended pull-mode entries, dropped after the token is released (host code).
+    /// Their permits are refunded when taken, before the entry leaves the `QUEUED` count.
+    pub(super) contents: ArrayVec<T, { PASS_BUDGET as usize + 1 }>,
     pub(super) pulled: bool,
+    /// An entry left the queue (granted or ended) under the token: once admissions have
+    /// stopped, a drainer may be waiting for exactly that.
+    pub(super) left: bool,
 }
 
 impl<T> After<T> {
@@ -35,6 +39,7 @@ impl<T> After<T> {
             wakes: ArrayVec::new(),
             contents: ArrayVec::new(),
             pulled: false,
+            left: false,
         }
     }
 
@@ -154,7 +159,10 @@ impl<T: Send + 'static> LockFreeClass<T> {
             w.wake();
         }
         after.contents.clear();
-        if after.pulled {
+        // Once admissions have stopped, a pass's grants and ends may be what a drain waits for.
+        // Only a pass that moved an entry wakes: one that changed nothing must not wake the
+        // executor or drainer whose own poll ran it, or that poll would run it again and again.
+        if after.pulled || (after.left && prev.stopped()) {
             self.exec.wake_all();
         }
         prev
@@ -265,13 +273,18 @@ impl<T: Send + 'static> LockFreeClass<T> {
             .update(key, |s| State(s).end_by_queue(stage))
             .is_ok();
         if won {
+            // Pull mode: refund the permit and set the payload aside before the count below, so
+            // a drainer that sees the queue empty also sees the quota refunded and the payload
+            // kept.
+            self.take_content(key, stage, after);
             self.left_queue(key);
+            after.left = true;
             match stage {
                 Stage::Expired => saturating_add(&self.stats.expirations, 1),
                 Stage::Cancelled => saturating_add(&self.stats.cancellations, 1),
                 _ => saturating_add(&self.stats.rejections, 1),
             }
-            self.collect_ended(key, after);
+            self.collect_ended(key, stage, after);
             // The owner still holds HREF (pull: we took the content and drop HREF for it).
         } else {
             self.drop_ref(key, QREF);
@@ -281,16 +294,10 @@ impl<T: Send + 'static> LockFreeClass<T> {
 
     /// After an entry was ended by us: wake its owner, or for pull mode take the content (to be
     /// dropped after the pass) and drop the content's reference.
-    pub(super) fn collect_ended(&self, key: Key, after: &mut After<T>) {
+    pub(super) fn collect_ended(&self, key: Key, stage: Stage, after: &mut After<T>) {
         let e = self.entry(key);
         if self.state(key).is_some_and(State::is_pull) {
-            // SAFETY: we moved the entry out of QUEUED, which makes us the content's owner.
-            let content = e.content.with_mut(|c| unsafe { (*c).take() });
-            if let Some(c) = content {
-                if let Err(c) = after.contents.try_push(c) {
-                    drop(c);
-                }
-            }
+            self.take_content(key, stage, after);
             // SAFETY: read-only after publication; we hold HREF until the line below.
             if let Some(live) = e.ticket.with(|t| unsafe { (*t).live }) {
                 self.ids.remove(live);
@@ -298,6 +305,25 @@ impl<T: Send + 'static> LockFreeClass<T> {
             self.drop_ref(key, HREF);
         } else if let Some(w) = crate::sync::take_waker(&e.waker) {
             after.wake_later(w);
+        }
+    }
+
+    /// For a pull entry we moved out of QUEUED into `stage`: refunds its permit now (a refund
+    /// only touches the ledger's counters) and sets its payload aside: kept for the host if
+    /// shutdown (or the death of the class) ended it, else dropped after the pass (host code).
+    /// A no-op if the content was taken already, or for a future-mode entry.
+    fn take_content(&self, key: Key, stage: Stage, after: &mut After<T>) {
+        // SAFETY: we moved the entry out of QUEUED, which makes us the content's owner.
+        let content = self.entry(key).content.with_mut(|c| unsafe { (*c).take() });
+        let Some((permit, payload)) = content else {
+            return;
+        };
+        drop(permit);
+        if matches!(stage, Stage::Closed | Stage::Dead) {
+            // Moving `T` into the bin runs no host code.
+            self.undelivered.keep(payload);
+        } else if let Err(e) = after.contents.try_push(payload) {
+            drop(e.element());
         }
     }
 
@@ -469,6 +495,7 @@ impl<T: Send + 'static> Judge for GrantJudge<'_, T> {
         {
             Ok((old, _)) => {
                 c.left_queue(key);
+                self.after.left = true;
                 c.stats.record_grant(waited);
                 if State(old).is_pull() {
                     c.publish_ready(key.to_u64(), self.after);

@@ -264,11 +264,11 @@ impl<T: Send + 'static> LockFreeClass<T> {
         if let Some(p) = self.next_now() {
             return Poll::Ready(Some(p));
         }
-        // Acquire: pairs with the Release RMW that set SHUT/DEAD.
+        // Acquire: pairs with the Release RMW that set SHUT/DEAD/DRAIN.
         let cur = self.ctl.load(Ordering::Acquire);
         // Acquire: pairs with the Release stores in `flush_overflow` / `publish_ready`.
         let overflowed = self.overflowed.load(Ordering::Acquire);
-        if cur.closed() && cur.queued() == 0 && self.ready.is_empty() && overflowed == 0 {
+        if cur.stopped() && cur.queued() == 0 && self.ready.is_empty() && overflowed == 0 {
             return Poll::Ready(None);
         }
         Poll::Pending

@@ -28,13 +28,17 @@
 //!
 //! # Locks
 //!
-//! None. The only exclusive section is the dispatch token, which is try-only.
+//! None on any path a grant, a release or a cancel takes. The only exclusive section is the
+//! dispatch token, which is try-only. The one mutex is the bin of payloads that shutdown ended
+//! before delivery ([`Undelivered`]), taken only on that end-of-life path.
 
 mod ctl;
 mod dispatch;
 mod entry;
 mod exec;
 
+#[cfg(all(test, loom))]
+mod loom_drain;
 #[cfg(all(test, loom))]
 mod loom_lockfree;
 #[cfg(all(test, not(loom)))]
@@ -43,8 +47,8 @@ mod tests;
 pub use ctl::MAX_FIELD;
 pub use dispatch::PASS_BUDGET;
 
-use super::{ClassEngine, ClassSetup, Ended, Enqueued, Polled, Pulled, Ticket};
-use crate::admission::{Ledger, Permit};
+use super::{ClassEngine, ClassSetup, Ended, Enqueued, Polled, Pulled, Ticket, Undelivered};
+use crate::admission::{ExecutionPermit, Ledger, Permit};
 use crate::cancel::CancellationToken;
 use crate::clock::Clock;
 use crate::policy::Policy;
@@ -55,7 +59,7 @@ use crate::raw::inbox::Inbox;
 use crate::raw::ring::Ring;
 use crate::stats::{saturating_add, ClassSnapshot, ClassStats};
 use crate::sync::{AtomicU32, AtomicU64, Ordering, UnsafeCell};
-use crate::{ClassId, Code, Error, Reason, TenantId};
+use crate::{CellId, ClassId, Code, Error, Reason, TenantId};
 use core::task::{Context, Poll};
 use ctl::{Ctl, CtlCell};
 use dispatch::After;
@@ -84,6 +88,10 @@ pub struct LockFreeClass<T> {
     clock: Arc<dyn Clock>,
     /// Cells not quarantined.
     usable: AtomicU32,
+    /// Payloads of pull-mode requests that shutdown (or the death of the class) ended before
+    /// delivery, kept for the host (`take_undelivered`). Sized at build for every slot, so a
+    /// push never allocates; locked only on that end-of-life path, never on a grant.
+    undelivered: Undelivered<T>,
     /// Granted pull-mode entries waiting for an executor.
     ready: Ring<u64>,
     exec: ExecWaiters,
@@ -166,15 +174,16 @@ impl<T: Send + 'static> LockFreeClass<T> {
     }
 
     /// Books an entry's leaving the queue, by whoever moved it out of `QUEUED` (exactly once):
-    /// uncounts it in `ctl` and refunds its queue slot (SPEC F45: at grant only the queue slot
-    /// goes back).
-    fn left_queue(&self, key: Key) {
-        // Release: pairs with the Acquire loads of `ctl` (the count is only arithmetic, but
-        // keeping every `ctl` RMW at least Release keeps reasoning uniform).
-        self.ctl.count_out(Ordering::Release);
+    /// refunds its queue slot (SPEC F45: at grant only the queue slot goes back), then uncounts
+    /// it in `ctl` — in that order, so a drain that sees the queue empty sees the slot refunded.
+    /// Returns `ctl` as it was before the uncount.
+    fn left_queue(&self, key: Key) -> Ctl {
         // SAFETY: `ticket` is read-only after publication and the caller holds a reference bit.
         let tenant = self.entry(key).ticket.with(|t| unsafe { (*t).tenant });
         self.ledger.refund_queue_slot(TenantId(tenant), self.class);
+        // Release: pairs with the Acquire loads of `ctl` (the count is only arithmetic, but
+        // keeping every `ctl` RMW at least Release keeps reasoning uniform).
+        self.ctl.count_out(Ordering::Release)
     }
 
     fn clear_lease_since(&self, lease: &Lease) {
@@ -185,7 +194,7 @@ impl<T: Send + 'static> LockFreeClass<T> {
     }
 
     fn ctl_error(cur: Ctl) -> Error {
-        if cur.shut() {
+        if cur.shut() || cur.draining() {
             Error::new(Code::Unavailable, Reason::Shutdown)
         } else {
             Error::new(Code::Unavailable, Reason::AllCellsQuarantined)
@@ -198,7 +207,7 @@ impl<T: Send + 'static> LockFreeClass<T> {
         self.settle_lazy();
         // Acquire: pairs with the Release `fetch_add` in `release`.
         let took = self.ctl.update(Ordering::Acquire, |cur| {
-            if cur.closed() {
+            if cur.stopped() {
                 return Err(Self::ctl_error(cur));
             }
             Ok(if cur.fast_path_open() {
@@ -254,7 +263,7 @@ impl<T: Send + 'static> LockFreeClass<T> {
         // AcqRel: Acquire pairs with `release` (cell credit); Release orders nothing yet (the
         // entry is published later by the inbox push) but keeps `ctl` RMWs uniform.
         self.ctl.update(Ordering::AcqRel, |cur| {
-            if cur.closed() {
+            if cur.stopped() {
                 return Err(Self::ctl_error(cur));
             }
             if fast && cur.fast_path_open() {
@@ -299,6 +308,7 @@ impl<T: Send + 'static> ClassEngine<T> for LockFreeClass<T> {
             overflow: UnsafeCell::new(Overflow::new(slots)),
             overflowed: AtomicU32::new(0),
             usable: AtomicU32::new(s.cells),
+            undelivered: Undelivered::new(slots),
             ready: Ring::new((s.cells as usize).max(2)),
             exec: ExecWaiters::new(ExecWaiters::slots_for(s.cells)),
             stats: ClassStats::new(),
@@ -339,7 +349,8 @@ impl<T: Send + 'static> ClassEngine<T> for LockFreeClass<T> {
         }
         let Some(key) = self.alloc(State::new_queued(pull.is_some())) else {
             // Release: see `end_queued`.
-            self.ctl.count_out(Ordering::Release);
+            let old = self.ctl.count_out(Ordering::Release);
+            self.wake_drainers(old);
             let e = Error::new(Code::ResourceExhausted, Reason::QueueFull);
             return Err((self.refused(e), pull));
         };
@@ -441,14 +452,23 @@ impl<T: Send + 'static> ClassEngine<T> for LockFreeClass<T> {
         out
     }
 
-    fn withdraw(&self, raw: u64, why: Ended) -> Option<Lease> {
+    fn withdraw_refunding(
+        &self,
+        raw: u64,
+        why: Ended,
+        permit: &mut Option<ExecutionPermit>,
+    ) -> Option<Lease> {
         let key = self.key(raw)?;
         let res = self
             .arena
             .update(key, |s| State(s).end_by_owner(Stage::ended(why)));
         let lease = match res {
             Ok(_) => {
-                self.left_queue(key);
+                // Ended while queued: no cell is involved, so the quota goes back now, before
+                // the count below (a drain that sees the queue empty sees it refunded).
+                drop(permit.take());
+                let old = self.left_queue(key);
+                self.wake_drainers(old);
                 saturating_add(
                     match why {
                         Ended::Expired => &self.stats.expirations,
@@ -481,21 +501,27 @@ impl<T: Send + 'static> ClassEngine<T> for LockFreeClass<T> {
         self.arena
             .update(key, |s| State(s).end_by_owner(Stage::Cancelled))
             .map_err(|_| not_found)?;
-        self.left_queue(key);
-        saturating_add(&self.stats.cancellations, 1);
+        // Take the content (pull mode: refund the permit, drop the payload) before the count
+        // below, so a drain that sees the queue empty sees the quota refunded. The policy still
+        // holds the entry (`QREF`), so the slot stays ours meanwhile.
         let mut after = After::new();
-        self.collect_ended(key, &mut after);
+        self.collect_ended(key, Stage::Cancelled, &mut after);
+        after.contents.clear();
+        let old = self.left_queue(key);
+        saturating_add(&self.stats.cancellations, 1);
         for w in after.wakes.drain(..) {
             w.wake();
         }
         drop(after);
+        self.wake_drainers(old);
         self.unqueue_now(key);
         Ok(())
     }
 
-    fn release(&self, lease: Lease) {
+    fn release_then(&self, lease: Lease, then: impl FnOnce()) {
         self.clear_lease_since(&lease);
         self.pool.release(lease);
+        then();
         // Release: the pool holds the cell again before the credit is visible; pairs with the
         // Acquire CAS that takes a credit (fast path, `reserve_cell`). Acquire: this RMW is also
         // the ordering point `kick_from` needs (see there), so the kick starts from its value
@@ -504,18 +530,24 @@ impl<T: Send + 'static> ClassEngine<T> for LockFreeClass<T> {
         if old.queued() > 0 {
             self.kick_from(false, Some(old.give_credit()));
         }
+        self.wake_drainers(old);
     }
 
-    fn quarantine(&self, lease: Lease, reason: &'static str) {
+    fn quarantine_then(&self, lease: Lease, reason: &'static str, then: impl FnOnce()) {
         self.clear_lease_since(&lease);
         self.pool.quarantine(lease, reason);
-        // Relaxed: `usable` only decides when DEAD is set; DEAD itself is set with an RMW on ctl.
-        if self.usable.fetch_sub(1, Ordering::Relaxed) == 1 {
+        then();
+        // AcqRel: `usable` decides when DEAD is set (DEAD itself is set with an RMW on ctl); a
+        // drainer reads it (Acquire in `drained`) to tell whether every usable cell is back, and
+        // the Release here orders this decrement before the `wake_all` below.
+        if self.usable.fetch_sub(1, Ordering::AcqRel) == 1 {
             // Release: pairs with the Acquire loads of `ctl` in passes and producers.
             self.ctl.set_dead(Ordering::Release);
             self.kick();
-            self.exec.wake_all();
         }
+        // Executors waiting for a dead class to empty, and drainers waiting for the cell, must
+        // look again (a rare path: every quarantine wakes them).
+        self.exec.wake_all();
     }
 
     fn try_next(&self) -> Option<Pulled<T>> {
@@ -545,7 +577,131 @@ impl<T: Send + 'static> ClassEngine<T> for LockFreeClass<T> {
         self.exec.wake_all();
     }
 
+    fn close(&self) {
+        // Release: pairs with the Acquire loads of `ctl` in producers (`count_in`, `try_fast`).
+        self.ctl.set_drain(Ordering::Release);
+        // What is queued keeps being granted; make sure a pass runs if one is due.
+        self.kick();
+        self.exec.wake_all();
+    }
+
+    fn poll_drained(&self, cx: &mut Context<'_>, slot: &mut Option<usize>) -> Poll<()> {
+        if self.drained() {
+            return Poll::Ready(());
+        }
+        if slot.is_none() {
+            *slot = self.exec.claim();
+        }
+        match *slot {
+            Some(i) => self.exec.register(i, cx),
+            // More waiters than slots: poll again soon.
+            None => cx.waker().wake_by_ref(),
+        }
+        // No pass is run here: whoever makes one due runs it (a release, an enqueue before the
+        // close, an owner's poll), and a drainer that ran passes could wake itself through them
+        // without end while a canceller between its CAS and its count holds `wants_pass` up.
+        // Re-check after registering: pairs with the RMW-then-`wake_all` of whoever made the
+        // last change (`wake_drainers`, `quarantine`, a pass ending in `with_token`).
+        if self.drained() {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    }
+
+    fn queue_depth(&self) -> u32 {
+        // Relaxed: an observation.
+        self.ctl.load(Ordering::Relaxed).queued() as u32
+    }
+
+    fn available_cells(&self) -> u32 {
+        // Relaxed: an observation (credits reserved by a running pass count as taken).
+        self.ctl.load(Ordering::Relaxed).free() as u32
+    }
+
+    fn restore_cell(&self, cell: CellId) -> Result<(), Error> {
+        // Count the cell as usable first, refusing a class that has died (`usable` reached 0
+        // and DEAD was set: its requests have failed, SPEC F22). Holding this increment keeps a
+        // concurrent quarantine of the other cells from killing the class under us.
+        // AcqRel: orders against the `fetch_sub` in `quarantine`.
+        self.usable
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n > 0).then_some(n + 1)
+            })
+            .map_err(|_| Error::new(Code::Unavailable, Reason::AllCellsQuarantined))?;
+        if let Err(e) = self.pool.restore(cell) {
+            // AcqRel: as in `quarantine`, whose role this undo takes if it is the last one.
+            if self.usable.fetch_sub(1, Ordering::AcqRel) == 1 {
+                // Release: as in `quarantine`.
+                self.ctl.set_dead(Ordering::Release);
+                self.kick();
+                self.exec.wake_all();
+            }
+            return Err(e);
+        }
+        // The cell's credit, as `release` gives it (the pool holds the cell again).
+        // AcqRel: as in `release`.
+        let old = self.ctl.give_credit(Ordering::AcqRel);
+        if old.queued() > 0 {
+            self.kick_from(false, Some(old.give_credit()));
+        }
+        self.exec.wake_all();
+        Ok(())
+    }
+
+    fn keep_undelivered(&self, payload: T) {
+        self.undelivered.keep(payload);
+    }
+
+    fn take_undelivered(&self, out: &mut Vec<T>) {
+        self.undelivered.take_into(out);
+    }
+
+    fn snapshot_into(&self, out: &mut ClassSnapshot) {
+        let (pool, queued, tenants, oldest) = self.samples();
+        self.stats.snapshot_into(pool, queued, tenants, oldest, out);
+    }
+
     fn snapshot(&self) -> ClassSnapshot {
+        let (pool, queued, tenants, oldest) = self.samples();
+        self.stats.snapshot(pool, queued, tenants, oldest)
+    }
+
+    fn clock(&self) -> &Arc<dyn Clock> {
+        &self.clock
+    }
+}
+
+impl<T: Send + 'static> LockFreeClass<T> {
+    /// Wakes drainers (and executors, who share the waiter slots) if `old`, the value of `ctl`
+    /// that an RMW of the caller's replaced, says admissions have stopped: the change may be the
+    /// last one a drain waits for. The RMW orders the change before `wake_all`.
+    #[inline]
+    fn wake_drainers(&self, old: Ctl) {
+        if old.stopped() {
+            self.exec.wake_all();
+        }
+    }
+
+    /// Whether the class has stopped admitting and everything it admitted has finished:
+    /// nothing queued, no granted job waiting for an executor, every usable cell back.
+    fn drained(&self) -> bool {
+        // Acquire: pairs with the Release RMWs of granters, releasers and cancellers.
+        let cur = self.ctl.load(Ordering::Acquire);
+        // Acquire: pairs with the AcqRel updates in `quarantine` / `restore_cell`.
+        let usable = self.usable.load(Ordering::Acquire);
+        // Acquire: pairs with the Release stores in `flush_overflow` / `publish_ready`.
+        let overflowed = self.overflowed.load(Ordering::Acquire);
+        cur.stopped()
+            && cur.queued() == 0
+            && cur.free() >= u64::from(usable)
+            && overflowed == 0
+            && self.ready.is_empty()
+    }
+
+    /// Samples for a snapshot: the pool's split, the queue depth, the tenants in rotation and
+    /// the oldest lease's age.
+    fn samples(&self) -> (crate::pool::PoolCounters, u32, u32, Option<u64>) {
         let pool = self.pool.counters();
         // Acquire: pairs with the RMWs of producers, granters and releasers.
         let cur = self.ctl.load(Ordering::Acquire);
@@ -558,17 +714,13 @@ impl<T: Send + 'static> ClassEngine<T> for LockFreeClass<T> {
             .filter(|&s| s != u64::MAX)
             .min()
             .map(|s| now.saturating_sub(s));
-        self.stats.snapshot(
+        (
             pool,
             cur.queued() as u32,
             // Relaxed: an observation.
             self.queued_tenants.load(Ordering::Relaxed),
             oldest,
         )
-    }
-
-    fn clock(&self) -> &Arc<dyn Clock> {
-        &self.clock
     }
 }
 
