@@ -2,6 +2,41 @@
 
 use super::*;
 
+/// Wakes and drops collected under the lock, finished after it is released.
+pub(super) struct After<T> {
+    pub(super) wakes: ArrayVec<Waker, { PASS_BUDGET as usize + 1 }>,
+    /// Payloads of ended pull-mode entries, dropped after the lock (host code). Their permits
+    /// are refunded under the lock, so a drainer that finds the class empty finds the quota
+    /// refunded too.
+    pub(super) contents: ArrayVec<T, { PASS_BUDGET as usize + 1 }>,
+    pub(super) exec: ArrayVec<Waker, 64>,
+    pub(super) more: bool,
+}
+
+impl<T> After<T> {
+    pub(super) fn new() -> Self {
+        Self {
+            wakes: ArrayVec::new(),
+            contents: ArrayVec::new(),
+            exec: ArrayVec::new(),
+            more: false,
+        }
+    }
+
+    /// Wakes and drops what the pass collected, in place (moving the vectors out by value would
+    /// copy their whole inline storage, kilobytes with the contents, on every pass).
+    pub(super) fn finish(&mut self) -> bool {
+        for w in self.wakes.drain(..) {
+            w.wake();
+        }
+        for w in self.exec.drain(..) {
+            w.wake();
+        }
+        self.contents.clear();
+        self.more
+    }
+}
+
 pub(super) struct GrantJudge<'a, 'b, T: Send, L: BaselineLock> {
     pub(super) class: &'a BaselineClass<T, L>,
     pub(super) inner: &'b mut Inner<T>,

@@ -15,7 +15,7 @@
 mod judges;
 mod lock;
 
-use judges::{end_queued, unqueue, EndJudge, GrantJudge};
+use judges::{end_queued, unqueue, After, EndJudge, GrantJudge};
 pub use lock::{BaselineLock, ParkingLotMutex, StdMutex};
 
 use super::lockfree::PASS_BUDGET;
@@ -87,41 +87,6 @@ struct Inner<T> {
     exec: ExecWaiters,
     recent_now: u64,
     lease_since: Vec<u64>,
-}
-
-/// Wakes and drops collected under the lock, finished after it is released.
-struct After<T> {
-    wakes: ArrayVec<Waker, { PASS_BUDGET as usize + 1 }>,
-    /// Payloads of ended pull-mode entries, dropped after the lock (host code). Their permits
-    /// are refunded under the lock, so a drainer that finds the class empty finds the quota
-    /// refunded too.
-    contents: ArrayVec<T, { PASS_BUDGET as usize + 1 }>,
-    exec: ArrayVec<Waker, 64>,
-    more: bool,
-}
-
-impl<T> After<T> {
-    fn new() -> Self {
-        Self {
-            wakes: ArrayVec::new(),
-            contents: ArrayVec::new(),
-            exec: ArrayVec::new(),
-            more: false,
-        }
-    }
-
-    /// Wakes and drops what the pass collected, in place (moving the vectors out by value would
-    /// copy their whole inline storage, kilobytes with the contents, on every pass).
-    fn finish(&mut self) -> bool {
-        for w in self.wakes.drain(..) {
-            w.wake();
-        }
-        for w in self.exec.drain(..) {
-            w.wake();
-        }
-        self.contents.clear();
-        self.more
-    }
 }
 
 /// The mutex baseline engine for one class.
