@@ -93,7 +93,7 @@ fn grant_returns_queue_slot_to_concurrent_admission() {
         assert!(ledger.usage().is_zero(), "{:?}", ledger.usage());
         outcomes.hit(match result {
             Ok(()) => "queued-after-grant",
-            Err("tenant-queue-slots") => "refused-before-grant",
+            Err(crate::Reason::TenantQueueSlots) => "refused-before-grant",
             Err(_) => "unexpected-refusal",
         });
     });
