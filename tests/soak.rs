@@ -628,7 +628,7 @@ fn soak_threads<M: Mechanism>(ops: u64, seed: u64) -> Figures {
             }
             let barrier = std::sync::Barrier::new(workers);
             std::thread::scope(|s| {
-                for w in 0..workers {
+                for _ in 0..workers {
                     let (e, barrier) = (&e, &barrier);
                     let wseed = next(&mut rng) | 1;
                     s.spawn(move || {
@@ -638,7 +638,6 @@ fn soak_threads<M: Mechanism>(ops: u64, seed: u64) -> Figures {
                         }
                         worker.drain(barrier);
                     });
-                    let _ = w;
                 }
             });
             f.ops += ROUND;
