@@ -6,8 +6,16 @@
 //! is accounted for (available + leased + quarantined = total, nothing leased), and every request
 //! ended with exactly one outcome.
 //!
+//! Sizes: 4 cells per class with 8 tenants and 64 queue slots, and 33 and 1000 cells per class
+//! with 10^4 tenants and 10^5 queue slots (all but two cells of each class held for the whole
+//! run, so requests still queue, and the pools scan past their first words).
+//!
+//! Every test runs under a time limit and fails instead of hanging.
+//!
 //! The short versions run in CI; `cargo test --release --test churn -- --ignored` runs the long
 //! ones (at least 10^6 operations).
+
+mod common;
 
 use fairway::admission::{AdmissionRequest, ClassSpec, Ledger, LedgerConfig, Limits};
 use fairway::Reason;
@@ -24,6 +32,34 @@ use std::time::Duration;
 
 const CELLS: u32 = 4;
 const TENANTS: u32 = 8;
+const QUEUE: u32 = 64;
+
+/// The limit of one test: far above its run time, so only a hang reaches it.
+const LIMIT: Duration = Duration::from_secs(120);
+
+/// Cells per class, tenants, queue slots per class.
+#[derive(Clone, Copy)]
+struct Size {
+    cells: u32,
+    tenants: u32,
+    queue: u32,
+}
+
+const TOY: Size = Size {
+    cells: CELLS,
+    tenants: TENANTS,
+    queue: QUEUE,
+};
+const CELLS_33: Size = Size {
+    cells: 33,
+    tenants: if cfg!(miri) { 100 } else { 10_000 },
+    queue: if cfg!(miri) { 256 } else { 100_000 },
+};
+const CELLS_1000: Size = Size {
+    cells: 1000,
+    tenants: 10_000,
+    queue: 100_000,
+};
 
 /// Outcome counters: each request adds exactly one.
 #[derive(Default)]
@@ -60,6 +96,7 @@ impl Outcomes {
 }
 
 struct World<M: Mechanism> {
+    size: Size,
     ledger: Ledger,
     sched: Scheduler<u64, M>,
     ids: AtomicU64,
@@ -67,13 +104,19 @@ struct World<M: Mechanism> {
     /// Quarantines allowed per class: at most `CELLS - 1`, so no class ever dies and every
     /// request can finish.
     quarantine_budget: [AtomicU64; 2],
+    /// Cells held for the whole run (all but two per class at the larger sizes).
+    hogs: std::sync::Mutex<Vec<fairway::Assignment>>,
 }
 
 impl<M: Mechanism> World<M> {
     fn new() -> Arc<Self> {
+        Self::sized(TOY)
+    }
+
+    fn sized(size: Size) -> Arc<Self> {
         let ledger = Ledger::new(LedgerConfig {
             classes: vec![ClassSpec::new("a"), ClassSpec::new("b")],
-            max_tenants: TENANTS,
+            max_tenants: size.tenants,
             tenant_limits: Limits {
                 concurrency: 64,
                 ..Limits::UNLIMITED
@@ -82,18 +125,45 @@ impl<M: Mechanism> World<M> {
         .unwrap();
         let sched = Scheduler::builder(ledger.clone())
             .payload::<u64>()
-            .class(CELLS, 64)
-            .class(CELLS, 64)
+            .class(size.cells, size.queue)
+            .class(size.cells, size.queue)
             .starvation_after(Duration::from_micros(200))
             .build_with::<M>()
             .unwrap();
-        Arc::new(Self {
+        let w = Arc::new(Self {
+            size,
             ledger,
             sched,
             ids: AtomicU64::new(1),
             out: Outcomes::default(),
             quarantine_budget: [AtomicU64::new(0), AtomicU64::new(0)],
-        })
+            hogs: std::sync::Mutex::new(Vec::new()),
+        });
+        if size.cells > CELLS {
+            let mut hogs = Vec::new();
+            for c in 0..2u16 {
+                for i in 0..size.cells - 2 {
+                    let id = RequestId(w.ids.fetch_add(1, Ordering::Relaxed));
+                    let permit = w
+                        .ledger
+                        .admit(
+                            AdmissionRequest::new(id, TenantId(i % size.tenants)).class(ClassId(c)),
+                        )
+                        .unwrap();
+                    let req = AdmittedRequest::new(permit, CancellationToken::new(id));
+                    hogs.push(w.sched.try_enqueue(req).expect("a free cell"));
+                }
+            }
+            *w.hogs.lock().unwrap() = hogs;
+        }
+        w
+    }
+
+    /// Gives back the cells held for the whole run.
+    fn release_hogs(&self) {
+        for a in self.hogs.lock().unwrap().drain(..) {
+            a.release();
+        }
     }
 
     fn request(&self, rng: &mut u64) -> Option<AdmittedRequest> {
@@ -103,7 +173,7 @@ impl<M: Mechanism> World<M> {
     fn request_with(&self, rng: &mut u64, deadlines: bool) -> Option<AdmittedRequest> {
         let r = next(rng);
         let id = RequestId(self.ids.fetch_add(1, Ordering::Relaxed));
-        let mut a = AdmissionRequest::new(id, TenantId((r % u64::from(TENANTS)) as u32))
+        let mut a = AdmissionRequest::new(id, TenantId((r % u64::from(self.size.tenants)) as u32))
             .class(ClassId(((r >> 8) % 2) as u16))
             .priority(((r >> 16) % 4) as u8);
         if deadlines && (r >> 24).is_multiple_of(4) {
@@ -120,6 +190,7 @@ impl<M: Mechanism> World<M> {
         let budget = &self.quarantine_budget[usize::from(a.class().0)];
         if next(rng).is_multiple_of(500)
             && budget.fetch_add(1, Ordering::Relaxed) < u64::from(CELLS - 1)
+            && self.size.cells == CELLS
         {
             a.quarantine("churn");
         } else {
@@ -216,6 +287,7 @@ impl<M: Mechanism> World<M> {
     /// Checks conservation once everything has stopped. `failed_by_shutdown` is the number of
     /// queued requests the shutdown failed (all pull-mode: no waiting request is left by then).
     fn check(&self, failed_by_shutdown: u64) {
+        self.release_hogs();
         for c in 0..2 {
             let s = self.sched.snapshot(ClassId(c)).unwrap();
             assert_eq!(
@@ -274,7 +346,17 @@ fn next(s: &mut u64) -> u64 {
 }
 
 fn threads<M: Mechanism>(threads: usize, ops: usize) {
-    let w = World::<M>::new();
+    threads_sized::<M>(TOY, threads, ops);
+}
+
+fn threads_sized<M: Mechanism>(size: Size, threads: usize, ops: usize) {
+    common::within(LIMIT, "churn on plain threads", move || {
+        threads_body::<M>(size, threads, ops)
+    });
+}
+
+fn threads_body<M: Mechanism>(size: Size, threads: usize, ops: usize) {
+    let w = World::<M>::sized(size);
     let mut failed_by_shutdown = 0;
     std::thread::scope(|s| {
         let executors: Vec<_> = (0..2u16)
@@ -308,7 +390,17 @@ fn threads<M: Mechanism>(threads: usize, ops: usize) {
 }
 
 fn tokio_tasks<M: Mechanism>(tasks: usize, ops: usize) {
-    let w = World::<M>::new();
+    tokio_sized::<M>(TOY, tasks, ops);
+}
+
+fn tokio_sized<M: Mechanism>(size: Size, tasks: usize, ops: usize) {
+    common::within(LIMIT, "churn on tokio", move || {
+        tokio_body::<M>(size, tasks, ops)
+    });
+}
+
+fn tokio_body<M: Mechanism>(size: Size, tasks: usize, ops: usize) {
+    let w = World::<M>::sized(size);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_time()
@@ -377,6 +469,32 @@ fn q04_churn_tokio_lockfree() {
 #[test]
 fn q04_churn_tokio_baseline() {
     tokio_tasks::<Baseline>(16, SHORT / 4);
+}
+
+#[test]
+fn q04_churn_33_cells_lockfree() {
+    threads_sized::<LockFree>(CELLS_33, 4, SHORT);
+    tokio_sized::<LockFree>(CELLS_33, 16, SHORT / 4);
+}
+
+#[test]
+fn q04_churn_33_cells_baseline() {
+    threads_sized::<Baseline>(CELLS_33, 4, SHORT);
+    tokio_sized::<Baseline>(CELLS_33, 16, SHORT / 4);
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "1000 cells: too slow under Miri")]
+fn q04_churn_1000_cells_lockfree() {
+    threads_sized::<LockFree>(CELLS_1000, 4, SHORT);
+    tokio_sized::<LockFree>(CELLS_1000, 16, SHORT / 4);
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "1000 cells: too slow under Miri")]
+fn q04_churn_1000_cells_baseline() {
+    threads_sized::<Baseline>(CELLS_1000, 4, SHORT);
+    tokio_sized::<Baseline>(CELLS_1000, 16, SHORT / 4);
 }
 
 #[test]

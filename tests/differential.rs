@@ -2,7 +2,9 @@
 //! four tenants give identical outcomes and grant order on the lock-free engine and the mutex
 //! baseline.
 //!
-//! Cases: `FAIRWAY_DIFF_CASES` (default 256; the long run uses 10 000 or more).
+//! Cases: `FAIRWAY_DIFF_CASES` (default 256; CI runs 10 000 in a release build). Seed:
+//! `FAIRWAY_DIFF_SEED` (default fixed; `random` for exploratory runs by hand). The test prints
+//! `DIFF cases=N seed=S`.
 
 mod common;
 
@@ -215,21 +217,54 @@ fn cases() -> u32 {
         .unwrap_or(if cfg!(miri) { 2 } else { 256 })
 }
 
-proptest! {
-    #![proptest_config(ProptestConfig { cases: cases(), ..ProptestConfig::default() })]
+/// The seed of the case generator: fixed unless `FAIRWAY_DIFF_SEED` says otherwise (a number,
+/// or `random` for an exploratory run by hand). CI runs a fixed seed, printed so a failure
+/// replays.
+fn seed() -> Option<u64> {
+    match std::env::var("FAIRWAY_DIFF_SEED").ok().as_deref() {
+        Some("random") => None,
+        Some(v) => Some(v.parse().expect("FAIRWAY_DIFF_SEED: a number or `random`")),
+        None => Some(0x00D1_FFE2_E471_A15E),
+    }
+}
 
-    #[test]
-    fn q02_lockfree_and_baseline_agree(ops in proptest::collection::vec(op(), 1..120)) {
+#[test]
+fn q02_lockfree_and_baseline_agree() {
+    use proptest::test_runner::{FileFailurePersistence, RngSeed, TestRunner};
+    let (cases, seed) = (cases(), seed());
+    let config = ProptestConfig {
+        cases,
+        rng_seed: seed.map_or(RngSeed::Random, RngSeed::Fixed),
+        // Failing cases are kept beside this file and replayed first.
+        failure_persistence: Some(Box::new(FileFailurePersistence::Direct(
+            "tests/differential.proptest-regressions",
+        ))),
+        ..ProptestConfig::default()
+    };
+    let shown = seed.map_or_else(|| "random".to_string(), |s| s.to_string());
+    eprintln!("differential: {cases} cases, seed {shown} (FAIRWAY_DIFF_SEED={shown} replays)");
+    let ran = std::cell::Cell::new(0u64);
+    let result = TestRunner::new(config).run(&proptest::collection::vec(op(), 1..120), |ops| {
+        ran.set(ran.get() + 1);
         let a = run::<LockFree>(&ops);
         let b = run::<Baseline>(&ops);
         if a != b {
-            let first = a.iter().zip(&b).position(|(x, y)| x != y).unwrap_or(a.len().min(b.len()));
+            let first = a
+                .iter()
+                .zip(&b)
+                .position(|(x, y)| x != y)
+                .unwrap_or(a.len().min(b.len()));
             let lo = first.saturating_sub(12);
-            panic!(
+            return Err(TestCaseError::fail(format!(
                 "engines diverge at log line {first}\nlock-free:\n{}\nbaseline:\n{}",
                 a[lo..(first + 3).min(a.len())].join("\n"),
                 b[lo..(first + 3).min(b.len())].join("\n")
-            );
+            )));
         }
+        Ok(())
+    });
+    println!("DIFF cases={} seed={shown}", ran.get());
+    if let Err(e) = result {
+        panic!("{e}");
     }
 }

@@ -181,3 +181,28 @@ pub fn grant_order<M: Mechanism>(
         }
     }
 }
+
+/// Runs `f` on a thread of its own and waits at most `limit` for it: a test that would hang
+/// fails instead, naming `what` it was doing. A panic in `f` is passed on.
+pub fn within<T: Send + 'static>(
+    limit: Duration,
+    what: &str,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let worker = std::thread::spawn(move || {
+        let r = f();
+        let _ = tx.send(());
+        r
+    });
+    match rx.recv_timeout(limit) {
+        Ok(()) => worker.join().expect("finished"),
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => match worker.join() {
+            Ok(r) => r,
+            Err(panic) => std::panic::resume_unwind(panic),
+        },
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+            panic!("{what}: not finished after {limit:?} (hung?)")
+        }
+    }
+}

@@ -1,0 +1,157 @@
+#!/usr/bin/env bash
+# Applies the seeded bugs of scripts/mutants.txt one at a time to a copy of the tree and reports
+# which test suite caught each and how fast. Run by hand; each suite runs under a time limit,
+# and a suite that hits it counts as catching the bug by hanging.
+#
+#   scripts/mutants.sh [--all] [--only M03,M07] [--limit SECONDS] [--no-control]
+#
+#   --all         run every suite on every mutant (default: stop at the first that catches it)
+#   --only        the mutants to run (comma separated ids)
+#   --limit       time limit of one suite (default 300 s)
+#   --no-control  skip the run of every suite on the unmodified copy first
+#   --check       only apply each mutant and say whether it still applies; run nothing
+#
+# The copy and its build live under target/mutants/ (kept between runs, so rebuilds are
+# incremental). Suites, in order: rules (scheduler_rules + reliability), unit (--lib), churn,
+# differential, soak (their small defaults), loom (the models, release).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+ALL=0 ONLY="" LIMIT=300 CONTROL=1 CHECK=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --all) ALL=1 ;;
+    --only) ONLY="$2"; shift ;;
+    --limit) LIMIT="$2"; shift ;;
+    --no-control) CONTROL=0 ;;
+    --check) CHECK=1; CONTROL=0 ;;
+    *) echo "unknown option $1" >&2; exit 2 ;;
+  esac
+  shift
+done
+
+WORK=$ROOT/target/mutants
+TREE=$WORK/tree
+export CARGO_TARGET_DIR=$WORK/target
+mkdir -p "$TREE" "$WORK/logs"
+# A clean copy of the tracked and untracked-but-not-ignored files.
+rm -rf "$TREE" && mkdir -p "$TREE"
+git ls-files -co --exclude-standard -z | xargs -0 tar cf - | tar xf - -C "$TREE"
+
+SUITES=(rules unit churn differential soak loom)
+suite_cmd() {
+  case "$1" in
+    rules) echo "cargo test --locked --test scheduler_rules --test reliability" ;;
+    unit) echo "cargo test --locked --lib" ;;
+    churn) echo "cargo test --locked --test churn" ;;
+    differential) echo "cargo test --locked --test differential" ;;
+    soak) echo "cargo test --locked --test soak" ;;
+    loom) echo "env RUSTFLAGS=--cfg\ loom LOOM_MAX_PREEMPTIONS=2 cargo test --locked --release --lib --target-dir $WORK/loom -- loom" ;;
+  esac
+}
+
+# Applies mutant $1 to the copy; prints "applied" or "did not apply (why)".
+apply() {
+  python3 - "$ROOT/scripts/mutants.txt" "$1" "$TREE" <<'PY'
+import sys, pathlib
+spec, want, tree = sys.argv[1], sys.argv[2], pathlib.Path(sys.argv[3])
+def unescape(s):
+    out, i = [], 0
+    while i < len(s):
+        if s[i] == '\\' and i + 1 < len(s) and s[i + 1] in 'n\\':
+            out.append('\n' if s[i + 1] == 'n' else '\\'); i += 2
+        else:
+            out.append(s[i]); i += 1
+    return ''.join(out)
+entry, cur = None, None
+for line in open(spec):
+    line = line.rstrip('\n')
+    if line.startswith('## '):
+        cur = {'id': line[3:].split()[0]}
+        if cur['id'] == want:
+            entry = cur
+    elif cur is not None and ':' in line and not line.startswith('#'):
+        k, v = line.split(':', 1)
+        cur[k.strip()] = v[1:] if v.startswith(' ') else v
+if entry is None:
+    print('did not apply (no such mutant)'); sys.exit(0)
+path = tree / entry['file']
+if not path.exists():
+    print(f"did not apply ({entry['file']} is gone)"); sys.exit(0)
+text = path.read_text()
+find, repl = unescape(entry['find']), unescape(entry['replace'])
+n = text.count(find)
+if n != 1:
+    print(f"did not apply (search text found {n} times in {entry['file']})"); sys.exit(0)
+path.write_text(text.replace(find, repl))
+print('applied')
+PY
+}
+
+restore() {
+  (cd "$ROOT" && git ls-files -co --exclude-standard -z -- src | xargs -0 tar cf -) | tar xf - -C "$TREE"
+}
+
+# Runs the suites on the copy; prints "suite:result:seconds" words, stopping at the first catch
+# unless --all.
+run_suites() {
+  local tag="$1" out=""
+  (cd "$TREE" && cargo test --locked --no-run --lib --tests >"$WORK/logs/$tag-build.log" 2>&1)
+  if [ $? -ne 0 ]; then echo "build:failed-to-build:0"; return; fi
+  for s in "${SUITES[@]}"; do
+    local t0 rc secs res
+    t0=$(date +%s)
+    (cd "$TREE" && eval "timeout --kill-after=10 $LIMIT $(suite_cmd "$s")") \
+      >"$WORK/logs/$tag-$s.log" 2>&1
+    rc=$?
+    secs=$(( $(date +%s) - t0 ))
+    case $rc in 0) res=pass ;; 124|137) res=hang ;; *) res=fail ;; esac
+    out="$out $s:$res:$secs"
+    if [ "$res" != pass ] && [ "$ALL" = 0 ]; then break; fi
+  done
+  echo "$out"
+}
+
+if [ "$CONTROL" = 1 ]; then
+  echo "control run on the unmodified copy..."
+  r=$(run_suites control)
+  echo "control: $r"
+  case "$r" in *fail*|*hang*) echo "the unmodified tree does not pass every suite; fix that first" >&2; exit 1 ;; esac
+fi
+
+IDS=$(grep -o '^## M[0-9]*' scripts/mutants.txt | cut -c4-)
+[ -n "$ONLY" ] && IDS=$(echo "$ONLY" | tr ',' ' ')
+declare -a ROWS=()
+for id in $IDS; do
+  restore
+  desc=$(grep "^## $id " scripts/mutants.txt | cut -d' ' -f3-)
+  status=$(apply "$id")
+  if [ "$status" != applied ]; then
+    ROWS+=("$(printf '%-4s %-70s %s' "$id" "$desc" "$status")")
+    echo "$id: $status"
+    continue
+  fi
+  if [ "$CHECK" = 1 ]; then
+    (cd "$TREE" && cargo check --locked --lib --tests >"$WORK/logs/$id-check.log" 2>&1) &&
+      status="applies, builds" || status="applies, DOES NOT BUILD (see $WORK/logs/$id-check.log)"
+    ROWS+=("$(printf '%-4s %-70s %s' "$id" "$desc" "$status")")
+    echo "$id: $status"
+    continue
+  fi
+  echo "$id: applied; running suites..."
+  r=$(run_suites "$id")
+  caught="not caught"
+  for w in $r; do
+    IFS=: read -r s res secs <<<"$w"
+    if [ "$res" != pass ]; then
+      if [ "$caught" = "not caught" ]; then caught="$s ($res, ${secs}s)"; else caught="$caught, $s ($res, ${secs}s)"; fi
+    fi
+  done
+  ROWS+=("$(printf '%-4s %-70s %s' "$id" "$desc" "$caught")")
+  echo "$id: $caught   [$r ]"
+done
+restore
+
+echo
+echo "== seeded bugs: which suite caught each (suite time) =="
+for row in "${ROWS[@]}"; do echo "$row"; done
