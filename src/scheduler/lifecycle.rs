@@ -200,7 +200,7 @@ impl<T: Send + 'static, M: Mechanism> Scheduler<T, M> {
     /// # Errors
     ///
     /// - `invalid-argument / class` for an unknown class;
-    /// - `failed-precondition / cell-not-quarantined` for a cell that is not quarantined (free,
+    /// - `invalid-argument / cell-not-quarantined` for a cell that is not quarantined (free,
     ///   leased, restored already, or not a cell of the class);
     /// - `unavailable / all-cells-quarantined` once every cell of the class had been
     ///   quarantined: that class has failed its requests and stays closed (SPEC F22);
