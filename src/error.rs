@@ -128,6 +128,16 @@ pub enum Reason {
     StaleHandle,
     /// A request ended without a more specific reason.
     Failed,
+    /// A job's dependencies would form a cycle, or a job depends on itself (SPEC D15).
+    Cycle,
+    /// A job's `OnSuccess` (or `OnAdmission`) dependency failed (SPEC D10).
+    DependencyFailed,
+    /// A graph key already has a job (SPEC D01; generations come later).
+    DuplicateKey,
+    /// A graph key is outside the range the key table can hold.
+    KeyRange,
+    /// A job lists more dependencies than the graph was built for.
+    TooManyDependencies,
 }
 
 impl Reason {
@@ -170,6 +180,11 @@ impl Reason {
             Reason::PullGrantedDirectly => "pull-granted-directly",
             Reason::StaleHandle => "stale-handle",
             Reason::Failed => "failed",
+            Reason::Cycle => "cycle",
+            Reason::DependencyFailed => "dependency-failed",
+            Reason::DuplicateKey => "duplicate-key",
+            Reason::KeyRange => "key-range",
+            Reason::TooManyDependencies => "too-many-dependencies",
         }
     }
 }

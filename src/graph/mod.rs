@@ -1,0 +1,654 @@
+//! The dependency graph (SPEC section D, part 1): keyed jobs with gated edges, run on the fair
+//! scheduler.
+//!
+//! A job names its key, tenant, class and priority and lists dependencies on other keys, each
+//! with a [`Gate`]. It becomes ready only when every gate holds (D12); then it takes its ledger
+//! permit (D06: waiting jobs hold no quota) and is submitted in pull mode to the graph's
+//! [`Scheduler`] under its own tenant, class and priority. Executors pull with
+//! [`Graph::try_next`] / [`Graph::next_blocking`], run the body and call [`Graph::complete`],
+//! which releases the job's dependents in O(dependents) (D13). The owner of a [`JobHandle`]
+//! collects the outcome with [`Graph::take_outcome`], which frees the job's node slot.
+//!
+//! # Two engines, one rule core
+//!
+//! [`LockFreeGraph`] is the product; [`MutexGraph`] keeps the same state behind one
+//! `std::sync::Mutex` and serves as the comparison and the differential oracle. Both decide
+//! every gate through the shared rule functions (`rules.rs`).
+//!
+//! # The lock-free engine and its one lock
+//!
+//! Nodes and edges live in fixed arenas allocated at build; node slots are generation-tagged.
+//! Each node keeps two push-only stacks of dependent edges (released at admission, and at the
+//! end) that whoever ends the node seals with one swap; a late linker sees the seal (or a newer
+//! generation, after which the key table says how the producer ended) and counts its gate at
+//! once. Submit, link to an existing producer, complete and the hand-off take no lock and
+//! allocate nothing.
+//!
+//! One mutex, the **topology lock**, guards what is rare: registering a waiter on a key that has
+//! no producer yet (D11), adopting those waiters when the producer arrives, and the cycle check
+//! that such an adoption needs (D15, a walk of the dependency keys upstream, which allocates its
+//! visited set). No user code, waker or drop of user data runs under it.
+//!
+//! # Limits of this part (not built yet)
+//!
+//! - A key holds one job for the graph's lifetime: generations, supersede, removal and the key
+//!   table's compaction (D01, D20–D24) come later; a second job on a key is refused
+//!   `already-exists / duplicate-key`. Keys are at most [`WorkKey::MAX`], stage tags 8 bits.
+//! - Not built: `DedupeJoined` is never produced (D03); `submit_batch`, `submit_batch_atomic`
+//!   and `wait_batch` (D04); the async (waiting) form of submit (D05, D42); dependencies
+//!   discovered while a job runs (D14); priority inheritance and cancellation through the graph
+//!   (D30, D31).
+//! - The ready depth is the node capacity: the graph's scheduler queues as many jobs per class
+//!   as there are nodes, so a job that became ready is never refused for queue space.
+//! - Node generations are 32 bits and wrap after 2^32 reuses of one slot.
+//! - A job refused for a cycle or a duplicate key in the rare race where the conflict appears
+//!   while it links keeps the edge slots it had linked onto live producers until those end;
+//!   the edges are inert (generation-checked).
+
+mod lockfree;
+mod mutex;
+pub(crate) mod rules;
+
+pub use lockfree::LockFreeGraph;
+pub use mutex::MutexGraph;
+
+use crate::admission::{AdmissionRequest, Ledger};
+use crate::scheduler::{Assignment, ClassConfig, Scheduler};
+use crate::{AdmittedRequest, ClassId, Code, Error, Priority, Reason, RequestId, TenantId};
+use std::sync::{Arc, Condvar, Mutex};
+
+/// A host-chosen job key (SPEC D01), at most [`WorkKey::MAX`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct WorkKey(pub u64);
+
+impl WorkKey {
+    /// The largest key the key table holds (56 bits less one).
+    pub const MAX: u64 = (1 << 56) - 2;
+}
+
+/// A stage tag: one work key may name several jobs, one per stage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct Stage(pub u8);
+
+/// A job's identity: key and stage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct JobKey {
+    /// The work key.
+    pub key: WorkKey,
+    /// The stage.
+    pub stage: Stage,
+}
+
+impl JobKey {
+    /// Key `key` at stage 0.
+    #[inline]
+    pub const fn new(key: u64) -> Self {
+        Self {
+            key: WorkKey(key),
+            stage: Stage(0),
+        }
+    }
+
+    /// Key `key` at stage `stage`.
+    #[inline]
+    pub const fn staged(key: u64, stage: u8) -> Self {
+        Self {
+            key: WorkKey(key),
+            stage: Stage(stage),
+        }
+    }
+}
+
+/// When a dependency lets its dependent run (SPEC D10).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Gate {
+    /// After the dependency ends, whatever its outcome.
+    Sequential,
+    /// Only if the dependency succeeded; otherwise the dependent fails `dependency-failed`.
+    OnSuccess,
+    /// Once the dependency was admitted (took its ledger permit); if it ends without ever being
+    /// admitted, the dependent fails `dependency-failed`.
+    OnAdmission,
+}
+
+/// One dependency: a key and its gate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Dependency {
+    /// The key depended on; its producer may not exist yet (SPEC D11).
+    pub key: JobKey,
+    /// The gate.
+    pub gate: Gate,
+}
+
+/// A job to submit. Borrowed dependencies: submitting allocates nothing.
+#[derive(Debug, Clone, Copy)]
+pub struct JobSpec<'a> {
+    /// The job's key (one job per key in this part).
+    pub key: JobKey,
+    /// Whose quota the job runs under.
+    pub tenant: TenantId,
+    /// The class of cells it runs on (SPEC D40).
+    pub class: ClassId,
+    /// Its priority within its tenant.
+    pub priority: Priority,
+    /// Its dependencies, at most the graph's `max_deps`.
+    pub deps: &'a [Dependency],
+}
+
+/// What [`Graph::submit`] did (SPEC D02). Errors (bad input) are the outer `Result`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admission<H> {
+    /// The job was admitted into the graph.
+    Admitted(H),
+    /// A live job with the same identity exists; the joiner resolves to its outcome. Reserved:
+    /// this part never produces it.
+    DedupeJoined(H),
+    /// A fixed store (nodes, edges, keys) is full; nothing was mutated.
+    Backpressured,
+}
+
+/// A job in a graph: generation-tagged, so a handle whose job was collected is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct JobHandle {
+    graph: u64,
+    node: NodeRef,
+}
+
+/// A node slot and the generation it had when the job was admitted.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct NodeRef {
+    pub(crate) idx: u32,
+    pub(crate) gen: u32,
+}
+
+impl NodeRef {
+    #[inline]
+    pub(crate) fn packed(self) -> u64 {
+        u64::from(self.gen) << 32 | u64::from(self.idx)
+    }
+
+    #[inline]
+    pub(crate) fn unpack(v: u64) -> Self {
+        Self {
+            idx: v as u32,
+            gen: (v >> 32) as u32,
+        }
+    }
+}
+
+/// How a job ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JobOutcome {
+    /// Its body succeeded.
+    Succeeded,
+    /// Its body failed, or it could not run (`dependency-failed`, a ledger refusal).
+    Failed(Error),
+}
+
+impl JobOutcome {
+    /// Whether the job succeeded.
+    #[inline]
+    pub fn is_success(&self) -> bool {
+        matches!(self, JobOutcome::Succeeded)
+    }
+}
+
+/// Used and total capacity of every fixed store, and jobs by state (SPEC D50).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Occupancy {
+    /// Node slots in use (admitted jobs not yet collected).
+    pub nodes_used: u32,
+    /// Node slots in all.
+    pub nodes_total: u32,
+    /// Edge slots in use.
+    pub edges_used: u32,
+    /// Edge slots in all.
+    pub edges_total: u32,
+    /// Key-table slots in use.
+    pub keys_used: u32,
+    /// Key-table slots in all.
+    pub keys_total: u32,
+    /// Jobs waiting for a gate.
+    pub waiting: u32,
+    /// Jobs ready: admitted to the scheduler, not yet running.
+    pub ready: u32,
+    /// Jobs running.
+    pub running: u32,
+}
+
+/// What a job carries through the scheduler.
+#[derive(Debug, Clone, Copy)]
+pub struct Task {
+    node: NodeRef,
+}
+
+/// A job an executor pulled: run it, then pass it to [`Graph::complete`].
+#[derive(Debug)]
+pub struct RunningJob {
+    handle: JobHandle,
+    assignment: Assignment,
+}
+
+impl RunningJob {
+    /// The job's handle.
+    #[inline]
+    pub fn handle(&self) -> JobHandle {
+        self.handle
+    }
+
+    /// The cell and execution permit.
+    #[inline]
+    pub fn assignment(&self) -> &Assignment {
+        &self.assignment
+    }
+}
+
+/// Fixed bounds chosen at build (SPEC D05).
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy)]
+pub struct Bounds {
+    pub(crate) nodes: u32,
+    pub(crate) edges: u32,
+    pub(crate) keys: u32,
+    pub(crate) max_deps: u32,
+}
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// The engine under a [`Graph`]: [`LockFreeGraph`] or [`MutexGraph`]. Sealed.
+pub trait GraphEngine: sealed::Sealed + Send + Sync + Sized + 'static {
+    #[doc(hidden)]
+    type Work: Default;
+    #[doc(hidden)]
+    fn with_bounds(bounds: Bounds) -> Self;
+    #[doc(hidden)]
+    fn submit(
+        &self,
+        spec: &JobSpec<'_>,
+        work: &mut Self::Work,
+    ) -> Result<Admission<NodeRef>, Error>;
+    #[doc(hidden)]
+    fn pop_ready(&self, work: &mut Self::Work) -> Option<(NodeRef, TenantId, ClassId, Priority)>;
+    #[doc(hidden)]
+    fn admitted(&self, node: NodeRef, work: &mut Self::Work);
+    #[doc(hidden)]
+    fn fail_ready(&self, node: NodeRef, error: Error, admitted: bool, work: &mut Self::Work);
+    #[doc(hidden)]
+    fn start(&self, node: NodeRef) -> bool;
+    #[doc(hidden)]
+    fn complete(
+        &self,
+        node: NodeRef,
+        outcome: JobOutcome,
+        work: &mut Self::Work,
+    ) -> Result<(), Error>;
+    #[doc(hidden)]
+    fn outcome(&self, node: NodeRef, take: bool) -> Result<Option<JobOutcome>, Error>;
+    #[doc(hidden)]
+    fn occupancy(&self) -> Occupancy;
+    #[doc(hidden)]
+    fn max_deps(&self) -> usize;
+}
+
+/// Builds a [`Graph`].
+#[derive(Debug, Clone)]
+pub struct GraphBuilder {
+    ledger: Ledger,
+    cells: Vec<u32>,
+    bounds: Bounds,
+}
+
+impl GraphBuilder {
+    /// Adds the next class of cells (its [`ClassId`] is its position, as in the ledger).
+    pub fn class(mut self, cells: u32) -> Self {
+        self.cells.push(cells);
+        self
+    }
+
+    /// Node slots: jobs admitted and not yet collected (default 1024).
+    pub fn nodes(mut self, n: u32) -> Self {
+        self.bounds.nodes = n;
+        self
+    }
+
+    /// Edge slots: dependencies not yet released (default 4096).
+    pub fn edges(mut self, n: u32) -> Self {
+        self.bounds.edges = n;
+        self
+    }
+
+    /// Key-table slots, rounded up to a power of two (default 4096). Keys are never freed in
+    /// this part.
+    pub fn keys(mut self, n: u32) -> Self {
+        self.bounds.keys = n;
+        self
+    }
+
+    /// The most dependencies one job may list (default 16).
+    pub fn max_deps(mut self, n: u32) -> Self {
+        self.bounds.max_deps = n;
+        self
+    }
+
+    fn checked(&self) -> Result<Bounds, Error> {
+        let b = self.bounds;
+        if b.nodes == 0 || b.nodes > 1 << 23 || b.nodes > ClassConfig::MAX_QUEUE_CAPACITY {
+            return Err(Error::configuration("nodes"));
+        }
+        if b.edges == 0 || b.edges > 1 << 30 {
+            return Err(Error::configuration("edges"));
+        }
+        if b.keys == 0 || b.keys > 1 << 30 {
+            return Err(Error::configuration("keys"));
+        }
+        if b.max_deps > 1024 {
+            return Err(Error::configuration("max_deps"));
+        }
+        Ok(Bounds {
+            keys: b.keys.next_power_of_two(),
+            ..b
+        })
+    }
+
+    /// Builds the lock-free graph.
+    ///
+    /// # Errors
+    ///
+    /// `invalid-argument / configuration` naming the field, or the scheduler's build errors.
+    pub fn build(self) -> Result<Graph<LockFreeGraph>, Error> {
+        self.build_with()
+    }
+
+    /// Builds the mutex baseline graph.
+    ///
+    /// # Errors
+    ///
+    /// As [`build`](Self::build).
+    pub fn build_mutex(self) -> Result<Graph<MutexGraph>, Error> {
+        self.build_with()
+    }
+
+    /// Builds with either engine.
+    ///
+    /// # Errors
+    ///
+    /// As [`build`](Self::build).
+    pub fn build_with<E: GraphEngine>(self) -> Result<Graph<E>, Error> {
+        let bounds = self.checked()?;
+        let scheduler = Scheduler::<Task>::builder(self.ledger.clone())
+            .classes(self.cells.iter().map(|&cells| ClassConfig {
+                cells,
+                queue_capacity: bounds.nodes,
+            }))
+            .build()?;
+        Ok(Graph {
+            inner: Arc::new(Inner {
+                id: next_graph_id(),
+                engine: E::with_bounds(bounds),
+                scheduler,
+                ledger: self.ledger,
+            }),
+        })
+    }
+}
+
+fn next_graph_id() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    // Relaxed: only uniqueness matters.
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
+struct Inner<E> {
+    id: u64,
+    engine: E,
+    scheduler: Scheduler<Task>,
+    ledger: Ledger,
+}
+
+/// A dependency graph on the fair scheduler. Cheap to clone (one `Arc`).
+pub struct Graph<E: GraphEngine = LockFreeGraph> {
+    inner: Arc<Inner<E>>,
+}
+
+impl<E: GraphEngine> Clone for Graph<E> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+impl<E: GraphEngine> core::fmt::Debug for Graph<E> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Graph")
+            .field("id", &self.inner.id)
+            .field("occupancy", &self.occupancy())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Graph<LockFreeGraph> {
+    /// Starts building a graph whose jobs are admitted by `ledger`.
+    pub fn builder(ledger: Ledger) -> GraphBuilder {
+        GraphBuilder {
+            ledger,
+            cells: Vec::new(),
+            bounds: Bounds {
+                nodes: 1024,
+                edges: 4096,
+                keys: 4096,
+                max_deps: 16,
+            },
+        }
+    }
+}
+
+impl<E: GraphEngine> Graph<E> {
+    /// Admits a job (SPEC D02). It waits until every gate holds, then takes its ledger permit
+    /// and enters the scheduler.
+    ///
+    /// # Errors
+    ///
+    /// `invalid-argument / cycle` for a self-dependency or a cycle (D15), `invalid-argument /
+    /// key-range` or `too-many-dependencies`, `already-exists / duplicate-key`. A full store is
+    /// not an error but [`Admission::Backpressured`]. On any of these nothing was mutated.
+    pub fn submit(&self, spec: &JobSpec<'_>) -> Result<Admission<JobHandle>, Error> {
+        rules::validate(spec, self.inner.engine.max_deps())?;
+        let mut work = E::Work::default();
+        let out = self.inner.engine.submit(spec, &mut work)?;
+        self.hand_off(&mut work);
+        Ok(match out {
+            Admission::Admitted(node) => Admission::Admitted(self.handle(node)),
+            Admission::DedupeJoined(node) => Admission::DedupeJoined(self.handle(node)),
+            Admission::Backpressured => Admission::Backpressured,
+        })
+    }
+
+    fn handle(&self, node: NodeRef) -> JobHandle {
+        JobHandle {
+            graph: self.inner.id,
+            node,
+        }
+    }
+
+    fn node_of(&self, handle: JobHandle) -> Result<NodeRef, Error> {
+        if handle.graph != self.inner.id {
+            return Err(Error::new(Code::PermissionDenied, Reason::ForeignHandle));
+        }
+        Ok(handle.node)
+    }
+
+    /// Takes ledger permits for the jobs that became ready and submits them to the scheduler
+    /// (SPEC D06, D12). A refusal fails the job and its dependents per their gates.
+    fn hand_off(&self, work: &mut E::Work) {
+        let inner = &*self.inner;
+        while let Some((node, tenant, class, priority)) = inner.engine.pop_ready(work) {
+            let request = AdmissionRequest::new(RequestId(node.packed()), tenant)
+                .class(class)
+                .priority(priority);
+            let permit = match inner.ledger.admit(request) {
+                Ok(p) => p,
+                Err(e) => {
+                    inner.engine.fail_ready(node, e, false, work);
+                    continue;
+                }
+            };
+            // Admitted: the admission-gated dependents may go, and an executor may start it as
+            // soon as the scheduler has it.
+            inner.engine.admitted(node, work);
+            if let Err(e) = inner
+                .scheduler
+                .submit(AdmittedRequest::without_token(permit), Task { node })
+            {
+                inner.engine.fail_ready(node, e.error, true, work);
+            }
+        }
+    }
+
+    fn accept(&self, job: crate::Job<Task>) -> Option<RunningJob> {
+        if self.inner.engine.start(job.payload.node) {
+            Some(RunningJob {
+                handle: self.handle(job.payload.node),
+                assignment: job.assignment,
+            })
+        } else {
+            job.assignment.release();
+            None
+        }
+    }
+
+    /// The next ready job of `class`, if one can be granted now.
+    pub fn try_next(&self, class: ClassId) -> Option<RunningJob> {
+        loop {
+            let job = self.inner.scheduler.try_next(class)?;
+            if let Some(r) = self.accept(job) {
+                return Some(r);
+            }
+        }
+    }
+
+    /// Blocks for the next ready job of `class`; `None` once the scheduler is shut down.
+    pub fn next_blocking(&self, class: ClassId) -> Option<RunningJob> {
+        loop {
+            let job = self.inner.scheduler.next_blocking(class)?;
+            if let Some(r) = self.accept(job) {
+                return Some(r);
+            }
+        }
+    }
+
+    /// Ends a running job: gives its cell back, records the outcome and releases its
+    /// dependents in O(dependents) (SPEC D13).
+    ///
+    /// # Errors
+    ///
+    /// `permission-denied / foreign-handle` for a job of another graph.
+    pub fn complete(&self, job: RunningJob, outcome: JobOutcome) -> Result<(), Error> {
+        let node = self.node_of(job.handle)?;
+        job.assignment.release();
+        let mut work = E::Work::default();
+        let r = self.inner.engine.complete(node, outcome, &mut work);
+        self.hand_off(&mut work);
+        r
+    }
+
+    /// The job's outcome if it has ended, leaving the job in place.
+    ///
+    /// # Errors
+    ///
+    /// `not-found / stale-handle` once the outcome was taken; `permission-denied /
+    /// foreign-handle`.
+    pub fn outcome(&self, handle: JobHandle) -> Result<Option<JobOutcome>, Error> {
+        self.inner.engine.outcome(self.node_of(handle)?, false)
+    }
+
+    /// The job's outcome if it has ended, freeing its node slot (the handle goes stale).
+    ///
+    /// # Errors
+    ///
+    /// As [`outcome`](Self::outcome).
+    pub fn take_outcome(&self, handle: JobHandle) -> Result<Option<JobOutcome>, Error> {
+        self.inner.engine.outcome(self.node_of(handle)?, true)
+    }
+
+    /// Used and total capacity of every store (SPEC D50).
+    pub fn occupancy(&self) -> Occupancy {
+        self.inner.engine.occupancy()
+    }
+
+    /// The scheduler the graph's ready jobs run on.
+    pub fn scheduler(&self) -> &Scheduler<Task> {
+        &self.inner.scheduler
+    }
+
+    /// The ledger that admits the graph's jobs.
+    pub fn ledger(&self) -> &Ledger {
+        &self.inner.ledger
+    }
+}
+
+/// A per-batch concurrency cap shared by a batch's jobs (SPEC D41): a permit is taken right
+/// before a body runs and given back when it returns or unwinds.
+#[derive(Debug, Clone)]
+pub struct ConcurrencyCap {
+    inner: Arc<(Mutex<u32>, Condvar)>,
+    capacity: u32,
+}
+
+impl ConcurrencyCap {
+    /// A cap of `capacity` bodies at once.
+    ///
+    /// # Errors
+    ///
+    /// `invalid-argument / configuration (capacity)` for 0.
+    pub fn new(capacity: u32) -> Result<Self, Error> {
+        if capacity == 0 {
+            return Err(Error::configuration("capacity"));
+        }
+        Ok(Self {
+            inner: Arc::new((Mutex::new(capacity), Condvar::new())),
+            capacity,
+        })
+    }
+
+    /// The capacity.
+    pub fn capacity(&self) -> u32 {
+        self.capacity
+    }
+
+    /// Permits free now.
+    pub fn available(&self) -> u32 {
+        *self.inner.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Waits for a permit, runs `body`, gives the permit back on return and on unwind.
+    pub fn run<R>(&self, body: impl FnOnce() -> R) -> R {
+        let _permit = self.acquire();
+        body()
+    }
+
+    fn acquire(&self) -> CapPermit<'_> {
+        let (lock, cond) = &*self.inner;
+        let mut free = lock.lock().unwrap_or_else(|e| e.into_inner());
+        while *free == 0 {
+            free = cond.wait(free).unwrap_or_else(|e| e.into_inner());
+        }
+        *free -= 1;
+        CapPermit { cap: self }
+    }
+}
+
+struct CapPermit<'a> {
+    cap: &'a ConcurrencyCap,
+}
+
+impl Drop for CapPermit<'_> {
+    fn drop(&mut self) {
+        let (lock, cond) = &*self.cap.inner;
+        *lock.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+        cond.notify_one();
+    }
+}

@@ -1,0 +1,406 @@
+//! The mutex baseline graph: the whole graph behind one `std::sync::Mutex`, deciding every gate
+//! through the same rule functions as the lock-free engine. It is the comparison of the graph
+//! benches and the oracle of the differential test.
+
+use super::rules::{self, CYCLE, DEPENDENCY_FAILED, DUPLICATE_KEY, STALE};
+use super::{Admission, Bounds, Gate, GraphEngine, JobOutcome, JobSpec, NodeRef, Occupancy};
+use crate::{ClassId, Error, Priority, TenantId};
+use std::collections::{HashMap, HashSet};
+use std::sync::Mutex;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum St {
+    Free,
+    Waiting,
+    Ready,
+    Queued,
+    Running,
+    Done,
+}
+
+#[derive(Debug)]
+struct MNode {
+    gen: u32,
+    st: St,
+    remaining: u32,
+    failed: bool,
+    tenant: TenantId,
+    class: ClassId,
+    priority: Priority,
+    key: u64,
+    deps: Vec<u64>,
+    admit: Vec<(NodeRef, Gate)>,
+    admit_sealed: Option<bool>,
+    done: Vec<(NodeRef, Gate)>,
+    outcome: Option<JobOutcome>,
+}
+
+#[derive(Debug)]
+enum MKey {
+    None,
+    Waiting(Vec<(NodeRef, Gate)>),
+    Live(NodeRef),
+    Done { admitted: bool, ok: bool },
+}
+
+#[derive(Debug)]
+struct State {
+    nodes: Vec<MNode>,
+    free: Vec<u32>,
+    edges_used: u32,
+    keys: HashMap<u64, MKey>,
+    waiting: u32,
+    ready: u32,
+    running: u32,
+}
+
+/// The mutex baseline graph engine.
+#[derive(Debug)]
+pub struct MutexGraph {
+    state: Mutex<State>,
+    bounds: Bounds,
+}
+
+/// Ready jobs found by one operation.
+#[derive(Debug, Default)]
+pub struct Work {
+    ready: Vec<(NodeRef, TenantId, ClassId, Priority)>,
+}
+
+impl super::sealed::Sealed for MutexGraph {}
+
+impl State {
+    fn node(&mut self, r: NodeRef) -> Option<&mut MNode> {
+        self.nodes
+            .get_mut(r.idx as usize)
+            .filter(|n| n.gen == r.gen && n.st != St::Free)
+    }
+
+    /// Counts one gate of `target`; fires it when its count reaches zero.
+    fn release(&mut self, target: NodeRef, met: bool, work: &mut Work, failed: &mut Vec<NodeRef>) {
+        let Some(n) = self.node(target) else {
+            return;
+        };
+        if n.remaining == 0 {
+            return;
+        }
+        n.remaining -= 1;
+        n.failed |= !met;
+        if n.remaining == 0 {
+            self.fire(target, work, failed);
+        }
+    }
+
+    fn fire(&mut self, target: NodeRef, work: &mut Work, failed: &mut Vec<NodeRef>) {
+        let n = &mut self.nodes[target.idx as usize];
+        if n.failed {
+            failed.push(target);
+        } else {
+            n.st = St::Ready;
+            let item = (target, n.tenant, n.class, n.priority);
+            self.waiting -= 1;
+            self.ready += 1;
+            work.ready.push(item);
+        }
+    }
+
+    fn release_list(
+        &mut self,
+        list: Vec<(NodeRef, Gate)>,
+        ok: bool,
+        work: &mut Work,
+        failed: &mut Vec<NodeRef>,
+    ) {
+        for (target, gate) in list {
+            self.edges_used -= 1;
+            self.release(target, rules::gate_met(gate, ok), work, failed);
+        }
+    }
+
+    fn end(&mut self, node: NodeRef, outcome: JobOutcome, admitted: bool, work: &mut Work) {
+        let mut failed = Vec::new();
+        self.end_one(node, outcome, admitted, work, &mut failed);
+        while let Some(f) = failed.pop() {
+            self.waiting -= 1;
+            self.end_one(
+                f,
+                JobOutcome::Failed(DEPENDENCY_FAILED),
+                false,
+                work,
+                &mut failed,
+            );
+        }
+    }
+
+    fn end_one(
+        &mut self,
+        node: NodeRef,
+        outcome: JobOutcome,
+        admitted: bool,
+        work: &mut Work,
+        failed: &mut Vec<NodeRef>,
+    ) {
+        let n = &mut self.nodes[node.idx as usize];
+        n.outcome = Some(outcome);
+        n.st = St::Done;
+        let key = n.key;
+        let admit = if admitted {
+            Vec::new()
+        } else {
+            n.admit_sealed = Some(false);
+            std::mem::take(&mut n.admit)
+        };
+        let done = std::mem::take(&mut n.done);
+        self.keys.insert(
+            key,
+            MKey::Done {
+                admitted,
+                ok: outcome.is_success(),
+            },
+        );
+        self.release_list(admit, false, work, failed);
+        self.release_list(done, outcome.is_success(), work, failed);
+    }
+
+    fn closes_cycle(&self, own: u64, deps: &[u64]) -> bool {
+        let mut stack: Vec<u64> = deps.to_vec();
+        let mut seen = HashSet::new();
+        while let Some(ident) = stack.pop() {
+            if ident == own {
+                return true;
+            }
+            if !seen.insert(ident) {
+                continue;
+            }
+            if let Some(MKey::Live(p)) = self.keys.get(&ident) {
+                stack.extend_from_slice(&self.nodes[p.idx as usize].deps);
+            }
+        }
+        false
+    }
+}
+
+impl GraphEngine for MutexGraph {
+    type Work = Work;
+
+    fn with_bounds(bounds: Bounds) -> Self {
+        let nodes = (0..bounds.nodes)
+            .map(|_| MNode {
+                gen: 0,
+                st: St::Free,
+                remaining: 0,
+                failed: false,
+                tenant: TenantId(0),
+                class: ClassId(0),
+                priority: 0,
+                key: 0,
+                deps: Vec::new(),
+                admit: Vec::new(),
+                admit_sealed: None,
+                done: Vec::new(),
+                outcome: None,
+            })
+            .collect();
+        Self {
+            state: Mutex::new(State {
+                nodes,
+                free: (0..bounds.nodes).rev().collect(),
+                edges_used: 0,
+                keys: HashMap::new(),
+                waiting: 0,
+                ready: 0,
+                running: 0,
+            }),
+            bounds,
+        }
+    }
+
+    fn max_deps(&self) -> usize {
+        self.bounds.max_deps as usize
+    }
+
+    fn submit(&self, spec: &JobSpec<'_>, work: &mut Work) -> Result<Admission<NodeRef>, Error> {
+        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let own = rules::ident(spec.key);
+        if matches!(s.keys.get(&own), Some(MKey::Live(_) | MKey::Done { .. })) {
+            return Err(DUPLICATE_KEY);
+        }
+        if s.free.is_empty() || s.edges_used as usize + spec.deps.len() > self.bounds.edges as usize
+        {
+            return Ok(Admission::Backpressured);
+        }
+        let cap = self.bounds.keys as usize;
+        for ident in core::iter::once(own).chain(spec.deps.iter().map(|d| rules::ident(d.key))) {
+            if !s.keys.contains_key(&ident) {
+                if s.keys.len() >= cap {
+                    return Ok(Admission::Backpressured);
+                }
+                s.keys.insert(ident, MKey::None);
+            }
+        }
+        let deps: Vec<u64> = spec.deps.iter().map(|d| rules::ident(d.key)).collect();
+        if matches!(s.keys.get(&own), Some(MKey::Waiting(_))) && s.closes_cycle(own, &deps) {
+            return Err(CYCLE);
+        }
+        let idx = s.free.pop().expect("checked above");
+        let gen = s.nodes[idx as usize].gen;
+        let me = NodeRef { idx, gen };
+        {
+            let n = &mut s.nodes[idx as usize];
+            n.st = St::Waiting;
+            n.remaining = spec.deps.len() as u32;
+            n.failed = false;
+            n.tenant = spec.tenant;
+            n.class = spec.class;
+            n.priority = spec.priority;
+            n.key = own;
+            n.deps = deps;
+            n.admit_sealed = None;
+            n.outcome = None;
+        }
+        s.waiting += 1;
+        let mut immediate: Vec<bool> = Vec::new();
+        for d in spec.deps {
+            let ident = rules::ident(d.key);
+            let mut parked = false;
+            match s.keys.get_mut(&ident) {
+                Some(MKey::Live(p)) => {
+                    let p = *p;
+                    let pn = &mut s.nodes[p.idx as usize];
+                    if rules::on_admission_list(d.gate) {
+                        if let Some(ok) = pn.admit_sealed {
+                            immediate.push(rules::gate_met(d.gate, ok));
+                        } else {
+                            pn.admit.push((me, d.gate));
+                            parked = true;
+                        }
+                    } else {
+                        pn.done.push((me, d.gate));
+                        parked = true;
+                    }
+                }
+                Some(MKey::Done { admitted, ok }) => {
+                    immediate.push(rules::gate_met_after_end(d.gate, *admitted, *ok));
+                }
+                Some(MKey::Waiting(list)) => {
+                    list.push((me, d.gate));
+                    parked = true;
+                }
+                Some(k @ MKey::None) => {
+                    *k = MKey::Waiting(vec![(me, d.gate)]);
+                    parked = true;
+                }
+                None => unreachable!("inserted above"),
+            }
+            if parked {
+                s.edges_used += 1;
+            }
+        }
+        // Publish, adopting the key's waiters.
+        if let Some(MKey::Waiting(list)) = s.keys.insert(own, MKey::Live(me)) {
+            let n = &mut s.nodes[idx as usize];
+            for (t, g) in list {
+                if rules::on_admission_list(g) {
+                    n.admit.push((t, g));
+                } else {
+                    n.done.push((t, g));
+                }
+            }
+        }
+        let mut failed = Vec::new();
+        {
+            let n = &mut s.nodes[idx as usize];
+            for met in immediate {
+                n.remaining -= 1;
+                n.failed |= !met;
+            }
+        }
+        if s.nodes[idx as usize].remaining == 0 {
+            s.fire(me, work, &mut failed);
+        }
+        if let Some(f) = failed.pop() {
+            s.waiting -= 1;
+            s.end(f, JobOutcome::Failed(DEPENDENCY_FAILED), false, work);
+        }
+        Ok(Admission::Admitted(me))
+    }
+
+    fn pop_ready(&self, work: &mut Work) -> Option<(NodeRef, TenantId, ClassId, Priority)> {
+        work.ready.pop()
+    }
+
+    fn admitted(&self, node: NodeRef, work: &mut Work) {
+        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(n) = s.node(node) else { return };
+        n.st = St::Queued;
+        n.admit_sealed = Some(true);
+        let list = std::mem::take(&mut n.admit);
+        let mut failed = Vec::new();
+        s.release_list(list, true, work, &mut failed);
+        debug_assert!(failed.is_empty());
+    }
+
+    fn fail_ready(&self, node: NodeRef, error: Error, admitted: bool, work: &mut Work) {
+        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if s.node(node).is_none() {
+            return;
+        }
+        s.ready -= 1;
+        s.end(node, JobOutcome::Failed(error), admitted, work);
+    }
+
+    fn start(&self, node: NodeRef) -> bool {
+        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        match s.node(node) {
+            Some(n) if n.st == St::Queued => {
+                n.st = St::Running;
+                s.ready -= 1;
+                s.running += 1;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    fn complete(&self, node: NodeRef, outcome: JobOutcome, work: &mut Work) -> Result<(), Error> {
+        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        match s.node(node) {
+            Some(n) if n.st == St::Running => {}
+            _ => return Err(STALE),
+        }
+        s.running -= 1;
+        s.end(node, outcome, true, work);
+        Ok(())
+    }
+
+    fn outcome(&self, node: NodeRef, take: bool) -> Result<Option<JobOutcome>, Error> {
+        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let n = s.node(node).ok_or(STALE)?;
+        if n.st != St::Done {
+            return Ok(None);
+        }
+        let out = n.outcome;
+        if take {
+            n.st = St::Free;
+            n.gen = n.gen.wrapping_add(1);
+            n.deps.clear();
+            s.free.push(node.idx);
+        }
+        Ok(out)
+    }
+
+    fn occupancy(&self) -> Occupancy {
+        let s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        Occupancy {
+            nodes_used: self.bounds.nodes - s.free.len() as u32,
+            nodes_total: self.bounds.nodes,
+            edges_used: s.edges_used,
+            edges_total: self.bounds.edges,
+            keys_used: s.keys.len() as u32,
+            keys_total: self.bounds.keys,
+            waiting: s.waiting,
+            ready: s.ready,
+            running: s.running,
+        }
+    }
+}

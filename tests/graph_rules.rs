@@ -1,0 +1,539 @@
+//! SPEC section D (part 1): one or more tests per rule, each run on both graph engines.
+
+use fairway::admission::{ClassSpec, Ledger, LedgerConfig, Limits};
+use fairway::graph::{
+    Admission, ConcurrencyCap, Dependency, Gate, Graph, GraphBuilder, GraphEngine, JobHandle,
+    JobKey, JobOutcome, JobSpec, Occupancy,
+};
+use fairway::{ClassId, Code, Reason, TenantId};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+
+/// Instantiates each generic rule test for the lock-free graph and the mutex graph.
+macro_rules! both_graphs {
+    ($($name:ident),* $(,)?) => {
+        mod lockfree {
+            $( #[test] fn $name() { super::$name::<fairway::LockFreeGraph>(); } )*
+        }
+        mod mutex {
+            $( #[test] fn $name() { super::$name::<fairway::MutexGraph>(); } )*
+        }
+    };
+}
+
+both_graphs!(
+    d02_submit_admits_or_backpressures_and_errors_are_separate,
+    d02_unknown_and_foreign_handles_are_refused,
+    d05_full_stores_backpressure_and_mutate_nothing,
+    d06_waiting_jobs_hold_no_quota,
+    d06_ledger_refusal_fails_the_job_and_its_dependents_per_gate,
+    d10_sequential_runs_after_a_failed_dependency,
+    d10_on_success_fails_dependency_failed_transitively,
+    d10_on_admission_runs_once_the_dependency_is_admitted,
+    d11_dependency_on_a_key_without_producer_waits_for_it,
+    d12_ready_only_when_every_gate_holds,
+    d13_completion_releases_fan_out_and_frees_edges,
+    d15_self_dependency_is_refused,
+    d15_cycle_through_a_waiting_key_is_refused_and_mutates_nothing,
+    d40_chain_longer_than_the_class_cells_completes,
+    d50_occupancy_reports_every_store_and_state,
+);
+
+const CPU: ClassId = ClassId(0);
+
+fn ledger(limits: Limits) -> Ledger {
+    Ledger::new(LedgerConfig {
+        classes: vec![ClassSpec::new("cpu")],
+        max_tenants: 4,
+        tenant_limits: limits,
+    })
+    .unwrap()
+}
+
+fn builder(limits: Limits) -> GraphBuilder {
+    Graph::builder(ledger(limits))
+        .class(4)
+        .nodes(64)
+        .edges(256)
+        .keys(256)
+}
+
+fn graph<E: GraphEngine>() -> Graph<E> {
+    builder(Limits::UNLIMITED).build_with::<E>().unwrap()
+}
+
+fn dep(key: u64, gate: Gate) -> Dependency {
+    Dependency {
+        key: JobKey::new(key),
+        gate,
+    }
+}
+
+fn spec(key: u64, deps: &[Dependency]) -> JobSpec<'_> {
+    JobSpec {
+        key: JobKey::new(key),
+        tenant: TenantId(0),
+        class: CPU,
+        priority: 0,
+        deps,
+    }
+}
+
+fn admit<E: GraphEngine>(g: &Graph<E>, key: u64, deps: &[Dependency]) -> JobHandle {
+    match g.submit(&spec(key, deps)).unwrap() {
+        Admission::Admitted(h) => h,
+        other => panic!("job {key} not admitted: {other:?}"),
+    }
+}
+
+/// Runs every ready job of `CPU` until none is left; `fail` lists the handles whose body fails.
+/// Returns the handles in the order they ran.
+fn drain<E: GraphEngine>(g: &Graph<E>, fail: &[JobHandle]) -> Vec<JobHandle> {
+    let mut ran = Vec::new();
+    while let Some(job) = g.try_next(CPU) {
+        let h = job.handle();
+        ran.push(h);
+        let outcome = if fail.contains(&h) {
+            JobOutcome::Failed(fairway::Error::new(Code::Internal, Reason::Failed))
+        } else {
+            JobOutcome::Succeeded
+        };
+        g.complete(job, outcome).unwrap();
+    }
+    ran
+}
+
+fn ready_handles<E: GraphEngine>(g: &Graph<E>) -> Vec<JobHandle> {
+    drain(g, &[])
+}
+
+fn dependency_failed(o: Option<JobOutcome>) -> bool {
+    matches!(o, Some(JobOutcome::Failed(e)) if e.reason() == Reason::DependencyFailed
+        && e.code() == Code::Unavailable)
+}
+
+fn d02_submit_admits_or_backpressures_and_errors_are_separate<E: GraphEngine>() {
+    let g = builder(Limits::UNLIMITED)
+        .nodes(1)
+        .build_with::<E>()
+        .unwrap();
+    let a = admit(&g, 1, &[]);
+    // Full: a result, not an error, and nothing changed.
+    let before = g.occupancy();
+    assert_eq!(g.submit(&spec(2, &[])).unwrap(), Admission::Backpressured);
+    assert_eq!(g.occupancy(), before);
+    // Bad input is the error layer.
+    let e = g.submit(&spec(3, &[dep(3, Gate::Sequential)])).unwrap_err();
+    assert_eq!(
+        (e.code(), e.reason()),
+        (Code::InvalidArgument, Reason::Cycle)
+    );
+    let e = g.submit(&spec(1, &[])).unwrap_err();
+    assert_eq!(e.reason(), Reason::DuplicateKey);
+    assert_eq!(g.occupancy(), before);
+    assert_eq!(ready_handles(&g), vec![a]);
+    assert_eq!(g.take_outcome(a).unwrap(), Some(JobOutcome::Succeeded));
+    assert!(matches!(
+        g.submit(&spec(2, &[])).unwrap(),
+        Admission::Admitted(_)
+    ));
+}
+
+fn d02_unknown_and_foreign_handles_are_refused<E: GraphEngine>() {
+    let g = graph::<E>();
+    let other = graph::<E>();
+    let a = admit(&g, 1, &[]);
+    assert_eq!(
+        other.outcome(a).unwrap_err().reason(),
+        Reason::ForeignHandle
+    );
+    drain(&g, &[]);
+    assert_eq!(g.take_outcome(a).unwrap(), Some(JobOutcome::Succeeded));
+    let e = g.take_outcome(a).unwrap_err();
+    assert_eq!(
+        (e.code(), e.reason()),
+        (Code::NotFound, Reason::StaleHandle)
+    );
+    // The slot is reused: the stale handle still names nothing.
+    let b = admit(&g, 2, &[]);
+    assert_eq!(g.outcome(a).unwrap_err().reason(), Reason::StaleHandle);
+    assert_eq!(g.outcome(b).unwrap(), None);
+}
+
+fn d05_full_stores_backpressure_and_mutate_nothing<E: GraphEngine>() {
+    let g = builder(Limits::UNLIMITED)
+        .nodes(4)
+        .edges(2)
+        .keys(8)
+        .build_with::<E>()
+        .unwrap();
+    let p = admit(&g, 1, &[]);
+    let q = admit(&g, 2, &[dep(1, Gate::OnSuccess)]);
+    let before = g.occupancy();
+    assert_eq!(before.edges_used, 1);
+    // Two more edges do not fit.
+    let deps = [dep(1, Gate::Sequential), dep(2, Gate::Sequential)];
+    assert_eq!(g.submit(&spec(3, &deps)).unwrap(), Admission::Backpressured);
+    assert_eq!(g.occupancy(), before);
+    // Nodes: fill them, then one more is refused.
+    admit(&g, 3, &[]);
+    admit(&g, 4, &[]);
+    let full = g.occupancy();
+    assert_eq!(full.nodes_used, full.nodes_total);
+    assert_eq!(g.submit(&spec(5, &[])).unwrap(), Admission::Backpressured);
+    assert_eq!(g.occupancy(), full);
+    // Everything still runs.
+    let ran = drain(&g, &[]);
+    assert_eq!(ran.len(), 4);
+    assert_eq!(g.take_outcome(q).unwrap(), Some(JobOutcome::Succeeded));
+    assert_eq!(g.take_outcome(p).unwrap(), Some(JobOutcome::Succeeded));
+    assert_eq!(g.occupancy().edges_used, 0);
+}
+
+fn d06_waiting_jobs_hold_no_quota<E: GraphEngine>() {
+    let g = graph::<E>();
+    let _w = admit(&g, 2, &[dep(1, Gate::OnSuccess)]);
+    // Only the waiting job exists: no permit taken.
+    assert!(g.ledger().usage().is_zero());
+    let _p = admit(&g, 1, &[]);
+    assert!(!g.ledger().usage().is_zero());
+    drain(&g, &[]);
+    assert!(g.ledger().usage().is_zero());
+}
+
+fn d06_ledger_refusal_fails_the_job_and_its_dependents_per_gate<E: GraphEngine>() {
+    let g = builder(Limits {
+        concurrency: 1,
+        ..Limits::UNLIMITED
+    })
+    .build_with::<E>()
+    .unwrap();
+    let a = admit(&g, 1, &[]);
+    // `a` holds the tenant's only permit; `b` is ready now and is refused by the ledger.
+    let b = admit(&g, 2, &[]);
+    let e = match g.outcome(b).unwrap() {
+        Some(JobOutcome::Failed(e)) => e,
+        other => panic!("expected a ledger refusal, got {other:?}"),
+    };
+    assert_eq!(e.code(), Code::ResourceExhausted);
+    assert_eq!(e.reason(), Reason::TenantConcurrency);
+    let on_success = admit(&g, 3, &[dep(2, Gate::OnSuccess)]);
+    let sequential = admit(&g, 4, &[dep(2, Gate::Sequential)]);
+    let on_admission = admit(&g, 5, &[dep(2, Gate::OnAdmission)]);
+    assert!(dependency_failed(g.outcome(on_success).unwrap()));
+    assert!(dependency_failed(g.outcome(on_admission).unwrap()));
+    // The sequential dependent ran into the same limit (the permit is still held by `a`) …
+    assert!(
+        matches!(g.outcome(sequential).unwrap(), Some(JobOutcome::Failed(e)) if e.reason() == Reason::TenantConcurrency)
+    );
+    // … and once `a` ends, new work is admitted again.
+    drain(&g, &[]);
+    assert_eq!(g.outcome(a).unwrap(), Some(JobOutcome::Succeeded));
+    let c = admit(&g, 6, &[dep(2, Gate::Sequential)]);
+    drain(&g, &[]);
+    assert_eq!(g.outcome(c).unwrap(), Some(JobOutcome::Succeeded));
+    assert!(g.ledger().usage().is_zero());
+}
+
+fn d10_sequential_runs_after_a_failed_dependency<E: GraphEngine>() {
+    let g = graph::<E>();
+    let p = admit(&g, 1, &[]);
+    let s = admit(&g, 2, &[dep(1, Gate::Sequential)]);
+    assert_eq!(drain(&g, &[p]), vec![p, s]);
+    assert!(matches!(g.outcome(p).unwrap(), Some(JobOutcome::Failed(_))));
+    assert_eq!(g.outcome(s).unwrap(), Some(JobOutcome::Succeeded));
+}
+
+fn d10_on_success_fails_dependency_failed_transitively<E: GraphEngine>() {
+    let g = graph::<E>();
+    let p = admit(&g, 1, &[]);
+    let a = admit(&g, 2, &[dep(1, Gate::OnSuccess)]);
+    let b = admit(&g, 3, &[dep(2, Gate::OnSuccess)]);
+    let c = admit(&g, 4, &[dep(3, Gate::Sequential)]);
+    let d = admit(&g, 5, &[dep(3, Gate::OnAdmission)]);
+    let ran = drain(&g, &[p]);
+    // `c` runs (its gate is sequential); `a`, `b`, `d` never run.
+    assert_eq!(ran, vec![p, c]);
+    assert!(dependency_failed(g.outcome(a).unwrap()));
+    assert!(dependency_failed(g.outcome(b).unwrap()));
+    assert!(dependency_failed(g.outcome(d).unwrap()));
+    assert_eq!(g.outcome(c).unwrap(), Some(JobOutcome::Succeeded));
+    // A dependent submitted after the failure fails at once.
+    let late = admit(&g, 6, &[dep(2, Gate::OnSuccess)]);
+    assert!(dependency_failed(g.outcome(late).unwrap()));
+}
+
+fn d10_on_admission_runs_once_the_dependency_is_admitted<E: GraphEngine>() {
+    let g = graph::<E>();
+    let w = admit(&g, 9, &[]);
+    let p = admit(&g, 1, &[dep(9, Gate::OnSuccess)]);
+    let a = admit(&g, 2, &[dep(1, Gate::OnAdmission)]);
+    // Neither `p` nor `a` is admitted while `w` runs.
+    let jw = g.try_next(CPU).unwrap();
+    assert_eq!(jw.handle(), w);
+    assert!(g.try_next(CPU).is_none());
+    g.complete(jw, JobOutcome::Succeeded).unwrap();
+    // `p` admitted: `a` is ready as well, before `p` completes.
+    let jp = g.try_next(CPU).unwrap();
+    assert_eq!(jp.handle(), p);
+    let ja = g.try_next(CPU).unwrap();
+    assert_eq!(ja.handle(), a);
+    g.complete(ja, JobOutcome::Succeeded).unwrap();
+    assert_eq!(g.outcome(p).unwrap(), None);
+    g.complete(jp, JobOutcome::Succeeded).unwrap();
+    assert_eq!(g.outcome(a).unwrap(), Some(JobOutcome::Succeeded));
+    // A late admission-gated dependent of a job that ran is ready at once.
+    let late = admit(&g, 3, &[dep(1, Gate::OnAdmission)]);
+    assert_eq!(drain(&g, &[]), vec![late]);
+}
+
+fn d11_dependency_on_a_key_without_producer_waits_for_it<E: GraphEngine>() {
+    let g = graph::<E>();
+    let w = admit(&g, 2, &[dep(1, Gate::OnSuccess)]);
+    let v = admit(&g, 3, &[dep(1, Gate::OnAdmission)]);
+    // No producer yet: waiting, not failed.
+    assert!(drain(&g, &[]).is_empty());
+    assert_eq!(g.outcome(w).unwrap(), None);
+    assert_eq!(g.occupancy().waiting, 2);
+    let p = admit(&g, 1, &[]);
+    let ran = drain(&g, &[]);
+    assert_eq!(ran.len(), 3);
+    assert!(ran.iter().position(|&h| h == p) < ran.iter().position(|&h| h == w));
+    assert_eq!(g.outcome(w).unwrap(), Some(JobOutcome::Succeeded));
+    assert_eq!(g.outcome(v).unwrap(), Some(JobOutcome::Succeeded));
+    assert_eq!(g.occupancy().edges_used, 0);
+}
+
+fn d12_ready_only_when_every_gate_holds<E: GraphEngine>() {
+    let g = graph::<E>();
+    let a = admit(&g, 1, &[]);
+    let b = admit(&g, 2, &[]);
+    let c = admit(&g, 3, &[]);
+    let deps = [
+        dep(1, Gate::OnSuccess),
+        dep(2, Gate::Sequential),
+        dep(3, Gate::OnAdmission),
+    ];
+    let j = admit(&g, 4, &deps);
+    let mut running = HashMap::new();
+    for _ in 0..3 {
+        let r = g.try_next(CPU).unwrap();
+        running.insert(r.handle(), r);
+    }
+    // Every producer admitted and running: `j` waits for `a` and `b` to end.
+    assert!(g.try_next(CPU).is_none());
+    g.complete(running.remove(&c).unwrap(), JobOutcome::Succeeded)
+        .unwrap();
+    g.complete(running.remove(&a).unwrap(), JobOutcome::Succeeded)
+        .unwrap();
+    assert!(g.try_next(CPU).is_none());
+    assert_eq!(g.occupancy().waiting, 1);
+    g.complete(
+        running.remove(&b).unwrap(),
+        JobOutcome::Failed(fairway::Error::new(Code::Internal, Reason::Failed)),
+    )
+    .unwrap();
+    assert_eq!(drain(&g, &[]), vec![j]);
+}
+
+fn d13_completion_releases_fan_out_and_frees_edges<E: GraphEngine>() {
+    let g = graph::<E>();
+    let p = admit(&g, 1, &[]);
+    let kids: Vec<JobHandle> = (10..14)
+        .map(|k| admit(&g, k, &[dep(1, Gate::OnSuccess)]))
+        .collect();
+    assert_eq!(g.occupancy().edges_used, 4);
+    let jp = g.try_next(CPU).unwrap();
+    assert_eq!(jp.handle(), p);
+    assert!(g.try_next(CPU).is_none());
+    g.complete(jp, JobOutcome::Succeeded).unwrap();
+    assert_eq!(g.occupancy().edges_used, 0);
+    assert_eq!(g.occupancy().ready, 4);
+    let mut ran = drain(&g, &[]);
+    ran.sort_by_key(|h| format!("{h:?}"));
+    let mut want = kids.clone();
+    want.sort_by_key(|h| format!("{h:?}"));
+    assert_eq!(ran, want);
+    // A completed job cannot complete again through a stale running job; take every outcome.
+    for h in kids.iter().chain([&p]) {
+        assert_eq!(g.take_outcome(*h).unwrap(), Some(JobOutcome::Succeeded));
+    }
+    assert_eq!(g.occupancy().nodes_used, 0);
+}
+
+fn d15_self_dependency_is_refused<E: GraphEngine>() {
+    let g = graph::<E>();
+    let before = g.occupancy();
+    let e = g
+        .submit(&spec(
+            1,
+            &[dep(2, Gate::Sequential), dep(1, Gate::OnSuccess)],
+        ))
+        .unwrap_err();
+    assert_eq!(
+        (e.code(), e.reason()),
+        (Code::InvalidArgument, Reason::Cycle)
+    );
+    assert_eq!(g.occupancy(), before);
+}
+
+fn d15_cycle_through_a_waiting_key_is_refused_and_mutates_nothing<E: GraphEngine>() {
+    let g = graph::<E>();
+    // a -> b -> c, with `c` not produced yet; c -> a would close the cycle.
+    let a = admit(&g, 1, &[dep(3, Gate::OnSuccess)]);
+    let b = admit(&g, 2, &[dep(1, Gate::Sequential)]);
+    let before = g.occupancy();
+    let e = g
+        .submit(&spec(3, &[dep(2, Gate::OnAdmission)]))
+        .unwrap_err();
+    assert_eq!(
+        (e.code(), e.reason()),
+        (Code::InvalidArgument, Reason::Cycle)
+    );
+    assert_eq!(g.occupancy(), before);
+    // Without the cycle, the key's producer runs and releases the chain.
+    let c = admit(&g, 3, &[]);
+    assert_eq!(drain(&g, &[]), vec![c, a, b]);
+}
+
+fn d40_chain_longer_than_the_class_cells_completes<E: GraphEngine>() {
+    // One cell; a chain of 16 dependent jobs; one executor thread that never waits on a
+    // dependency (only ready jobs reach the scheduler).
+    let g = Graph::builder(ledger(Limits::UNLIMITED))
+        .class(1)
+        .nodes(32)
+        .build_with::<E>()
+        .unwrap();
+    const N: u64 = 16;
+    let mut handles = vec![admit(&g, 0, &[])];
+    for k in 1..N {
+        handles.push(admit(&g, k, &[dep(k - 1, Gate::OnSuccess)]));
+    }
+    let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let exec = {
+        let g = g.clone();
+        let order = order.clone();
+        std::thread::spawn(move || {
+            for _ in 0..N {
+                let job = g.next_blocking(CPU).expect("scheduler open");
+                order.lock().unwrap().push(job.handle());
+                g.complete(job, JobOutcome::Succeeded).unwrap();
+            }
+        })
+    };
+    exec.join().unwrap();
+    assert_eq!(*order.lock().unwrap(), handles);
+    for h in handles {
+        assert_eq!(g.take_outcome(h).unwrap(), Some(JobOutcome::Succeeded));
+    }
+}
+
+fn d50_occupancy_reports_every_store_and_state<E: GraphEngine>() {
+    let g = graph::<E>();
+    let empty = g.occupancy();
+    assert_eq!(
+        (empty.nodes_total, empty.edges_total, empty.keys_total),
+        (64, 256, 256)
+    );
+    assert_eq!(
+        (empty.nodes_used, empty.edges_used, empty.keys_used),
+        (0, 0, 0)
+    );
+    let p = admit(&g, 1, &[]);
+    let w = admit(&g, 2, &[dep(1, Gate::OnSuccess), dep(7, Gate::Sequential)]);
+    let o = g.occupancy();
+    assert_eq!(
+        (
+            o.nodes_used,
+            o.edges_used,
+            o.keys_used,
+            o.waiting,
+            o.ready,
+            o.running
+        ),
+        (2, 2, 3, 1, 1, 0)
+    );
+    let jp = g.try_next(CPU).unwrap();
+    let o = g.occupancy();
+    assert_eq!((o.waiting, o.ready, o.running), (1, 0, 1));
+    g.complete(jp, JobOutcome::Succeeded).unwrap();
+    let o = g.occupancy();
+    assert_eq!((o.edges_used, o.waiting, o.running), (1, 1, 0));
+    let seven = admit(&g, 7, &[]);
+    drain(&g, &[]);
+    for h in [p, w, seven] {
+        assert_eq!(g.take_outcome(h).unwrap(), Some(JobOutcome::Succeeded));
+    }
+    let o = g.occupancy();
+    assert_eq!(
+        o,
+        Occupancy {
+            keys_used: 3,
+            ..empty
+        }
+    );
+}
+
+#[test]
+fn d41_concurrency_cap_of_zero_is_refused() {
+    let e = ConcurrencyCap::new(0).unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument);
+    assert_eq!(e.field(), Some("capacity"));
+}
+
+#[test]
+fn d41_cap_bounds_bodies_and_releases_on_return_and_unwind() {
+    let cap = ConcurrencyCap::new(2).unwrap();
+    let live = Arc::new(AtomicU32::new(0));
+    let peak = Arc::new(AtomicU32::new(0));
+    let threads: Vec<_> = (0..6)
+        .map(|i| {
+            let cap = cap.clone();
+            let live = live.clone();
+            let peak = peak.clone();
+            std::thread::spawn(move || {
+                for _ in 0..50 {
+                    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        cap.run(|| {
+                            let now = live.fetch_add(1, Ordering::SeqCst) + 1;
+                            peak.fetch_max(now, Ordering::SeqCst);
+                            std::thread::yield_now();
+                            live.fetch_sub(1, Ordering::SeqCst);
+                            if i % 2 == 0 {
+                                panic!("body fails");
+                            }
+                        })
+                    }));
+                    assert_eq!(r.is_err(), i % 2 == 0);
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert!(peak.load(Ordering::SeqCst) <= 2);
+    assert_eq!(peak.load(Ordering::SeqCst), 2, "the cap was never reached");
+    // Every permit came back, including those of the panicking bodies.
+    assert_eq!(cap.available(), 2);
+}
+
+#[test]
+fn d41_cap_wraps_graph_job_bodies() {
+    let g = graph::<fairway::LockFreeGraph>();
+    let cap = ConcurrencyCap::new(1).unwrap();
+    let h = admit(&g, 1, &[]);
+    let job = g.try_next(CPU).unwrap();
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        cap.run(|| -> () { panic!("job body panics") })
+    }));
+    assert!(r.is_err());
+    assert_eq!(cap.available(), 1);
+    g.complete(
+        job,
+        JobOutcome::Failed(fairway::Error::new(Code::Internal, Reason::Failed)),
+    )
+    .unwrap();
+    assert!(matches!(g.outcome(h).unwrap(), Some(JobOutcome::Failed(_))));
+}
