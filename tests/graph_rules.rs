@@ -31,6 +31,7 @@ both_graphs!(
     d10_sequential_runs_after_a_failed_dependency,
     d10_on_success_fails_dependency_failed_transitively,
     d10_on_admission_runs_once_the_dependency_is_admitted,
+    d10_admission_as_the_last_gate_after_a_failed_one_fails_the_job,
     d11_dependency_on_a_key_without_producer_waits_for_it,
     d12_ready_only_when_every_gate_holds,
     d13_completion_releases_fan_out_and_frees_edges,
@@ -286,6 +287,19 @@ fn d10_on_admission_runs_once_the_dependency_is_admitted<E: GraphEngine>() {
     // A late admission-gated dependent of a job that ran is ready at once.
     let late = admit(&g, 3, &[dep(1, Gate::OnAdmission)]);
     assert_eq!(drain(&g, &[]), vec![late]);
+}
+
+fn d10_admission_as_the_last_gate_after_a_failed_one_fails_the_job<E: GraphEngine>() {
+    let g = graph::<E>();
+    let f = admit(&g, 1, &[]);
+    let j = admit(&g, 3, &[dep(1, Gate::OnSuccess), dep(2, Gate::OnAdmission)]);
+    drain(&g, &[f]);
+    // One gate failed; the admission gate is still pending.
+    assert_eq!(g.outcome(j).unwrap(), None);
+    let p = admit(&g, 2, &[]);
+    assert!(dependency_failed(g.outcome(j).unwrap()));
+    assert_eq!(drain(&g, &[]), vec![p]);
+    assert_eq!(g.occupancy().waiting, 0);
 }
 
 fn d11_dependency_on_a_key_without_producer_waits_for_it<E: GraphEngine>() {

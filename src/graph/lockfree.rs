@@ -15,7 +15,9 @@
 //! check only.
 
 use super::rules::{self, CYCLE, DEPENDENCY_FAILED, DUPLICATE_KEY, STALE};
-use super::{Admission, Bounds, Gate, GraphEngine, JobOutcome, JobSpec, NodeRef, Occupancy};
+use super::{
+    Admission, Bounds, Gate, GraphEngine, JobKey, JobOutcome, JobSpec, NodeRef, Occupancy, Ready,
+};
 use crate::sync::{AtomicU32, AtomicU64, Ordering, UnsafeCell};
 use crate::{ClassId, Error, Priority, TenantId};
 use std::collections::HashSet;
@@ -66,6 +68,7 @@ fn key_live(node: NodeRef) -> u64 {
 /// What a job needs once it is ready; written by its submitter before the node is published.
 #[derive(Clone, Copy)]
 struct Info {
+    key: JobKey,
     tenant: TenantId,
     class: ClassId,
     priority: Priority,
@@ -215,6 +218,7 @@ impl LockFreeGraph {
                 next: AtomicU32::new(if i + 1 < n { i + 1 } else { NIL }),
                 dep_count: AtomicU32::new(0),
                 info: UnsafeCell::new(Info {
+                    key: JobKey::new(0),
                     tenant: TenantId(0),
                     class: ClassId(0),
                     priority: 0,
@@ -399,6 +403,12 @@ impl LockFreeGraph {
     fn end(&self, node: NodeRef, outcome: JobOutcome, admitted: bool, work: &mut Work) {
         let mut failed = NIL;
         self.end_one(node, outcome, admitted, work, &mut failed);
+        self.end_failed(failed, work);
+    }
+
+    /// Ends every node of the intrusive list `failed` (each fired with a failed gate) with
+    /// `dependency-failed`, and what that fails in turn.
+    fn end_failed(&self, mut failed: u32, work: &mut Work) {
         while failed != NIL {
             let idx = failed;
             let n = &self.nodes[idx as usize];
@@ -610,8 +620,10 @@ impl LockFreeGraph {
         let n = &self.nodes[me.idx as usize];
         let g = me.gen.wrapping_add(1);
         n.ctl.store(word(g, 0), Ordering::Relaxed);
-        n.admit.store(word(g, NIL), Ordering::Relaxed);
-        n.done.store(word(g, NIL), Ordering::Relaxed);
+        // Release: a late linker that loads the new generation (Acquire) then sees the key's
+        // end state.
+        n.admit.store(word(g, NIL), Ordering::Release);
+        n.done.store(word(g, NIL), Ordering::Release);
         n.state.store(word(g, S_FREE), Ordering::Relaxed);
         self.push_node(me.idx);
     }
@@ -709,6 +721,7 @@ impl GraphEngine for LockFreeGraph {
         // SAFETY: the node is free and ours until published.
         n.info.with_mut(|p| unsafe {
             *p = Info {
+                key: spec.key,
                 tenant: spec.tenant,
                 class: spec.class,
                 priority: spec.priority,
@@ -797,17 +810,12 @@ impl GraphEngine for LockFreeGraph {
         // Give up the submitter's hold: the node may fire now.
         let mut failed = NIL;
         self.release(me, true, work, &mut failed);
-        if failed != NIL {
-            // The hold was the last count and a gate had failed: end it here.
-            self.nodes[idx as usize].next.store(NIL, Ordering::Relaxed);
-            dec(&self.gauges.waiting);
-            n.state.store(word(gen, S_ENDING), Ordering::Relaxed);
-            self.end(me, JobOutcome::Failed(DEPENDENCY_FAILED), false, work);
-        }
+        // The hold was the last count and a gate had failed: end it here.
+        self.end_failed(failed, work);
         Ok(Admission::Admitted(me))
     }
 
-    fn pop_ready(&self, work: &mut Work) -> Option<(NodeRef, TenantId, ClassId, Priority)> {
+    fn pop_ready(&self, work: &mut Work) -> Option<Ready> {
         let idx = work.ready;
         if idx == NIL {
             return None;
@@ -817,7 +825,13 @@ impl GraphEngine for LockFreeGraph {
         let gen = gen_of(n.ctl.load(Ordering::Relaxed));
         // SAFETY: written before publication; the zero-reaching RMW on `ctl` acquired it.
         let info = n.info.with(|p| unsafe { *p });
-        Some((NodeRef { idx, gen }, info.tenant, info.class, info.priority))
+        Some(Ready {
+            node: NodeRef { idx, gen },
+            key: info.key,
+            tenant: info.tenant,
+            class: info.class,
+            priority: info.priority,
+        })
     }
 
     fn admitted(&self, node: NodeRef, work: &mut Work) {
@@ -825,8 +839,8 @@ impl GraphEngine for LockFreeGraph {
         n.state.store(word(node.gen, S_QUEUED), Ordering::Release);
         let mut failed = NIL;
         self.seal(&n.admit, node.gen, true, work, &mut failed);
-        // Admission-gated dependents never fail on a successful admission.
-        debug_assert_eq!(failed, NIL);
+        // A dependent whose last gate this was may have failed another gate earlier.
+        self.end_failed(failed, work);
     }
 
     fn fail_ready(&self, node: NodeRef, error: Error, admitted: bool, work: &mut Work) {
@@ -893,8 +907,9 @@ impl GraphEngine for LockFreeGraph {
                 return Err(STALE);
             }
             n.ctl.store(word(g, 0), Ordering::Relaxed);
-            n.admit.store(word(g, NIL), Ordering::Relaxed);
-            n.done.store(word(g, NIL), Ordering::Relaxed);
+            // Release: as in `free_slot`.
+            n.admit.store(word(g, NIL), Ordering::Release);
+            n.done.store(word(g, NIL), Ordering::Release);
             self.push_node(node.idx);
         }
         Ok(out)

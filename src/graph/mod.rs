@@ -221,12 +221,14 @@ pub struct Occupancy {
 #[derive(Debug, Clone, Copy)]
 pub struct Task {
     node: NodeRef,
+    key: JobKey,
 }
 
 /// A job an executor pulled: run it, then pass it to [`Graph::complete`].
 #[derive(Debug)]
 pub struct RunningJob {
     handle: JobHandle,
+    key: JobKey,
     assignment: Assignment,
 }
 
@@ -237,11 +239,28 @@ impl RunningJob {
         self.handle
     }
 
+    /// The job's key.
+    #[inline]
+    pub fn key(&self) -> JobKey {
+        self.key
+    }
+
     /// The cell and execution permit.
     #[inline]
     pub fn assignment(&self) -> &Assignment {
         &self.assignment
     }
+}
+
+/// A job that became ready, with what its hand-off needs.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy)]
+pub struct Ready {
+    pub(crate) node: NodeRef,
+    pub(crate) key: JobKey,
+    pub(crate) tenant: TenantId,
+    pub(crate) class: ClassId,
+    pub(crate) priority: Priority,
 }
 
 /// Fixed bounds chosen at build (SPEC D05).
@@ -271,7 +290,7 @@ pub trait GraphEngine: sealed::Sealed + Send + Sync + Sized + 'static {
         work: &mut Self::Work,
     ) -> Result<Admission<NodeRef>, Error>;
     #[doc(hidden)]
-    fn pop_ready(&self, work: &mut Self::Work) -> Option<(NodeRef, TenantId, ClassId, Priority)>;
+    fn pop_ready(&self, work: &mut Self::Work) -> Option<Ready>;
     #[doc(hidden)]
     fn admitted(&self, node: NodeRef, work: &mut Self::Work);
     #[doc(hidden)]
@@ -485,7 +504,14 @@ impl<E: GraphEngine> Graph<E> {
     /// (SPEC D06, D12). A refusal fails the job and its dependents per their gates.
     fn hand_off(&self, work: &mut E::Work) {
         let inner = &*self.inner;
-        while let Some((node, tenant, class, priority)) = inner.engine.pop_ready(work) {
+        while let Some(Ready {
+            node,
+            key,
+            tenant,
+            class,
+            priority,
+        }) = inner.engine.pop_ready(work)
+        {
             let request = AdmissionRequest::new(RequestId(node.packed()), tenant)
                 .class(class)
                 .priority(priority);
@@ -501,7 +527,7 @@ impl<E: GraphEngine> Graph<E> {
             inner.engine.admitted(node, work);
             if let Err(e) = inner
                 .scheduler
-                .submit(AdmittedRequest::without_token(permit), Task { node })
+                .submit(AdmittedRequest::without_token(permit), Task { node, key })
             {
                 inner.engine.fail_ready(node, e.error, true, work);
             }
@@ -512,6 +538,7 @@ impl<E: GraphEngine> Graph<E> {
         if self.inner.engine.start(job.payload.node) {
             Some(RunningJob {
                 handle: self.handle(job.payload.node),
+                key: job.payload.key,
                 assignment: job.assignment,
             })
         } else {

@@ -3,7 +3,9 @@
 //! benches and the oracle of the differential test.
 
 use super::rules::{self, CYCLE, DEPENDENCY_FAILED, DUPLICATE_KEY, STALE};
-use super::{Admission, Bounds, Gate, GraphEngine, JobOutcome, JobSpec, NodeRef, Occupancy};
+use super::{
+    Admission, Bounds, Gate, GraphEngine, JobKey, JobOutcome, JobSpec, NodeRef, Occupancy, Ready,
+};
 use crate::{ClassId, Error, Priority, TenantId};
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
@@ -27,6 +29,7 @@ struct MNode {
     tenant: TenantId,
     class: ClassId,
     priority: Priority,
+    job_key: JobKey,
     key: u64,
     deps: Vec<u64>,
     admit: Vec<(NodeRef, Gate)>,
@@ -64,7 +67,7 @@ pub struct MutexGraph {
 /// Ready jobs found by one operation.
 #[derive(Debug, Default)]
 pub struct Work {
-    ready: Vec<(NodeRef, TenantId, ClassId, Priority)>,
+    ready: Vec<Ready>,
 }
 
 impl super::sealed::Sealed for MutexGraph {}
@@ -97,7 +100,13 @@ impl State {
             failed.push(target);
         } else {
             n.st = St::Ready;
-            let item = (target, n.tenant, n.class, n.priority);
+            let item = Ready {
+                node: target,
+                key: n.job_key,
+                tenant: n.tenant,
+                class: n.class,
+                priority: n.priority,
+            };
             self.waiting -= 1;
             self.ready += 1;
             work.ready.push(item);
@@ -111,7 +120,8 @@ impl State {
         work: &mut Work,
         failed: &mut Vec<NodeRef>,
     ) {
-        for (target, gate) in list {
+        // Last linked first, as the lock-free engine's stacks.
+        for (target, gate) in list.into_iter().rev() {
             self.edges_used -= 1;
             self.release(target, rules::gate_met(gate, ok), work, failed);
         }
@@ -120,6 +130,10 @@ impl State {
     fn end(&mut self, node: NodeRef, outcome: JobOutcome, admitted: bool, work: &mut Work) {
         let mut failed = Vec::new();
         self.end_one(node, outcome, admitted, work, &mut failed);
+        self.end_failed(failed, work);
+    }
+
+    fn end_failed(&mut self, mut failed: Vec<NodeRef>, work: &mut Work) {
         while let Some(f) = failed.pop() {
             self.waiting -= 1;
             self.end_one(
@@ -193,6 +207,7 @@ impl GraphEngine for MutexGraph {
                 tenant: TenantId(0),
                 class: ClassId(0),
                 priority: 0,
+                job_key: JobKey::new(0),
                 key: 0,
                 deps: Vec::new(),
                 admit: Vec::new(),
@@ -254,6 +269,7 @@ impl GraphEngine for MutexGraph {
             n.class = spec.class;
             n.priority = spec.priority;
             n.key = own;
+            n.job_key = spec.key;
             n.deps = deps;
             n.admit_sealed = None;
             n.outcome = None;
@@ -299,7 +315,9 @@ impl GraphEngine for MutexGraph {
         // Publish, adopting the key's waiters.
         if let Some(MKey::Waiting(list)) = s.keys.insert(own, MKey::Live(me)) {
             let n = &mut s.nodes[idx as usize];
-            for (t, g) in list {
+            // Adopted in the lock-free engine's order: the first waiter is released first
+            // among them, after the jobs that link later.
+            for (t, g) in list.into_iter().rev() {
                 if rules::on_admission_list(g) {
                     n.admit.push((t, g));
                 } else {
@@ -318,14 +336,11 @@ impl GraphEngine for MutexGraph {
         if s.nodes[idx as usize].remaining == 0 {
             s.fire(me, work, &mut failed);
         }
-        if let Some(f) = failed.pop() {
-            s.waiting -= 1;
-            s.end(f, JobOutcome::Failed(DEPENDENCY_FAILED), false, work);
-        }
+        s.end_failed(failed, work);
         Ok(Admission::Admitted(me))
     }
 
-    fn pop_ready(&self, work: &mut Work) -> Option<(NodeRef, TenantId, ClassId, Priority)> {
+    fn pop_ready(&self, work: &mut Work) -> Option<Ready> {
         work.ready.pop()
     }
 
@@ -337,7 +352,8 @@ impl GraphEngine for MutexGraph {
         let list = std::mem::take(&mut n.admit);
         let mut failed = Vec::new();
         s.release_list(list, true, work, &mut failed);
-        debug_assert!(failed.is_empty());
+        // A dependent whose last gate this was may have failed another gate earlier.
+        s.end_failed(failed, work);
     }
 
     fn fail_ready(&self, node: NodeRef, error: Error, admitted: bool, work: &mut Work) {
