@@ -240,6 +240,11 @@ impl GraphEngine for MutexGraph {
         if matches!(s.keys.get(&own), Some(MKey::Live(_) | MKey::Done { .. })) {
             return Err(DUPLICATE_KEY);
         }
+        let deps: Vec<u64> = spec.deps.iter().map(|d| rules::ident(d.key)).collect();
+        // A key with waiters: refuse a cycle before anything else (as the lock-free engine).
+        if matches!(s.keys.get(&own), Some(MKey::Waiting(_))) && s.closes_cycle(own, &deps) {
+            return Err(CYCLE);
+        }
         if s.free.is_empty() || s.edges_used as usize + spec.deps.len() > self.bounds.edges as usize
         {
             return Ok(Admission::Backpressured);
@@ -252,10 +257,6 @@ impl GraphEngine for MutexGraph {
                 }
                 s.keys.insert(ident, MKey::None);
             }
-        }
-        let deps: Vec<u64> = spec.deps.iter().map(|d| rules::ident(d.key)).collect();
-        if matches!(s.keys.get(&own), Some(MKey::Waiting(_))) && s.closes_cycle(own, &deps) {
-            return Err(CYCLE);
         }
         let idx = s.free.pop().expect("checked above");
         let gen = s.nodes[idx as usize].gen;
