@@ -46,6 +46,8 @@
 //!   the edges are inert (generation-checked).
 
 mod lockfree;
+#[cfg(all(test, loom))]
+mod loom_link;
 mod mutex;
 pub(crate) mod rules;
 

@@ -1,0 +1,128 @@
+//! loom models of the lock-free graph's hot race: a dependent linking to a producer while the
+//! producer completes. Whatever the interleaving, the dependent's gate is counted exactly once:
+//! it becomes ready (or fails `dependency-failed`) exactly once, through the completer (linked
+//! before the seal) or through its own submission (saw the seal or the key's end).
+
+use super::lockfree::{LockFreeGraph, Work};
+use super::{Admission, Bounds, Dependency, Gate, GraphEngine, JobKey, JobOutcome, JobSpec};
+use crate::sync::model::{model, Outcomes};
+use crate::sync::Arc;
+use crate::{ClassId, Code, Error, Reason, TenantId};
+
+fn bounds() -> Bounds {
+    Bounds {
+        nodes: 3,
+        edges: 2,
+        keys: 4,
+        max_deps: 1,
+    }
+}
+
+fn spec(key: u64, deps: &[Dependency]) -> JobSpec<'_> {
+    JobSpec {
+        key: JobKey::new(key),
+        tenant: TenantId(0),
+        class: ClassId(0),
+        priority: 0,
+        deps,
+    }
+}
+
+/// Keys that became ready in `work`.
+fn ready(g: &LockFreeGraph, work: &mut Work) -> Vec<u64> {
+    let mut out = Vec::new();
+    while let Some(r) = g.pop_ready(work) {
+        out.push(r.key.key.0);
+    }
+    out
+}
+
+/// A running producer (key 1) completes (`succeeds` or not) while a dependent (key 2, gate
+/// `gate`) is submitted.
+fn link_races_complete(gate: Gate, succeeds: bool) {
+    let outcomes = std::sync::Arc::new(Outcomes::new());
+    let seen = outcomes.clone();
+    model(move || {
+        let g = Arc::new(LockFreeGraph::new(bounds()));
+        let mut w = Work::default();
+        let Ok(Admission::Admitted(p)) = g.submit(&spec(1, &[]), &mut w) else {
+            panic!("producer not admitted");
+        };
+        assert_eq!(ready(&g, &mut w), vec![1]);
+        g.admitted(p, &mut w);
+        assert!(g.start(p));
+
+        let completer = {
+            let g = g.clone();
+            loom::thread::spawn(move || {
+                let mut w = Work::default();
+                let outcome = if succeeds {
+                    JobOutcome::Succeeded
+                } else {
+                    JobOutcome::Failed(Error::new(Code::Internal, Reason::Failed))
+                };
+                g.complete(p, outcome, &mut w).unwrap();
+                ready(&g, &mut w)
+            })
+        };
+        let linker = {
+            let g = g.clone();
+            loom::thread::spawn(move || {
+                let mut w = Work::default();
+                let deps = [Dependency {
+                    key: JobKey::new(1),
+                    gate,
+                }];
+                let Ok(Admission::Admitted(d)) = g.submit(&spec(2, &deps), &mut w) else {
+                    panic!("dependent not admitted");
+                };
+                (d, ready(&g, &mut w))
+            })
+        };
+        let by_completer = completer.join().unwrap();
+        let (d, by_linker) = linker.join().unwrap();
+        let runs = by_completer.len() + by_linker.len();
+        let ended = g.outcome(d, false).unwrap();
+        if succeeds || gate == Gate::Sequential {
+            assert_eq!(runs, 1, "released {runs} times");
+            assert_eq!(ended, None);
+        } else {
+            assert_eq!(runs, 0);
+            assert!(
+                matches!(ended, Some(JobOutcome::Failed(e)) if e.reason() == Reason::DependencyFailed)
+            );
+        }
+        // Every edge is free again; only the two nodes are held.
+        let o = g.occupancy();
+        assert_eq!(o.edges_used, 0);
+        assert_eq!(o.nodes_used, 2);
+        seen.hit(if !by_completer.is_empty() {
+            "linked-before-seal"
+        } else if !by_linker.is_empty() {
+            "saw-seal-at-link"
+        } else {
+            "failed-once"
+        });
+    });
+    eprintln!("{gate:?}, producer succeeds {succeeds}: {outcomes:?}");
+    if succeeds || gate == Gate::Sequential {
+        outcomes.assert_exactly(&["linked-before-seal", "saw-seal-at-link"]);
+    } else {
+        outcomes.assert_exactly(&["failed-once"]);
+    }
+}
+
+#[test]
+fn loom_graph_link_races_complete_on_success() {
+    link_races_complete(Gate::OnSuccess, true);
+}
+
+#[test]
+fn loom_graph_link_races_complete_sequential_after_failure() {
+    link_races_complete(Gate::Sequential, false);
+}
+
+#[test]
+fn loom_graph_link_races_complete_on_success_after_failure() {
+    link_races_complete(Gate::OnSuccess, false);
+}
