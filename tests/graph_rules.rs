@@ -551,3 +551,61 @@ fn d41_cap_wraps_graph_job_bodies() {
     .unwrap();
     assert!(matches!(g.outcome(h).unwrap(), Some(JobOutcome::Failed(_))));
 }
+
+#[global_allocator]
+static GLOBAL: fairway_bench_support::alloc::Counting = fairway_bench_support::alloc::Counting;
+
+/// PERF P8/P9 on the lock-free graph: submitting a job with 4 dependency edges, completing a
+/// producer with fan-out 4, handing the ready jobs to the scheduler, running and collecting
+/// them allocate nothing (counted by the thread-local counting allocator).
+#[test]
+fn p9_lock_free_submit_complete_and_hand_off_allocate_nothing() {
+    let g = Graph::builder(ledger(Limits::UNLIMITED))
+        .class(16)
+        .nodes(64)
+        .edges(256)
+        .keys(8192)
+        .build()
+        .unwrap();
+    let round = |base: u64| {
+        // Four producers, running.
+        let mut producers = [None, None, None, None];
+        let mut handles = [None; 9];
+        for (i, slot) in handles.iter_mut().enumerate().take(4) {
+            *slot = Some(admit(&g, base + i as u64, &[]));
+        }
+        for p in &mut producers {
+            *p = g.try_next(CPU);
+        }
+        let deps = [
+            dep(base, Gate::OnSuccess),
+            dep(base + 1, Gate::Sequential),
+            dep(base + 2, Gate::OnAdmission),
+            dep(base + 3, Gate::OnSuccess),
+        ];
+        // Fan-out 4 on each producer: four dependents with four edges each.
+        for (i, slot) in handles.iter_mut().enumerate().skip(4).take(4) {
+            *slot = Some(admit(&g, base + i as u64, &deps));
+        }
+        for p in producers {
+            g.complete(p.expect("a free cell"), JobOutcome::Succeeded)
+                .unwrap();
+        }
+        while let Some(job) = g.try_next(CPU) {
+            g.complete(job, JobOutcome::Succeeded).unwrap();
+        }
+        for h in handles.iter().flatten() {
+            assert_eq!(g.take_outcome(*h).unwrap(), Some(JobOutcome::Succeeded));
+        }
+    };
+    // Warm up, then count.
+    round(0);
+    let allocs = fairway_bench_support::alloc::count(|| {
+        for r in 1..500u64 {
+            round(r * 16);
+        }
+    });
+    assert_eq!(allocs, 0);
+    assert_eq!(g.occupancy().nodes_used, 0);
+    assert_eq!(g.occupancy().edges_used, 0);
+}
