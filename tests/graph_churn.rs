@@ -233,3 +233,81 @@ fn d13_churn_threads_conserve_ten_thousand_fan_out_64_lock_free() {
 fn d13_churn_threads_conserve_ten_thousand_fan_out_64_mutex() {
     churn::<fairway::MutexGraph>(10_000, 64, 2, 2, 4);
 }
+
+/// Two threads submit the two halves of a cycle at once, many times: in every round exactly one
+/// is admitted and the other refused `invalid-argument / cycle`, whichever publishes last
+/// (SPEC D15 under concurrency; the lock-free graph checks again when it publishes).
+fn concurrent_cycle<E: GraphEngine>() {
+    const ROUNDS: u64 = 2_000;
+    let ledger = Ledger::new(LedgerConfig {
+        classes: vec![ClassSpec::new("cpu")],
+        max_tenants: 1,
+        tenant_limits: Limits::UNLIMITED,
+    })
+    .unwrap();
+    let g = Graph::builder(ledger)
+        .class(1)
+        .nodes(ROUNDS as u32 + 8)
+        .edges(2 * ROUNDS as u32 + 8)
+        .keys(4 * ROUNDS as u32)
+        .build_with::<E>()
+        .unwrap();
+    let barrier = Arc::new(std::sync::Barrier::new(2));
+    let side = |first: bool| {
+        let g = g.clone();
+        let barrier = barrier.clone();
+        std::thread::spawn(move || {
+            let mut admitted = Vec::new();
+            for r in 0..ROUNDS {
+                let (own, other) = if first {
+                    (2 * r, 2 * r + 1)
+                } else {
+                    (2 * r + 1, 2 * r)
+                };
+                let deps = [Dependency {
+                    key: JobKey::new(other),
+                    gate: Gate::OnSuccess,
+                }];
+                barrier.wait();
+                let out = g.submit(&JobSpec {
+                    key: JobKey::new(own),
+                    tenant: TenantId(0),
+                    class: ClassId(0),
+                    priority: 0,
+                    deps: &deps,
+                });
+                admitted.push(match out {
+                    Ok(Admission::Admitted(_)) => true,
+                    Err(e) => {
+                        assert_eq!(
+                            (e.code(), e.reason()),
+                            (Code::InvalidArgument, Reason::Cycle)
+                        );
+                        false
+                    }
+                    Ok(other) => panic!("round {r}: {other:?}"),
+                });
+            }
+            admitted
+        })
+    };
+    let a = side(true);
+    let b = side(false);
+    let a = a.join().unwrap();
+    let b = b.join().unwrap();
+    for r in 0..ROUNDS as usize {
+        assert!(a[r] ^ b[r], "round {r}: admitted {} and {}", a[r], b[r]);
+    }
+    let o = g.occupancy();
+    assert_eq!((o.nodes_used, o.waiting), (ROUNDS as u32, ROUNDS as u32));
+}
+
+#[test]
+fn d15_concurrent_cycle_halves_admit_exactly_one_lock_free() {
+    concurrent_cycle::<fairway::LockFreeGraph>();
+}
+
+#[test]
+fn d15_concurrent_cycle_halves_admit_exactly_one_mutex() {
+    concurrent_cycle::<fairway::MutexGraph>();
+}
