@@ -735,8 +735,11 @@ impl GraphEngine for LockFreeGraph {
             self.dep_keys[base + i].store(rules::ident(d.key), Ordering::Relaxed);
         }
         n.dep_count.store(spec.deps.len() as u32, Ordering::Relaxed);
-        n.admit.store(word(gen, NIL), Ordering::Relaxed);
-        n.done.store(word(gen, NIL), Ordering::Relaxed);
+        // Release: a linker still holding the slot's previous generation (from the key table)
+        // that loads these (Acquire) must then see that generation's end in its key; the free
+        // list's Release/Acquire orders that end before this store.
+        n.admit.store(word(gen, NIL), Ordering::Release);
+        n.done.store(word(gen, NIL), Ordering::Release);
         // Release: the first RMW of `ctl`'s release sequence; readers of the info acquire it.
         n.ctl
             .store(word(gen, spec.deps.len() as u32 + 1), Ordering::Release);

@@ -126,3 +126,68 @@ fn loom_graph_link_races_complete_sequential_after_failure() {
 fn loom_graph_link_races_complete_on_success_after_failure() {
     link_races_complete(Gate::OnSuccess, false);
 }
+
+/// The producer completes, is collected and its slot reused by a new job while a dependent
+/// links by the key: the dependent is released exactly once, never linked onto the new job
+/// (every edge is free at the end), whichever generation it read.
+#[test]
+fn loom_graph_late_linker_never_links_onto_a_reused_slot() {
+    let outcomes = std::sync::Arc::new(Outcomes::new());
+    let seen = outcomes.clone();
+    model(move || {
+        let g = Arc::new(LockFreeGraph::new(bounds()));
+        let mut w = Work::default();
+        let Ok(Admission::Admitted(p)) = g.submit(&spec(1, &[]), &mut w) else {
+            panic!("producer not admitted");
+        };
+        assert_eq!(ready(&g, &mut w), vec![1]);
+        g.admitted(p, &mut w);
+        assert!(g.start(p));
+
+        let recycler = {
+            let g = g.clone();
+            loom::thread::spawn(move || {
+                let mut w = Work::default();
+                g.complete(p, JobOutcome::Succeeded, &mut w).unwrap();
+                let mut r = ready(&g, &mut w);
+                assert_eq!(g.outcome(p, true).unwrap(), Some(JobOutcome::Succeeded));
+                let Ok(Admission::Admitted(_)) = g.submit(&spec(3, &[]), &mut w) else {
+                    panic!("reuser not admitted");
+                };
+                r.extend(ready(&g, &mut w));
+                r
+            })
+        };
+        let linker = {
+            let g = g.clone();
+            loom::thread::spawn(move || {
+                let mut w = Work::default();
+                let deps = [Dependency {
+                    key: JobKey::new(1),
+                    gate: Gate::OnSuccess,
+                }];
+                let Ok(Admission::Admitted(_)) = g.submit(&spec(2, &deps), &mut w) else {
+                    panic!("dependent not admitted");
+                };
+                ready(&g, &mut w)
+            })
+        };
+        let by_recycler = recycler.join().unwrap();
+        let by_linker = linker.join().unwrap();
+        let d_runs = by_recycler
+            .iter()
+            .chain(&by_linker)
+            .filter(|&&k| k == 2)
+            .count();
+        assert_eq!(d_runs, 1);
+        assert!(by_recycler.contains(&3));
+        assert_eq!(g.occupancy().edges_used, 0);
+        seen.hit(if by_recycler.contains(&2) {
+            "linked-before-seal"
+        } else {
+            "released-at-link"
+        });
+    });
+    eprintln!("reuse: {outcomes:?}");
+    outcomes.assert_exactly(&["linked-before-seal", "released-at-link"]);
+}
