@@ -29,15 +29,32 @@
 //! that such an adoption needs (D15, a walk of the dependency keys upstream, which allocates its
 //! visited set). No user code, waker or drop of user data runs under it.
 //!
+//! # What holds, and where it is tested
+//!
+//! On both engines (`tests/graph_rules.rs`, one generic test per rule through one macro): D02
+//! (three outcomes, errors apart, unknown and foreign handles), D05 (full node, edge and key
+//! stores give `Backpressured` and change nothing), D06 (no quota while waiting; a ledger
+//! refusal fails the job, and its dependents per gate), D10 (every gate, transitive
+//! `dependency-failed`), D11, D12, D13, D15 (self-dependency; a cycle through a waiting key,
+//! refused with nothing changed; two threads racing the halves of a cycle in
+//! `tests/graph_churn.rs`), D40 (a chain of 16 jobs on one cell), D50. D41's cap is
+//! engine-independent. `tests/graph_differential.rs` compares the engines after every operation
+//! of random sequences; `tests/graph_churn.rs` checks conservation at quiescence on threads;
+//! `loom_link.rs` models link against complete and against slot reuse.
+//!
 //! # Limits of this part (not built yet)
 //!
 //! - A key holds one job for the graph's lifetime: generations, supersede, removal and the key
 //!   table's compaction (D01, D20–D24) come later; a second job on a key is refused
-//!   `already-exists / duplicate-key`. Keys are at most [`WorkKey::MAX`], stage tags 8 bits.
+//!   `already-exists / duplicate-key`, and key-table slots are never freed. Keys are at most
+//!   [`WorkKey::MAX`], stage tags 8 bits. A waiter on a key whose producer never comes waits
+//!   until the graph is dropped (removal, which fails such waiters, is part 2).
 //! - Not built: `DedupeJoined` is never produced (D03); `submit_batch`, `submit_batch_atomic`
-//!   and `wait_batch` (D04); the async (waiting) form of submit (D05, D42); dependencies
-//!   discovered while a job runs (D14); priority inheritance and cancellation through the graph
-//!   (D30, D31).
+//!   and `wait_batch` (D04), so the [`ConcurrencyCap`] is a standalone handle that job bodies
+//!   share, not yet attached to a batch; the async (waiting) form of submit (D05, D42) — only
+//!   the try form exists; dependencies discovered while a job runs (D14); priority inheritance
+//!   and cancellation through the graph (D30, D31); a blocking wait for an outcome (poll
+//!   [`Graph::outcome`]).
 //! - The ready depth is the node capacity: the graph's scheduler queues as many jobs per class
 //!   as there are nodes, so a job that became ready is never refused for queue space.
 //! - Node generations are 32 bits and wrap after 2^32 reuses of one slot.
