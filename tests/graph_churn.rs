@@ -311,3 +311,118 @@ fn d15_concurrent_cycle_halves_admit_exactly_one_lock_free() {
 fn d15_concurrent_cycle_halves_admit_exactly_one_mutex() {
     concurrent_cycle::<fairway::MutexGraph>();
 }
+
+/// The same conservation on a tokio runtime: executors are tasks awaiting [`Graph::next`],
+/// submitters are tasks; at quiescence the scheduler shuts down and every executor ends.
+fn churn_tokio<E: GraphEngine>(n: u64, fan_out: u64, extra: u64) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_time()
+        .build()
+        .unwrap();
+    let ledger = Ledger::new(LedgerConfig {
+        classes: vec![ClassSpec::new("cpu"), ClassSpec::new("io")],
+        max_tenants: 4,
+        tenant_limits: Limits::UNLIMITED,
+    })
+    .unwrap();
+    let g = Graph::builder(ledger)
+        .class(2)
+        .class(1)
+        .nodes(n as u32)
+        .edges((n * (extra + 1)) as u32)
+        .keys((n * 2) as u32)
+        .max_deps(extra as u32 + 1)
+        .build_with::<E>()
+        .unwrap();
+    rt.block_on(async {
+        let mut execs = Vec::new();
+        for e in 0..4u16 {
+            let g = g.clone();
+            execs.push(tokio::spawn(async move {
+                let mut ran = 0u64;
+                while let Some(job) = g.next(ClassId(e % 2)).await {
+                    ran += 1;
+                    let outcome = if body_fails(job.key().key.0) {
+                        JobOutcome::Failed(Error::new(Code::Internal, Reason::Failed))
+                    } else {
+                        JobOutcome::Succeeded
+                    };
+                    g.complete(job, outcome).unwrap();
+                    if ran.is_multiple_of(16) {
+                        tokio::task::yield_now().await;
+                    }
+                }
+                ran
+            }));
+        }
+        let mut subs = Vec::new();
+        for t in 0..2u64 {
+            let g = g.clone();
+            subs.push(tokio::spawn(async move {
+                let mut keys: Vec<u64> = (0..n).filter(|k| k % 2 == t).collect();
+                if t == 0 {
+                    keys.reverse();
+                }
+                let mut handles = Vec::new();
+                for k in keys {
+                    let deps = deps_of(k, fan_out, extra);
+                    let spec = JobSpec {
+                        key: JobKey::new(k),
+                        tenant: TenantId((k % 4) as u32),
+                        class: ClassId((k % 2) as u16),
+                        priority: (k % 3) as u8,
+                        deps: &deps,
+                    };
+                    let h = loop {
+                        match g.submit(&spec).unwrap() {
+                            Admission::Admitted(h) => break h,
+                            _ => tokio::task::yield_now().await,
+                        }
+                    };
+                    handles.push((k, h));
+                }
+                handles
+            }));
+        }
+        let mut handles = Vec::new();
+        for s in subs {
+            handles.extend(s.await.unwrap());
+        }
+        handles.sort_by_key(|&(k, _)| k);
+        for &(_, h) in &handles {
+            while g.outcome(h).unwrap().is_none() {
+                tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+            }
+        }
+        g.scheduler().shutdown();
+        let mut ran = 0;
+        for e in execs {
+            ran += e.await.unwrap();
+        }
+        let want = expected(n, fan_out, extra);
+        let admitted = want.iter().filter(|w| w.0).count() as u64;
+        assert_eq!(ran, admitted, "every admitted job ran exactly once");
+        for &(k, h) in &handles {
+            let got = g.take_outcome(h).unwrap().expect("ended");
+            assert_eq!(got.is_success(), want[k as usize].1, "key {k}");
+        }
+    });
+    let o = g.occupancy();
+    assert_eq!(
+        (o.nodes_used, o.edges_used, o.waiting, o.ready, o.running),
+        (0, 0, 0, 0, 0),
+        "{o:?}"
+    );
+    assert!(g.ledger().usage().is_zero());
+}
+
+#[test]
+fn d13_churn_tokio_conserves_lock_free() {
+    churn_tokio::<fairway::LockFreeGraph>(3_000, 8, 3);
+}
+
+#[test]
+fn d13_churn_tokio_conserves_mutex() {
+    churn_tokio::<fairway::MutexGraph>(3_000, 8, 3);
+}

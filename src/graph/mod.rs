@@ -576,6 +576,17 @@ impl<E: GraphEngine> Graph<E> {
         }
     }
 
+    /// Waits (asynchronously) for the next ready job of `class`; `None` once the scheduler is
+    /// shut down.
+    pub async fn next(&self, class: ClassId) -> Option<RunningJob> {
+        loop {
+            let job = self.inner.scheduler.next(class).await?;
+            if let Some(r) = self.accept(job) {
+                return Some(r);
+            }
+        }
+    }
+
     /// Blocks for the next ready job of `class`; `None` once the scheduler is shut down.
     pub fn next_blocking(&self, class: ClassId) -> Option<RunningJob> {
         loop {
