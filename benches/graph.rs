@@ -3,7 +3,8 @@
 //!
 //! * `graph/P8 complete fan-out 4 + drain`: a running producer with four waiting dependents
 //!   completes; its four dependents, now ready, are handed to the scheduler (ledger permit and
-//!   pull-mode submit), pulled and completed. One iteration is one producer.
+//!   pull-mode submit) and pulled. One iteration is one producer.
+//! * `graph/P8 complete fan-out 4 + run the 4`: the same, and the four are completed too.
 //! * `graph/P9 submit with 4 edges`: submitting a job whose four dependencies are live, running
 //!   producers (four edges pushed onto their dependent stacks). One iteration is one submit.
 //!
@@ -98,9 +99,20 @@ fn collect<E: GraphEngine>(g: &Graph<E>, handles: &mut Vec<JobHandle>) {
 }
 
 fn p8<E: GraphEngine>(iters: u64) -> Duration {
+    p8_with::<E>(iters, false)
+}
+
+fn p8_and_run<E: GraphEngine>(iters: u64) -> Duration {
+    p8_with::<E>(iters, true)
+}
+
+/// One producer per iteration completes; its four released dependents are pulled from the
+/// scheduler and, if `run_them`, completed inside the timed region too.
+fn p8_with<E: GraphEngine>(iters: u64, run_them: bool) -> Duration {
     let mut keys = Keys::<E>::new();
     let mut handles = Vec::with_capacity(BATCH as usize * 5);
     let mut running: Vec<RunningJob> = Vec::with_capacity(BATCH as usize);
+    let mut pulled: Vec<RunningJob> = Vec::with_capacity(BATCH as usize * 4);
     let mut total = Duration::ZERO;
     let mut done = 0;
     while done < iters {
@@ -125,10 +137,17 @@ fn p8<E: GraphEngine>(iters: u64) -> Duration {
             g.complete(producer, JobOutcome::Succeeded).unwrap();
             for _ in 0..4 {
                 let job = g.try_next(CPU).expect("a released dependent");
-                g.complete(black_box(job), JobOutcome::Succeeded).unwrap();
+                if run_them {
+                    g.complete(black_box(job), JobOutcome::Succeeded).unwrap();
+                } else {
+                    pulled.push(black_box(job));
+                }
             }
         }
         total += start.elapsed();
+        for job in pulled.drain(..) {
+            g.complete(job, JobOutcome::Succeeded).unwrap();
+        }
         collect(&g, &mut handles);
         done += n;
     }
@@ -190,6 +209,11 @@ fn graph(c: &mut Criterion) {
     g.throughput(Throughput::Elements(1));
     g.bench_function("lock-free", |b| b.iter_custom(p8::<LockFreeGraph>));
     g.bench_function("std-mutex", |b| b.iter_custom(p8::<MutexGraph>));
+    g.finish();
+    let mut g = c.benchmark_group("graph/P8 complete fan-out 4 + run the 4");
+    g.throughput(Throughput::Elements(1));
+    g.bench_function("lock-free", |b| b.iter_custom(p8_and_run::<LockFreeGraph>));
+    g.bench_function("std-mutex", |b| b.iter_custom(p8_and_run::<MutexGraph>));
     g.finish();
     let mut g = c.benchmark_group("graph/P9 submit with 4 edges");
     g.throughput(Throughput::Elements(1));

@@ -54,7 +54,9 @@
 //!   share, not yet attached to a batch; the async (waiting) form of submit (D05, D42) — only
 //!   the try form exists; dependencies discovered while a job runs (D14); priority inheritance
 //!   and cancellation through the graph (D30, D31); a blocking wait for an outcome (poll
-//!   [`Graph::outcome`]).
+//!   [`Graph::outcome`]); a graph shutdown: shutting the graph's scheduler down while jobs
+//!   are queued in it leaves those jobs without an outcome (the scheduler drops their
+//!   payloads), so shut it down only at quiescence.
 //! - The ready depth is the node capacity: the graph's scheduler queues as many jobs per class
 //!   as there are nodes, so a job that became ready is never refused for queue space.
 //! - Node generations are 32 bits and wrap after 2^32 reuses of one slot.
@@ -243,7 +245,9 @@ pub struct Task {
     key: JobKey,
 }
 
-/// A job an executor pulled: run it, then pass it to [`Graph::complete`].
+/// A job an executor pulled: run it, then pass it to [`Graph::complete`]. Dropping it instead
+/// gives its cell back (the assignment's drop) but leaves the job running for ever, with no
+/// outcome and its dependents waiting.
 #[derive(Debug)]
 pub struct RunningJob {
     handle: JobHandle,
