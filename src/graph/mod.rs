@@ -39,8 +39,8 @@
 //! refused with nothing changed; two threads racing the halves of a cycle in
 //! `tests/graph_churn.rs`), D40 (a chain of 16 jobs on one cell), D50. D41's cap is
 //! engine-independent. `tests/graph_differential.rs` compares the engines after every operation
-//! of random sequences; `tests/graph_churn.rs` checks conservation at quiescence on threads and on tokio;
-//! `loom_link.rs` models link against complete and against slot reuse.
+//! of random sequences; `tests/graph_churn.rs` checks conservation at quiescence on threads and
+//! on tokio; `loom_link.rs` models link against complete and against slot reuse.
 //!
 //! # Limits of this part (not built yet)
 //!
