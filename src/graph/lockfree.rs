@@ -524,6 +524,7 @@ impl LockFreeGraph {
                 }
                 _ => {
                     let _guard = self.lock();
+                    // Acquire: as the load above (a producer may have published meanwhile).
                     let st = key.state.load(Ordering::Acquire);
                     if st & 0xff >= K_LIVE {
                         continue;
@@ -568,6 +569,8 @@ impl LockFreeGraph {
             let Some(k) = self.find_key(ident, false) else {
                 continue;
             };
+            // Acquire: pairs with the producer's publication (Release), after which its
+            // dependency keys are visible.
             let st = self.keys[k as usize].state.load(Ordering::Acquire);
             if st & 0xff != K_LIVE {
                 continue;
@@ -575,6 +578,7 @@ impl LockFreeGraph {
             let idx = (st as u32) >> 8;
             let gen = gen_of(st);
             let n = &self.nodes[idx as usize];
+            // Acquire: as the key load; the count was written before the publication.
             let count = n.dep_count.load(Ordering::Acquire) as usize;
             let base = idx as usize * self.bounds.max_deps as usize;
             let mut found = Vec::with_capacity(count);
@@ -839,6 +843,7 @@ impl GraphEngine for LockFreeGraph {
 
     fn admitted(&self, node: NodeRef, work: &mut Work) {
         let n = &self.nodes[node.idx as usize];
+        // Release: pairs with the Acquire of the executor's CAS in `start`.
         n.state.store(word(node.gen, S_QUEUED), Ordering::Release);
         let mut failed = NIL;
         self.seal(&n.admit, node.gen, true, work, &mut failed);
@@ -903,6 +908,8 @@ impl GraphEngine for LockFreeGraph {
         let out = n.outcome.with(|p| unsafe { *p });
         if take {
             let g = node.gen.wrapping_add(1);
+            // AcqRel: one collector wins; its Release orders the outcome read before the slot
+            // goes back to the free list (whose push is Release too).
             if n.state
                 .compare_exchange(st, word(g, S_FREE), Ordering::AcqRel, Ordering::Relaxed)
                 .is_err()
