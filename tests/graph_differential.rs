@@ -1,6 +1,6 @@
 //! Differential test of the two graph engines (SPEC Q02 for section D): random single-threaded
 //! sequences of submit (random keys, some not produced yet, random gates, cycles possible), pull,
-//! complete with success or failure, and collect, give identical results and occupancy on the
+//! discover on a running job, complete with success or failure, and collect, give identical results and occupancy on the
 //! lock-free graph and the mutex graph after every operation.
 //!
 //! Fixed seeds by default; `FAIRWAY_GRAPH_DIFF_CASES` raises the number of cases.
@@ -34,25 +34,34 @@ enum Op {
     Pull,
     Complete(usize, bool),
     Take(u64),
+    Discover(usize, Vec<(u64, Gate)>),
+}
+
+fn random_deps(r: &mut Rng) -> Vec<(u64, Gate)> {
+    (0..r.below(4))
+        .map(|_| {
+            let gate = match r.below(3) {
+                0 => Gate::Sequential,
+                1 => Gate::OnSuccess,
+                _ => Gate::OnAdmission,
+            };
+            (r.below(12), gate)
+        })
+        .collect()
 }
 
 fn ops(seed: u64, n: usize) -> Vec<Op> {
     let mut r = Rng(seed | 1);
     (0..n)
-        .map(|_| match r.below(10) {
+        .map(|_| match r.below(11) {
             0..=3 => {
                 let key = r.below(12);
-                let deps = (0..r.below(4))
-                    .map(|_| {
-                        let gate = match r.below(3) {
-                            0 => Gate::Sequential,
-                            1 => Gate::OnSuccess,
-                            _ => Gate::OnAdmission,
-                        };
-                        (r.below(12), gate)
-                    })
-                    .collect();
+                let deps = random_deps(&mut r);
                 Op::Submit(key, deps)
+            }
+            10 => {
+                let i = r.below(8) as usize;
+                Op::Discover(i, random_deps(&mut r))
             }
             4 | 5 => Op::Pull,
             6 | 7 => Op::Complete(r.below(8) as usize, r.below(3) != 0),
@@ -68,6 +77,7 @@ enum Seen {
     Pulled(Option<JobKey>),
     Completed(Option<JobKey>),
     Taken(Option<Result<Option<JobOutcome>, Error>>),
+    Discovered(Option<Result<Admission<()>, Error>>),
 }
 
 fn run<E: GraphEngine>(ops: &[Op]) -> Vec<(Seen, Occupancy)> {
@@ -135,6 +145,21 @@ fn run<E: GraphEngine>(ops: &[Op]) -> Vec<(Seen, Occupancy)> {
                     Seen::Completed(Some(k))
                 }
             }
+            Op::Discover(i, deps) => {
+                let deps: Vec<Dependency> = deps
+                    .iter()
+                    .map(|&(k, gate)| Dependency {
+                        key: JobKey::new(k),
+                        gate,
+                    })
+                    .collect();
+                Seen::Discovered(if running.is_empty() {
+                    None
+                } else {
+                    let j = &running[i % running.len()];
+                    Some(g.discover(j, &deps))
+                })
+            }
             Op::Take(key) => Seen::Taken(handles.get(key).copied().map(|h| {
                 let r = g.take_outcome(h);
                 if matches!(r, Ok(Some(_))) {
@@ -158,6 +183,7 @@ fn q02_graph_engines_agree_on_random_sequences() {
     let mut refused_cycles = 0;
     let mut backpressured = 0;
     let mut dependency_failed = 0;
+    let mut discovered = 0;
     for case in 0..cases {
         let seed = 0x9E37_79B9_7F4A_7C15u64.wrapping_mul(case + 1);
         let ops = ops(seed, 80);
@@ -175,6 +201,7 @@ fn q02_graph_engines_agree_on_random_sequences() {
                 Seen::Submitted(Ok("admitted")) => submitted += 1,
                 Seen::Submitted(Ok("backpressured")) => backpressured += 1,
                 Seen::Submitted(Err(e)) if e.reason() == Reason::Cycle => refused_cycles += 1,
+                Seen::Discovered(Some(Ok(Admission::Admitted(())))) => discovered += 1,
                 Seen::Taken(Some(Ok(Some(JobOutcome::Failed(e)))))
                     if e.reason() == Reason::DependencyFailed =>
                 {
@@ -186,9 +213,11 @@ fn q02_graph_engines_agree_on_random_sequences() {
     }
     eprintln!(
         "{cases} cases: admitted {submitted}, cycles refused {refused_cycles}, \
-         backpressured {backpressured}, dependency-failed outcomes {dependency_failed}"
+         backpressured {backpressured}, dependency-failed outcomes {dependency_failed}, \
+         discoveries {discovered}"
     );
     // The generator reaches every interesting case.
+    assert!(discovered > 0);
     assert!(
         submitted > 0 && refused_cycles > 0 && backpressured > 0 && dependency_failed > 0,
         "admitted {submitted}, cycles {refused_cycles}, backpressured {backpressured}, \

@@ -35,6 +35,9 @@ both_graphs!(
     d11_dependency_on_a_key_without_producer_waits_for_it,
     d12_ready_only_when_every_gate_holds,
     d13_completion_releases_fan_out_and_frees_edges,
+    d14_discovered_dependency_gates_the_end_of_a_running_job,
+    d14_failed_discovered_dependency_fails_the_job_and_its_dependents,
+    d14_discovery_unions_and_refuses_cycles_and_stale_jobs,
     d15_self_dependency_is_refused,
     d15_cycle_through_a_waiting_key_is_refused_and_mutates_nothing,
     d40_chain_longer_than_the_class_cells_completes,
@@ -374,6 +377,86 @@ fn d13_completion_releases_fan_out_and_frees_edges<E: GraphEngine>() {
         assert_eq!(g.take_outcome(*h).unwrap(), Some(JobOutcome::Succeeded));
     }
     assert_eq!(g.occupancy().nodes_used, 0);
+}
+
+fn d14_discovered_dependency_gates_the_end_of_a_running_job<E: GraphEngine>() {
+    let g = graph::<E>();
+    let x = admit(&g, 1, &[]);
+    let after_x = admit(&g, 2, &[dep(1, Gate::OnSuccess)]);
+    let job = g.try_next(CPU).unwrap();
+    assert_eq!(job.handle(), x);
+    // While running, `x` finds it needs key 9, which has no producer yet.
+    assert_eq!(
+        g.discover(&job, &[dep(9, Gate::OnSuccess)]).unwrap(),
+        Admission::Admitted(())
+    );
+    g.complete(job, JobOutcome::Succeeded).unwrap();
+    // The body is done, but `x` has not ended: its dependent waits.
+    assert_eq!(g.outcome(x).unwrap(), None);
+    assert!(g.try_next(CPU).is_none());
+    assert_eq!(g.occupancy().waiting, 2);
+    let nine = admit(&g, 9, &[]);
+    assert_eq!(drain(&g, &[]), vec![nine, after_x]);
+    assert_eq!(g.outcome(x).unwrap(), Some(JobOutcome::Succeeded));
+    assert_eq!(g.outcome(after_x).unwrap(), Some(JobOutcome::Succeeded));
+    let o = g.occupancy();
+    assert_eq!((o.edges_used, o.waiting, o.running), (0, 0, 0));
+}
+
+fn d14_failed_discovered_dependency_fails_the_job_and_its_dependents<E: GraphEngine>() {
+    let g = graph::<E>();
+    let bad = admit(&g, 5, &[]);
+    assert_eq!(drain(&g, &[bad]), vec![bad]);
+    let x = admit(&g, 1, &[]);
+    let after_x = admit(&g, 2, &[dep(1, Gate::OnSuccess)]);
+    let seq_x = admit(&g, 3, &[dep(1, Gate::Sequential)]);
+    let job = g.try_next(CPU).unwrap();
+    // A discovered dependency that already failed: the job will end dependency-failed.
+    g.discover(&job, &[dep(5, Gate::OnSuccess)]).unwrap();
+    g.complete(job, JobOutcome::Succeeded).unwrap();
+    assert!(dependency_failed(g.outcome(x).unwrap()));
+    assert!(dependency_failed(g.outcome(after_x).unwrap()));
+    assert_eq!(drain(&g, &[]), vec![seq_x]);
+    // A job that ran and then failed a discovered gate counts as admitted.
+    let adm = admit(&g, 4, &[dep(1, Gate::OnAdmission)]);
+    assert_eq!(drain(&g, &[]), vec![adm]);
+}
+
+fn d14_discovery_unions_and_refuses_cycles_and_stale_jobs<E: GraphEngine>() {
+    let g = graph::<E>();
+    let p = admit(&g, 7, &[]);
+    let x = admit(&g, 1, &[dep(7, Gate::OnAdmission)]);
+    let y = admit(&g, 2, &[dep(1, Gate::OnSuccess)]);
+    let jp = g.try_next(CPU).unwrap();
+    assert_eq!(jp.handle(), p);
+    let job = g.try_next(CPU).unwrap();
+    assert_eq!(job.handle(), x);
+    // Key 7 is already a dependency: discovering it again adds no edge.
+    let before = g.occupancy();
+    g.discover(&job, &[dep(7, Gate::OnSuccess), dep(7, Gate::Sequential)])
+        .unwrap();
+    assert_eq!(g.occupancy(), before);
+    // `y` depends on `x`: `x` discovering `y` would close a cycle; itself, too.
+    let e = g.discover(&job, &[dep(2, Gate::Sequential)]).unwrap_err();
+    assert_eq!(
+        (e.code(), e.reason()),
+        (Code::InvalidArgument, Reason::Cycle)
+    );
+    let e = g.discover(&job, &[dep(1, Gate::Sequential)]).unwrap_err();
+    assert_eq!(e.reason(), Reason::Cycle);
+    assert_eq!(g.occupancy(), before);
+    // Discovered twice, then union: one edge.
+    g.discover(&job, &[dep(8, Gate::Sequential)]).unwrap();
+    g.discover(&job, &[dep(8, Gate::OnSuccess)]).unwrap();
+    assert_eq!(g.occupancy().edges_used, before.edges_used + 1);
+    let keep = job.handle();
+    g.complete(job, JobOutcome::Succeeded).unwrap();
+    g.complete(jp, JobOutcome::Succeeded).unwrap();
+    assert_eq!(g.outcome(keep).unwrap(), None);
+    admit(&g, 8, &[]);
+    drain(&g, &[]);
+    assert_eq!(g.outcome(x).unwrap(), Some(JobOutcome::Succeeded));
+    assert_eq!(g.outcome(y).unwrap(), Some(JobOutcome::Succeeded));
 }
 
 fn d15_self_dependency_is_refused<E: GraphEngine>() {

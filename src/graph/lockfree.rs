@@ -36,7 +36,10 @@ const S_ENDING: u32 = 5;
 const S_DONE: u32 = 6;
 
 const FAILED: u64 = 1 << 31;
-const REMAINING: u64 = FAILED - 1;
+/// Set from `start`: the node runs, and reaching zero ends it instead of making it ready (its
+/// count then holds the body, one, plus the gates discovered while it runs, SPEC D14).
+const RUNNING: u64 = 1 << 30;
+const REMAINING: u64 = RUNNING - 1;
 
 const K_NONE: u64 = 0;
 const K_WAITING: u64 = 1;
@@ -351,7 +354,7 @@ impl LockFreeGraph {
             {
                 Ok(_) => {
                     if new & REMAINING == 0 {
-                        if new & FAILED != 0 {
+                        if new & (FAILED | RUNNING) != 0 {
                             node.next.store(*failed, Ordering::Relaxed);
                             *failed = target.idx;
                         } else {
@@ -406,23 +409,29 @@ impl LockFreeGraph {
         self.end_failed(failed, work);
     }
 
-    /// Ends every node of the intrusive list `failed` (each fired with a failed gate) with
-    /// `dependency-failed`, and what that fails in turn.
+    /// Ends every node of the intrusive list `failed`: a waiting node fired with a failed gate
+    /// ends `dependency-failed`; a completed node whose discovered gates are all counted ends
+    /// with its body's outcome, or `dependency-failed` if one of them failed.
     fn end_failed(&self, mut failed: u32, work: &mut Work) {
         while failed != NIL {
             let idx = failed;
             let n = &self.nodes[idx as usize];
             failed = n.next.load(Ordering::Relaxed);
-            let gen = gen_of(n.ctl.load(Ordering::Relaxed));
+            let c = n.ctl.load(Ordering::Relaxed);
+            let gen = gen_of(c);
             dec(&self.gauges.waiting);
             n.state.store(word(gen, S_ENDING), Ordering::Relaxed);
-            self.end_one(
-                NodeRef { idx, gen },
-                JobOutcome::Failed(DEPENDENCY_FAILED),
-                false,
-                work,
-                &mut failed,
-            );
+            let ran = c & RUNNING != 0;
+            let outcome = if c & FAILED != 0 {
+                JobOutcome::Failed(DEPENDENCY_FAILED)
+            } else {
+                // SAFETY: the completer wrote the body's outcome before giving up its hold
+                // (AcqRel on `ctl`), which this thread's zero-reaching RMW acquired.
+                n.outcome
+                    .with(|p| unsafe { *p })
+                    .unwrap_or(JobOutcome::Failed(DEPENDENCY_FAILED))
+            };
+            self.end_one(NodeRef { idx, gen }, outcome, ran, work, &mut failed);
         }
     }
 
@@ -618,6 +627,14 @@ impl LockFreeGraph {
         }
         drop(_guard);
         self.free_slot(me);
+    }
+
+    fn give_back_edges(&self, mut e: u32) {
+        while e != NIL {
+            let next = self.edges[e as usize].next.load(Ordering::Relaxed);
+            self.push_edge(e);
+            e = next;
+        }
     }
 
     fn free_slot(&self, me: NodeRef) {
@@ -871,6 +888,10 @@ impl GraphEngine for LockFreeGraph {
             )
             .is_ok();
         if ok {
+            // Nothing else touches the count now: every gate was counted when it fired. The
+            // body holds one.
+            n.ctl
+                .store(word(node.gen, 0) | RUNNING | 1, Ordering::Relaxed);
             dec(&self.gauges.ready);
             inc(&self.gauges.running);
         }
@@ -889,8 +910,117 @@ impl GraphEngine for LockFreeGraph {
             )
             .map_err(|_| STALE)?;
         dec(&self.gauges.running);
-        self.end(node, outcome, true, work);
+        // SAFETY: the executor owns the running node's outcome cell; it is read by whoever
+        // ends the node, after the hold is given up below (AcqRel).
+        n.outcome.with_mut(|p| unsafe { *p = Some(outcome) });
+        inc(&self.gauges.waiting);
+        let mut failed = NIL;
+        // Give up the body's hold: ends the node now unless discovered gates are pending.
+        self.release(node, true, work, &mut failed);
+        self.end_failed(failed, work);
         Ok(())
+    }
+
+    fn discover(
+        &self,
+        node: NodeRef,
+        deps: &[super::Dependency],
+        work: &mut Work,
+    ) -> Result<Admission<()>, Error> {
+        let n = &self.nodes[node.idx as usize];
+        if n.state.load(Ordering::Relaxed) != word(node.gen, S_RUNNING) {
+            return Err(STALE);
+        }
+        // SAFETY: written before publication; read-only since.
+        let own_key = n.info.with(|p| unsafe { *p }).key;
+        let own_ident = rules::ident(own_key);
+        let base = node.idx as usize * self.bounds.max_deps as usize;
+        let known = n.dep_count.load(Ordering::Relaxed) as usize;
+        // Union: a key already depended on keeps its first edge.
+        let is_new = |i: usize, d: &super::Dependency| {
+            let ident = rules::ident(d.key);
+            !self.dep_keys[base..base + known]
+                .iter()
+                .any(|k| k.load(Ordering::Relaxed) == ident)
+                && !deps[..i].iter().any(|e| e.key == d.key)
+        };
+        let fresh = deps
+            .iter()
+            .enumerate()
+            .filter(|(i, d)| is_new(*i, d))
+            .count();
+        if known + fresh > self.bounds.max_deps as usize {
+            return Err(Error::new(
+                crate::Code::InvalidArgument,
+                crate::Reason::TooManyDependencies,
+            ));
+        }
+        if fresh == 0 {
+            return Ok(Admission::Admitted(()));
+        }
+        // Reserve the edges and key slots first: a refusal changes nothing.
+        let mut edges = NIL;
+        for _ in 0..fresh {
+            match self.pop_edge() {
+                Some(e) => {
+                    self.edges[e as usize].next.store(edges, Ordering::Relaxed);
+                    edges = e;
+                }
+                None => {
+                    self.give_back_edges(edges);
+                    return Ok(Admission::Backpressured);
+                }
+            }
+        }
+        for d in deps {
+            if self.find_key(rules::ident(d.key), true).is_none() {
+                self.give_back_edges(edges);
+                return Ok(Admission::Backpressured);
+            }
+        }
+        {
+            // The cycle check and the new keys' record under the topology lock, so every later
+            // cycle check sees them.
+            let _g = self.lock();
+            let new = deps
+                .iter()
+                .enumerate()
+                .filter(|(i, d)| is_new(*i, d))
+                .map(|(_, d)| rules::ident(d.key));
+            if self.closes_cycle(own_ident, new) {
+                drop(_g);
+                self.give_back_edges(edges);
+                return Err(CYCLE);
+            }
+            let mut at = known;
+            for (i, d) in deps.iter().enumerate() {
+                if is_new(i, d) {
+                    self.dep_keys[base + at].store(rules::ident(d.key), Ordering::Relaxed);
+                    at += 1;
+                }
+            }
+            // Release: pairs with the cycle walk's Acquire load of the count.
+            n.dep_count.store(at as u32, Ordering::Release);
+        }
+        // The body's hold keeps the count above zero while linking.
+        n.ctl.fetch_add(fresh as u64, Ordering::Relaxed);
+        let mut e = edges;
+        for (i, d) in deps.iter().enumerate() {
+            // New against the keys known before this call (the record above added them).
+            let repeated = deps[..i].iter().any(|x| x.key == d.key)
+                || self.dep_keys[base..base + known]
+                    .iter()
+                    .any(|k| k.load(Ordering::Relaxed) == rules::ident(d.key));
+            if !repeated {
+                let next = self.edges[e as usize].next.load(Ordering::Relaxed);
+                let k = self
+                    .find_key(rules::ident(d.key), false)
+                    .expect("claimed above");
+                self.link(e, k, d.gate, node, work);
+                e = next;
+            }
+        }
+        Ok(Admission::Admitted(()))
     }
 
     fn outcome(&self, node: NodeRef, take: bool) -> Result<Option<JobOutcome>, Error> {

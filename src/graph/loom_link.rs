@@ -191,3 +191,74 @@ fn loom_graph_late_linker_never_links_onto_a_reused_slot() {
     eprintln!("reuse: {outcomes:?}");
     outcomes.assert_exactly(&["linked-before-seal", "released-at-link"]);
 }
+
+/// A running job discovers a dependency on a producer that completes at the same time, then
+/// completes itself: it ends exactly once, with its body's outcome, through whichever of the
+/// two counted its last gate (its dependent becomes ready exactly once).
+#[test]
+fn loom_graph_discovery_races_the_producer_completing() {
+    let outcomes = std::sync::Arc::new(Outcomes::new());
+    let seen = outcomes.clone();
+    model(move || {
+        let g = Arc::new(LockFreeGraph::new(bounds()));
+        let mut w = Work::default();
+        let mut run = |key: u64| {
+            let Ok(Admission::Admitted(h)) = g.submit(&spec(key, &[]), &mut w) else {
+                panic!("not admitted");
+            };
+            assert_eq!(ready(&g, &mut w), vec![key]);
+            g.admitted(h, &mut w);
+            assert!(g.start(h));
+            h
+        };
+        let p = run(1);
+        let x = run(2);
+        let after = [Dependency {
+            key: JobKey::new(2),
+            gate: Gate::Sequential,
+        }];
+        let Ok(Admission::Admitted(_)) = g.submit(&spec(3, &after), &mut w) else {
+            panic!("dependent not admitted");
+        };
+
+        let producer = {
+            let g = g.clone();
+            loom::thread::spawn(move || {
+                let mut w = Work::default();
+                g.complete(p, JobOutcome::Succeeded, &mut w).unwrap();
+                ready(&g, &mut w)
+            })
+        };
+        let discoverer = {
+            let g = g.clone();
+            loom::thread::spawn(move || {
+                let mut w = Work::default();
+                let found = [Dependency {
+                    key: JobKey::new(1),
+                    gate: Gate::OnSuccess,
+                }];
+                assert_eq!(g.discover(x, &found, &mut w), Ok(Admission::Admitted(())));
+                g.complete(x, JobOutcome::Succeeded, &mut w).unwrap();
+                ready(&g, &mut w)
+            })
+        };
+        let by_producer = producer.join().unwrap();
+        let by_discoverer = discoverer.join().unwrap();
+        let released = by_producer
+            .iter()
+            .chain(&by_discoverer)
+            .filter(|&&k| k == 3)
+            .count();
+        assert_eq!(released, 1);
+        assert_eq!(g.outcome(x, false).unwrap(), Some(JobOutcome::Succeeded));
+        let o = g.occupancy();
+        assert_eq!((o.edges_used, o.waiting, o.running), (0, 0, 0));
+        seen.hit(if by_producer.contains(&3) {
+            "ended-by-producer"
+        } else {
+            "ended-by-own-completion"
+        });
+    });
+    eprintln!("discovery: {outcomes:?}");
+    outcomes.assert_exactly(&["ended-by-producer", "ended-by-own-completion"]);
+}

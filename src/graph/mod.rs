@@ -25,9 +25,11 @@
 //! allocate nothing.
 //!
 //! One mutex, the **topology lock**, guards what is rare: registering a waiter on a key that has
-//! no producer yet (D11), adopting those waiters when the producer arrives, and the cycle check
-//! that such an adoption needs (D15, a walk of the dependency keys upstream, which allocates its
-//! visited set). No user code, waker or drop of user data runs under it.
+//! no producer yet (D11), adopting those waiters when the producer arrives, the cycle check
+//! that such an adoption or a discovery (D14) needs (D15, a walk of the dependency keys
+//! upstream, which allocates its visited set), and recording a discovered dependency's key. No
+//! user code, waker or drop of user data runs under it. A submit whose key has no waiters and
+//! whose dependencies all have producers never takes it.
 //!
 //! # What holds, and where it is tested
 //!
@@ -35,12 +37,14 @@
 //! (three outcomes, errors apart, unknown and foreign handles), D05 (full node, edge and key
 //! stores give `Backpressured` and change nothing), D06 (no quota while waiting; a ledger
 //! refusal fails the job, and its dependents per gate), D10 (every gate, transitive
-//! `dependency-failed`), D11, D12, D13, D15 (self-dependency; a cycle through a waiting key,
+//! `dependency-failed`), D11, D12, D13, D14 (a dependency discovered while a job runs gates
+//! its end; union with earlier edges), D15 (self-dependency; a cycle through a waiting key,
 //! refused with nothing changed; two threads racing the halves of a cycle in
 //! `tests/graph_churn.rs`), D40 (a chain of 16 jobs on one cell), D50. D41's cap is
 //! engine-independent. `tests/graph_differential.rs` compares the engines after every operation
 //! of random sequences; `tests/graph_churn.rs` checks conservation at quiescence on threads and
-//! on tokio; `loom_link.rs` models link against complete and against slot reuse.
+//! on tokio; `loom_link.rs` models link against complete, against slot reuse, and discovery
+//! against the producer completing.
 //!
 //! # Limits of this part (not built yet)
 //!
@@ -52,7 +56,7 @@
 //! - Not built: `DedupeJoined` is never produced (D03); `submit_batch`, `submit_batch_atomic`
 //!   and `wait_batch` (D04), so the [`ConcurrencyCap`] is a standalone handle that job bodies
 //!   share, not yet attached to a batch; the async (waiting) form of submit (D05, D42) — only
-//!   the try form exists; dependencies discovered while a job runs (D14); priority inheritance
+//!   the try form exists; priority inheritance
 //!   and cancellation through the graph (D30, D31); a blocking wait for an outcome (poll
 //!   [`Graph::outcome`]); a graph shutdown: shutting the graph's scheduler down while jobs
 //!   are queued in it leaves those jobs without an outcome (the scheduler drops their
@@ -327,6 +331,13 @@ pub trait GraphEngine: sealed::Sealed + Send + Sync + Sized + 'static {
         outcome: JobOutcome,
         work: &mut Self::Work,
     ) -> Result<(), Error>;
+    #[doc(hidden)]
+    fn discover(
+        &self,
+        node: NodeRef,
+        deps: &[Dependency],
+        work: &mut Self::Work,
+    ) -> Result<Admission<()>, Error>;
     #[doc(hidden)]
     fn outcome(&self, node: NodeRef, take: bool) -> Result<Option<JobOutcome>, Error>;
     #[doc(hidden)]
@@ -612,6 +623,34 @@ impl<E: GraphEngine> Graph<E> {
         job.assignment.release();
         let mut work = E::Work::default();
         let r = self.inner.engine.complete(node, outcome, &mut work);
+        self.hand_off(&mut work);
+        r
+    }
+
+    /// Adds dependencies discovered while `job` runs (SPEC D14). They gate the job's end: after
+    /// [`complete`](Self::complete) the job ends — and releases its dependents — only once
+    /// every discovered gate holds, with its body's outcome, or `dependency-failed` if one of
+    /// them fails. Discovery unions with earlier edges: a key the job already depends on keeps
+    /// its first edge and gate.
+    ///
+    /// # Errors
+    ///
+    /// As [`submit`](Self::submit) for the new dependencies (`cycle` if one closes a cycle
+    /// through this job, `too-many-dependencies` beyond `max_deps` in all, `key-range`);
+    /// `not-found / stale-handle` if the job is no longer running. `Backpressured` when the
+    /// edge or key store is full; on any refusal nothing changed.
+    pub fn discover(&self, job: &RunningJob, deps: &[Dependency]) -> Result<Admission<()>, Error> {
+        let node = self.node_of(job.handle)?;
+        for d in deps {
+            if d.key.key.0 > WorkKey::MAX {
+                return Err(Error::new(Code::InvalidArgument, Reason::KeyRange));
+            }
+            if d.key == job.key {
+                return Err(rules::CYCLE);
+            }
+        }
+        let mut work = E::Work::default();
+        let r = self.inner.engine.discover(node, deps, &mut work);
         self.hand_off(&mut work);
         r
     }

@@ -17,6 +17,8 @@ enum St {
     Ready,
     Queued,
     Running,
+    /// Completed, waiting for gates discovered while it ran (SPEC D14).
+    Completing,
     Done,
 }
 
@@ -36,6 +38,7 @@ struct MNode {
     admit_sealed: Option<bool>,
     done: Vec<(NodeRef, Gate)>,
     outcome: Option<JobOutcome>,
+    body: Option<JobOutcome>,
 }
 
 #[derive(Debug)]
@@ -96,7 +99,7 @@ impl State {
 
     fn fire(&mut self, target: NodeRef, work: &mut Work, failed: &mut Vec<NodeRef>) {
         let n = &mut self.nodes[target.idx as usize];
-        if n.failed {
+        if n.failed || matches!(n.st, St::Running | St::Completing) {
             failed.push(target);
         } else {
             n.st = St::Ready;
@@ -136,13 +139,14 @@ impl State {
     fn end_failed(&mut self, mut failed: Vec<NodeRef>, work: &mut Work) {
         while let Some(f) = failed.pop() {
             self.waiting -= 1;
-            self.end_one(
-                f,
-                JobOutcome::Failed(DEPENDENCY_FAILED),
-                false,
-                work,
-                &mut failed,
-            );
+            let n = &self.nodes[f.idx as usize];
+            let ran = n.st == St::Completing;
+            let outcome = if n.failed {
+                JobOutcome::Failed(DEPENDENCY_FAILED)
+            } else {
+                n.body.unwrap_or(JobOutcome::Failed(DEPENDENCY_FAILED))
+            };
+            self.end_one(f, outcome, ran, work, &mut failed);
         }
     }
 
@@ -214,6 +218,7 @@ impl GraphEngine for MutexGraph {
                 admit_sealed: None,
                 done: Vec::new(),
                 outcome: None,
+                body: None,
             })
             .collect();
         Self {
@@ -371,6 +376,9 @@ impl GraphEngine for MutexGraph {
         match s.node(node) {
             Some(n) if n.st == St::Queued => {
                 n.st = St::Running;
+                // The body holds one count; gates discovered while it runs add theirs.
+                n.remaining = 1;
+                n.body = None;
                 s.ready -= 1;
                 s.running += 1;
                 true
@@ -386,8 +394,102 @@ impl GraphEngine for MutexGraph {
             _ => return Err(STALE),
         }
         s.running -= 1;
-        s.end(node, outcome, true, work);
+        s.waiting += 1;
+        let n = &mut s.nodes[node.idx as usize];
+        n.st = St::Completing;
+        n.body = Some(outcome);
+        let mut failed = Vec::new();
+        s.release(node, true, work, &mut failed);
+        s.end_failed(failed, work);
         Ok(())
+    }
+
+    fn discover(
+        &self,
+        node: NodeRef,
+        deps: &[super::Dependency],
+        work: &mut Work,
+    ) -> Result<Admission<()>, Error> {
+        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let n = match s.node(node) {
+            Some(n) if n.st == St::Running => n,
+            _ => return Err(STALE),
+        };
+        let own = n.key;
+        let known = n.deps.clone();
+        let fresh: Vec<(u64, Gate)> = deps
+            .iter()
+            .enumerate()
+            .filter(|(i, d)| {
+                let ident = rules::ident(d.key);
+                !known.contains(&ident) && !deps[..*i].iter().any(|e| e.key == d.key)
+            })
+            .map(|(_, d)| (rules::ident(d.key), d.gate))
+            .collect();
+        if known.len() + fresh.len() > self.bounds.max_deps as usize {
+            return Err(Error::new(
+                crate::Code::InvalidArgument,
+                crate::Reason::TooManyDependencies,
+            ));
+        }
+        if fresh.is_empty() {
+            return Ok(Admission::Admitted(()));
+        }
+        if s.edges_used as usize + fresh.len() > self.bounds.edges as usize {
+            return Ok(Admission::Backpressured);
+        }
+        let cap = self.bounds.keys as usize;
+        for d in deps {
+            let ident = rules::ident(d.key);
+            if !s.keys.contains_key(&ident) {
+                if s.keys.len() >= cap {
+                    return Ok(Admission::Backpressured);
+                }
+                s.keys.insert(ident, MKey::None);
+            }
+        }
+        let idents: Vec<u64> = fresh.iter().map(|f| f.0).collect();
+        if s.closes_cycle(own, &idents) {
+            return Err(CYCLE);
+        }
+        {
+            let n = &mut s.nodes[node.idx as usize];
+            n.deps.extend_from_slice(&idents);
+            n.remaining += fresh.len() as u32;
+        }
+        let mut immediate = Vec::new();
+        for (ident, gate) in fresh {
+            match s.keys.get_mut(&ident) {
+                Some(MKey::Live(p)) => {
+                    let p = *p;
+                    let pn = &mut s.nodes[p.idx as usize];
+                    if rules::on_admission_list(gate) {
+                        if let Some(ok) = pn.admit_sealed {
+                            immediate.push(rules::gate_met(gate, ok));
+                            continue;
+                        }
+                        pn.admit.push((node, gate));
+                    } else {
+                        pn.done.push((node, gate));
+                    }
+                }
+                Some(MKey::Done { admitted, ok }) => {
+                    immediate.push(rules::gate_met_after_end(gate, *admitted, *ok));
+                    continue;
+                }
+                Some(MKey::Waiting(list)) => list.push((node, gate)),
+                Some(k @ MKey::None) => *k = MKey::Waiting(vec![(node, gate)]),
+                None => unreachable!("inserted above"),
+            }
+            s.edges_used += 1;
+        }
+        let mut failed = Vec::new();
+        for met in immediate {
+            // The body's count keeps the job from ending here.
+            s.release(node, met, work, &mut failed);
+        }
+        debug_assert!(failed.is_empty());
+        Ok(Admission::Admitted(()))
     }
 
     fn outcome(&self, node: NodeRef, take: bool) -> Result<Option<JobOutcome>, Error> {
