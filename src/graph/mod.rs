@@ -9,6 +9,40 @@
 //! which releases the job's dependents in O(dependents) (D13). The owner of a [`JobHandle`]
 //! collects the outcome with [`Graph::take_outcome`], which frees the job's node slot.
 //!
+//! # Example
+//!
+//! ```
+//! use fairway::admission::{ClassSpec, Ledger, LedgerConfig, Limits};
+//! use fairway::graph::{Admission, Dependency, Gate, Graph, JobKey, JobOutcome, JobSpec};
+//! use fairway::{ClassId, TenantId};
+//!
+//! let ledger = Ledger::new(LedgerConfig {
+//!     classes: vec![ClassSpec::new("cpu")],
+//!     max_tenants: 1,
+//!     tenant_limits: Limits::UNLIMITED,
+//! })?;
+//! let graph = Graph::builder(ledger).class(1).build()?;
+//! let job = |key, deps| JobSpec {
+//!     key: JobKey::new(key),
+//!     tenant: TenantId(0),
+//!     class: ClassId(0),
+//!     priority: 0,
+//!     deps,
+//! };
+//! // `link` waits for `compile`, which is submitted second (its key had no producer yet).
+//! let after = [Dependency { key: JobKey::new(1), gate: Gate::OnSuccess }];
+//! let Admission::Admitted(link) = graph.submit(&job(2, &after))? else { unreachable!() };
+//! let Admission::Admitted(compile) = graph.submit(&job(1, &[]))? else { unreachable!() };
+//! // An executor of class 0.
+//! while let Some(running) = graph.try_next(ClassId(0)) {
+//!     // ... run the job's body ...
+//!     graph.complete(running, JobOutcome::Succeeded)?;
+//! }
+//! assert_eq!(graph.take_outcome(compile)?, Some(JobOutcome::Succeeded));
+//! assert_eq!(graph.take_outcome(link)?, Some(JobOutcome::Succeeded));
+//! # Ok::<(), fairway::Error>(())
+//! ```
+//!
 //! # Two engines, one rule core
 //!
 //! [`LockFreeGraph`] is the product; [`MutexGraph`] keeps the same state behind one
