@@ -25,6 +25,8 @@ macro_rules! both_graphs {
 both_graphs!(
     d02_submit_admits_or_backpressures_and_errors_are_separate,
     d02_unknown_and_foreign_handles_are_refused,
+    d04_submit_batch_admits_one_by_one,
+    d04_wait_batch_returns_every_outcome_in_input_order,
     d05_full_stores_backpressure_and_mutate_nothing,
     d06_waiting_jobs_hold_no_quota,
     d06_ledger_refusal_fails_the_job_and_its_dependents_per_gate,
@@ -163,6 +165,64 @@ fn d02_unknown_and_foreign_handles_are_refused<E: GraphEngine>() {
     let b = admit(&g, 2, &[]);
     assert_eq!(g.outcome(a).unwrap_err().reason(), Reason::StaleHandle);
     assert_eq!(g.outcome(b).unwrap(), None);
+}
+
+fn d04_submit_batch_admits_one_by_one<E: GraphEngine>() {
+    let g = graph::<E>();
+    let deps = [dep(1, Gate::OnSuccess)];
+    let r = g.submit_batch(&[spec(1, &[]), spec(1, &[]), spec(2, &deps)]);
+    assert_eq!(r.len(), 3);
+    let Ok(Admission::Admitted(a)) = r[0] else {
+        panic!("{r:?}")
+    };
+    assert_eq!(r[1].unwrap_err().reason(), Reason::DuplicateKey);
+    let Ok(Admission::Admitted(b)) = r[2] else {
+        panic!("{r:?}")
+    };
+    // The jobs before and after the refused one stay admitted.
+    assert_eq!(drain(&g, &[]), vec![a, b]);
+}
+
+fn d04_wait_batch_returns_every_outcome_in_input_order<E: GraphEngine>() {
+    let g = graph::<E>();
+    let a = admit(&g, 1, &[]);
+    let b = admit(&g, 2, &[dep(1, Gate::OnSuccess)]);
+    let c = admit(&g, 3, &[dep(2, Gate::Sequential)]);
+    // A stale handle is refused before waiting, and nothing is taken.
+    let gone = admit(&g, 9, &[]);
+    let exec = {
+        let g = g.clone();
+        std::thread::spawn(move || {
+            let mut ran = 0;
+            while ran < 4 {
+                if let Some(job) = g.try_next(CPU) {
+                    std::thread::sleep(std::time::Duration::from_millis(2));
+                    let outcome = if job.handle() == b {
+                        JobOutcome::Failed(fairway::Error::new(Code::Internal, Reason::Failed))
+                    } else {
+                        JobOutcome::Succeeded
+                    };
+                    g.complete(job, outcome).unwrap();
+                    ran += 1;
+                } else {
+                    std::thread::yield_now();
+                }
+            }
+        })
+    };
+    assert_eq!(g.wait_batch(&[gone]).unwrap(), vec![JobOutcome::Succeeded]);
+    assert_eq!(
+        g.wait_batch(&[c, gone]).unwrap_err().reason(),
+        Reason::StaleHandle
+    );
+    let out = g.wait_batch(&[c, a, b]).unwrap();
+    exec.join().unwrap();
+    assert_eq!(out[0], JobOutcome::Succeeded);
+    assert_eq!(out[1], JobOutcome::Succeeded);
+    assert!(matches!(out[2], JobOutcome::Failed(e) if e.reason() == Reason::Failed));
+    // Taken: the handles are stale now.
+    assert!(g.outcome(a).is_err());
+    assert_eq!(g.occupancy().nodes_used, 0);
 }
 
 fn d05_full_stores_backpressure_and_mutate_nothing<E: GraphEngine>() {

@@ -68,7 +68,8 @@
 //! # What holds, and where it is tested
 //!
 //! On both engines (`tests/graph_rules.rs`, one generic test per rule through one macro): D02
-//! (three outcomes, errors apart, unknown and foreign handles), D05 (full node, edge and key
+//! (three outcomes, errors apart, unknown and foreign handles), D04 (one-by-one batches,
+//! `wait_batch` in input order), D05 (full node, edge and key
 //! stores give `Backpressured` and change nothing), D06 (no quota while waiting; a ledger
 //! refusal fails the job, and its dependents per gate), D10 (every gate, transitive
 //! `dependency-failed`), D11, D12, D13, D14 (a dependency discovered while a job runs gates
@@ -87,14 +88,13 @@
 //!   `already-exists / duplicate-key`, and key-table slots are never freed. Keys are at most
 //!   [`WorkKey::MAX`], stage tags 8 bits. A waiter on a key whose producer never comes waits
 //!   until the graph is dropped (removal, which fails such waiters, is part 2).
-//! - Not built: `DedupeJoined` is never produced (D03); `submit_batch`, `submit_batch_atomic`
-//!   and `wait_batch` (D04), so the [`ConcurrencyCap`] is a standalone handle that job bodies
-//!   share, not yet attached to a batch; the async (waiting) form of submit (D05, D42) — only
-//!   the try form exists; priority inheritance
-//!   and cancellation through the graph (D30, D31); a blocking wait for an outcome (poll
-//!   [`Graph::outcome`]); a graph shutdown: shutting the graph's scheduler down while jobs
-//!   are queued in it leaves those jobs without an outcome (the scheduler drops their
-//!   payloads), so shut it down only at quiescence.
+//! - Not built: `DedupeJoined` is never produced (D03); `submit_batch_atomic` (D04; the
+//!   one-by-one `submit_batch` and `wait_batch` exist), so the [`ConcurrencyCap`] is a
+//!   standalone handle that job bodies share, not attached to a batch; the async (waiting)
+//!   form of submit (D05, D42) — only the try form exists; priority inheritance and
+//!   cancellation through the graph (D30, D31); a graph shutdown: shutting the graph's
+//!   scheduler down while jobs are queued in it leaves those jobs without an outcome (the
+//!   scheduler drops their payloads), so shut it down only at quiescence.
 //! - The ready depth is the node capacity: the graph's scheduler queues as many jobs per class
 //!   as there are nodes, so a job that became ready is never refused for queue space.
 //! - Node generations are 32 bits and wrap after 2^32 reuses of one slot.
@@ -477,6 +477,8 @@ impl GraphBuilder {
                 engine: E::with_bounds(bounds),
                 scheduler,
                 ledger: self.ledger,
+                sleepers: std::sync::atomic::AtomicU32::new(0),
+                ended: (Mutex::new(()), Condvar::new()),
             }),
         })
     }
@@ -493,6 +495,10 @@ struct Inner<E> {
     engine: E,
     scheduler: Scheduler<Task>,
     ledger: Ledger,
+    /// Threads blocked in [`Graph::wait_batch`]; operations that may end jobs notify only
+    /// when it is non-zero.
+    sleepers: std::sync::atomic::AtomicU32,
+    ended: (Mutex<()>, Condvar),
 }
 
 /// A dependency graph on the fair scheduler. Cheap to clone (one `Arc`).
@@ -547,11 +553,74 @@ impl<E: GraphEngine> Graph<E> {
         let mut work = E::Work::default();
         let out = self.inner.engine.submit(spec, &mut work)?;
         self.hand_off(&mut work);
+        self.wake_waiters();
         Ok(match out {
             Admission::Admitted(node) => Admission::Admitted(self.handle(node)),
             Admission::DedupeJoined(node) => Admission::DedupeJoined(self.handle(node)),
             Admission::Backpressured => Admission::Backpressured,
         })
+    }
+
+    /// Wakes threads in [`wait_batch`](Self::wait_batch) after an operation that may have
+    /// ended jobs. One fence and one load when nobody waits.
+    fn wake_waiters(&self) {
+        use std::sync::atomic::{fence, Ordering};
+        // SeqCst fence: pairs with the one in `wait_batch` between registering as a sleeper
+        // and checking outcomes, so either this sees the sleeper or it sees the ends.
+        fence(Ordering::SeqCst);
+        if self.inner.sleepers.load(Ordering::Relaxed) > 0 {
+            let (lock, cond) = &self.inner.ended;
+            drop(lock.lock().unwrap_or_else(|e| e.into_inner()));
+            cond.notify_all();
+        }
+    }
+
+    /// Submits jobs one by one (SPEC D04): an observer may see part of the batch. One result
+    /// per job, in input order.
+    pub fn submit_batch(&self, jobs: &[JobSpec<'_>]) -> Vec<Result<Admission<JobHandle>, Error>> {
+        jobs.iter().map(|j| self.submit(j)).collect()
+    }
+
+    /// Blocks until every job of `handles` has ended, then takes their outcomes (freeing their
+    /// slots) and returns them in input order (SPEC D04): never a partial set.
+    ///
+    /// # Errors
+    ///
+    /// `not-found / stale-handle` (or `permission-denied / foreign-handle`) if a handle names
+    /// no job, checked before waiting; nothing is taken then.
+    pub fn wait_batch(&self, handles: &[JobHandle]) -> Result<Vec<JobOutcome>, Error> {
+        use std::sync::atomic::{fence, Ordering};
+        let all_ended = |g: &Self| -> Result<bool, Error> {
+            for h in handles {
+                if g.outcome(*h)?.is_none() {
+                    return Ok(false);
+                }
+            }
+            Ok(true)
+        };
+        if !all_ended(self)? {
+            let (lock, cond) = &self.inner.ended;
+            let mut guard = lock.lock().unwrap_or_else(|e| e.into_inner());
+            self.inner.sleepers.fetch_add(1, Ordering::Relaxed);
+            // SeqCst fence: pairs with the one in `wake_waiters`.
+            fence(Ordering::SeqCst);
+            let r = loop {
+                match all_ended(self) {
+                    Ok(true) => break Ok(()),
+                    Ok(false) => {
+                        guard = cond.wait(guard).unwrap_or_else(|e| e.into_inner());
+                    }
+                    Err(e) => break Err(e),
+                }
+            };
+            self.inner.sleepers.fetch_sub(1, Ordering::Relaxed);
+            drop(guard);
+            r?;
+        }
+        handles
+            .iter()
+            .map(|h| Ok(self.take_outcome(*h)?.expect("ended")))
+            .collect()
     }
 
     fn handle(&self, node: NodeRef) -> JobHandle {
@@ -658,6 +727,7 @@ impl<E: GraphEngine> Graph<E> {
         let mut work = E::Work::default();
         let r = self.inner.engine.complete(node, outcome, &mut work);
         self.hand_off(&mut work);
+        self.wake_waiters();
         r
     }
 
@@ -686,6 +756,7 @@ impl<E: GraphEngine> Graph<E> {
         let mut work = E::Work::default();
         let r = self.inner.engine.discover(node, deps, &mut work);
         self.hand_off(&mut work);
+        self.wake_waiters();
         r
     }
 
