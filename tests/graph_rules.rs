@@ -28,6 +28,7 @@ both_graphs!(
     d04_submit_batch_admits_one_by_one,
     d04_wait_batch_returns_every_outcome_in_input_order,
     d05_full_stores_backpressure_and_mutate_nothing,
+    d05_waiting_submit_resumes_when_room_frees,
     d06_waiting_jobs_hold_no_quota,
     d06_ledger_refusal_fails_the_job_and_its_dependents_per_gate,
     d10_sequential_runs_after_a_failed_dependency,
@@ -751,4 +752,36 @@ fn p9_lock_free_submit_complete_and_hand_off_allocate_nothing() {
     assert_eq!(allocs, 0);
     assert_eq!(g.occupancy().nodes_used, 0);
     assert_eq!(g.occupancy().edges_used, 0);
+}
+
+/// SPEC D05, D42: the waiting form of submit waits for room instead of backpressuring, and
+/// resumes once a completion or a collected outcome frees it.
+fn d05_waiting_submit_resumes_when_room_frees<E: GraphEngine>() {
+    let g = builder(Limits::UNLIMITED)
+        .nodes(1)
+        .edges(1)
+        .build_with::<E>()
+        .unwrap();
+    let a = admit(&g, 1, &[]);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .build()
+        .unwrap();
+    let waiting = {
+        let g = g.clone();
+        rt.spawn(async move {
+            let deps = [dep(1, Gate::OnSuccess)];
+            g.submit_waiting(&spec(2, &deps)).await
+        })
+    };
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    assert!(!waiting.is_finished(), "no node was free");
+    assert_eq!(ready_handles(&g), vec![a]);
+    // Completing frees no node; collecting the outcome does.
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    assert!(!waiting.is_finished());
+    assert_eq!(g.take_outcome(a).unwrap(), Some(JobOutcome::Succeeded));
+    let b = rt.block_on(waiting).unwrap().unwrap();
+    // Its producer had already succeeded: it runs at once.
+    assert_eq!(ready_handles(&g), vec![b]);
 }

@@ -69,12 +69,12 @@
 //!
 //! On both engines (`tests/graph_rules.rs`, one generic test per rule through one macro): D02
 //! (three outcomes, errors apart, unknown and foreign handles), D04 (one-by-one batches,
-//! `wait_batch` in input order), D05 (full node, edge and key
-//! stores give `Backpressured` and change nothing), D06 (no quota while waiting; a ledger
-//! refusal fails the job, and its dependents per gate), D10 (every gate, transitive
-//! `dependency-failed`), D11, D12, D13, D14 (a dependency discovered while a job runs gates
-//! its end; union with earlier edges), D15 (self-dependency; a cycle through a waiting key,
-//! refused with nothing changed; two threads racing the halves of a cycle in
+//! `wait_batch` in input order), D05 (full node, edge and key stores give `Backpressured` and
+//! change nothing; the waiting form resumes when room frees, D42), D06 (no quota while
+//! waiting; a ledger refusal fails the job, and its dependents per gate), D10 (every gate,
+//! transitive `dependency-failed`), D11, D12, D13, D14 (a dependency discovered while a job
+//! runs gates its end; union with earlier edges), D15 (self-dependency; a cycle through a
+//! waiting key, refused with nothing changed; two threads racing the halves of a cycle in
 //! `tests/graph_churn.rs`), D40 (a chain of 16 jobs on one cell), D50. D41's cap is
 //! engine-independent. `tests/graph_differential.rs` compares the engines after every operation
 //! of random sequences; `tests/graph_churn.rs` checks conservation at quiescence on threads and
@@ -90,8 +90,7 @@
 //!   until the graph is dropped (removal, which fails such waiters, is part 2).
 //! - Not built: `DedupeJoined` is never produced (D03); `submit_batch_atomic` (D04; the
 //!   one-by-one `submit_batch` and `wait_batch` exist), so the [`ConcurrencyCap`] is a
-//!   standalone handle that job bodies share, not attached to a batch; the async (waiting)
-//!   form of submit (D05, D42) — only the try form exists; priority inheritance and
+//!   standalone handle that job bodies share, not attached to a batch; priority inheritance and
 //!   cancellation through the graph (D30, D31); a graph shutdown: shutting the graph's
 //!   scheduler down while jobs are queued in it leaves those jobs without an outcome (the
 //!   scheduler drops their payloads), so shut it down only at quiescence.
@@ -479,6 +478,8 @@ impl GraphBuilder {
                 ledger: self.ledger,
                 sleepers: std::sync::atomic::AtomicU32::new(0),
                 ended: (Mutex::new(()), Condvar::new()),
+                room_wakers: Mutex::new(Vec::new()),
+                room_sleepers: std::sync::atomic::AtomicU32::new(0),
             }),
         })
     }
@@ -499,6 +500,9 @@ struct Inner<E> {
     /// when it is non-zero.
     sleepers: std::sync::atomic::AtomicU32,
     ended: (Mutex<()>, Condvar),
+    /// Submitters waiting for capacity ([`Graph::submit_waiting`]) and their count.
+    room_wakers: Mutex<Vec<std::task::Waker>>,
+    room_sleepers: std::sync::atomic::AtomicU32,
 }
 
 /// A dependency graph on the fair scheduler. Cheap to clone (one `Arc`).
@@ -561,8 +565,9 @@ impl<E: GraphEngine> Graph<E> {
         })
     }
 
-    /// Wakes threads in [`wait_batch`](Self::wait_batch) after an operation that may have
-    /// ended jobs. One fence and one load when nobody waits.
+    /// Wakes threads in [`wait_batch`](Self::wait_batch) and submitters waiting for room
+    /// after an operation that may have ended jobs or freed edges. One fence and two loads
+    /// when nobody waits.
     fn wake_waiters(&self) {
         use std::sync::atomic::{fence, Ordering};
         // SeqCst fence: pairs with the one in `wait_batch` between registering as a sleeper
@@ -573,6 +578,69 @@ impl<E: GraphEngine> Graph<E> {
             drop(lock.lock().unwrap_or_else(|e| e.into_inner()));
             cond.notify_all();
         }
+        if self.inner.room_sleepers.load(Ordering::Relaxed) > 0 {
+            self.wake_submitters();
+        }
+    }
+
+    /// Wakes submitters waiting for capacity after an operation that may have freed node or
+    /// edge slots. One fence and one load when nobody waits; wakers run outside the lock.
+    fn wake_submitters(&self) {
+        use std::sync::atomic::{fence, Ordering};
+        // SeqCst fence: pairs with the one in `submit_waiting` between registering a waker and
+        // trying again, so either this sees the waker or that retry sees the room.
+        fence(Ordering::SeqCst);
+        if self.inner.room_sleepers.load(Ordering::Relaxed) > 0 {
+            let wakers = {
+                let mut w = self
+                    .inner
+                    .room_wakers
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner());
+                self.inner.room_sleepers.store(0, Ordering::Relaxed);
+                std::mem::take(&mut *w)
+            };
+            for w in wakers {
+                w.wake();
+            }
+        }
+    }
+
+    /// The waiting form of [`submit`](Self::submit) (SPEC D05, D42): while a store is full it
+    /// waits (asynchronously) until completions or collected outcomes free room, instead of
+    /// returning `Backpressured`.
+    ///
+    /// # Errors
+    ///
+    /// As [`submit`](Self::submit).
+    pub async fn submit_waiting(&self, spec: &JobSpec<'_>) -> Result<JobHandle, Error> {
+        use std::sync::atomic::{fence, Ordering};
+        use std::task::Poll;
+        std::future::poll_fn(|cx| {
+            if let Admission::Admitted(h) | Admission::DedupeJoined(h) = self.submit(spec)? {
+                return Poll::Ready(Ok(h));
+            }
+            {
+                let mut w = self
+                    .inner
+                    .room_wakers
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner());
+                if !w.iter().any(|x| x.will_wake(cx.waker())) {
+                    w.push(cx.waker().clone());
+                }
+                self.inner
+                    .room_sleepers
+                    .store(w.len() as u32, Ordering::Relaxed);
+            }
+            // SeqCst fence: pairs with the one in `wake_submitters`.
+            fence(Ordering::SeqCst);
+            match self.submit(spec)? {
+                Admission::Admitted(h) | Admission::DedupeJoined(h) => Poll::Ready(Ok(h)),
+                Admission::Backpressured => Poll::Pending,
+            }
+        })
+        .await
     }
 
     /// Submits jobs one by one (SPEC D04): an observer may see part of the batch. One result
@@ -776,7 +844,11 @@ impl<E: GraphEngine> Graph<E> {
     ///
     /// As [`outcome`](Self::outcome).
     pub fn take_outcome(&self, handle: JobHandle) -> Result<Option<JobOutcome>, Error> {
-        self.inner.engine.outcome(self.node_of(handle)?, true)
+        let r = self.inner.engine.outcome(self.node_of(handle)?, true);
+        if matches!(r, Ok(Some(_))) {
+            self.wake_submitters();
+        }
+        r
     }
 
     /// Used and total capacity of every store (SPEC D50).
