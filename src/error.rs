@@ -132,6 +132,16 @@ pub enum Reason {
     CellNotQuarantined,
     /// A host pool cannot return quarantined cells to service (SPEC F44).
     RestoreUnsupported,
+    /// A job's dependencies would form a cycle, or a job depends on itself (SPEC D15).
+    Cycle,
+    /// A job's `OnSuccess` (or `OnAdmission`) dependency failed (SPEC D10).
+    DependencyFailed,
+    /// A graph key already has a job (SPEC D01; generations come later).
+    DuplicateKey,
+    /// A graph key is outside the range the key table can hold.
+    KeyRange,
+    /// A job lists more dependencies than the graph was built for.
+    TooManyDependencies,
 }
 
 impl Reason {
@@ -176,6 +186,11 @@ impl Reason {
             Reason::Failed => "failed",
             Reason::CellNotQuarantined => "cell-not-quarantined",
             Reason::RestoreUnsupported => "restore-unsupported",
+            Reason::Cycle => "cycle",
+            Reason::DependencyFailed => "dependency-failed",
+            Reason::DuplicateKey => "duplicate-key",
+            Reason::KeyRange => "key-range",
+            Reason::TooManyDependencies => "too-many-dependencies",
         }
     }
 }

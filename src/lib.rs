@@ -15,6 +15,7 @@ mod cancel;
 mod clock;
 mod engine;
 mod error;
+pub mod graph;
 mod ids;
 pub(crate) mod policy;
 pub mod pool;
@@ -25,6 +26,7 @@ pub use cancel::{CancellationToken, Cancelled};
 pub use clock::{Clock, ManualClock, MonotonicClock};
 pub use engine::baseline::{BaselineLock, ParkingLotMutex, StdMutex};
 pub use error::{Code, Error, Reason, Result};
+pub use graph::{Graph, LockFreeGraph, MutexGraph};
 pub use ids::{CellId, ClassId, Priority, RequestId, TenantId};
 pub use scheduler::{
     AdmittedRequest, Assignment, Baseline, Builder, ClassConfig, ClassSnapshot, Drain, DropPolicy,

@@ -1,0 +1,424 @@
+//! The lock-free graph as a [`GraphEngine`]: submit, link, complete, hand off.
+
+use super::*;
+
+impl GraphEngine for LockFreeGraph {
+    type Work = Work;
+
+    fn with_bounds(bounds: Bounds) -> Self {
+        Self::new(bounds)
+    }
+
+    fn max_deps(&self) -> usize {
+        self.bounds.max_deps as usize
+    }
+
+    fn submit(&self, spec: &JobSpec<'_>, work: &mut Work) -> Result<Admission<NodeRef>, Error> {
+        let own_ident = rules::ident(spec.key);
+        // Fast refusal of a taken key, before anything is reserved.
+        if let Some(k) = self.find_key(own_ident, false) {
+            if self.keys[k as usize].state.load(Ordering::Acquire) & 0xff >= K_LIVE {
+                return Err(DUPLICATE_KEY);
+            }
+        }
+        // A key with waiters already: refuse a cycle before anything is reserved or linked. The
+        // check is repeated at publication, for waiters that arrive meanwhile.
+        if let Some(k) = self.find_key(own_ident, false) {
+            if self.keys[k as usize].state.load(Ordering::Acquire) == K_WAITING {
+                let _g = self.lock();
+                if self.closes_cycle(own_ident, spec.deps.iter().map(|d| rules::ident(d.key))) {
+                    return Err(CYCLE);
+                }
+            }
+        }
+        // Reserve: node, edges (chained through their `next`), key slots.
+        let Some(idx) = self.pop_node() else {
+            return Ok(Admission::Backpressured);
+        };
+        let mut edges = NIL;
+        for _ in 0..spec.deps.len() {
+            match self.pop_edge() {
+                Some(e) => {
+                    self.edges[e as usize].next.store(edges, Ordering::Relaxed);
+                    edges = e;
+                }
+                None => {
+                    while edges != NIL {
+                        let next = self.edges[edges as usize].next.load(Ordering::Relaxed);
+                        self.push_edge(edges);
+                        edges = next;
+                    }
+                    self.push_node(idx);
+                    return Ok(Admission::Backpressured);
+                }
+            }
+        }
+        let n = &self.nodes[idx as usize];
+        let gen = gen_of(n.state.load(Ordering::Relaxed));
+        let me = NodeRef { idx, gen };
+        let undo = |edges: u32| {
+            let mut e = edges;
+            while e != NIL {
+                let next = self.edges[e as usize].next.load(Ordering::Relaxed);
+                self.push_edge(e);
+                e = next;
+            }
+            self.push_node(idx);
+        };
+        let Some(own_slot) = self.find_key(own_ident, true) else {
+            undo(edges);
+            return Ok(Admission::Backpressured);
+        };
+        let mut dep_slots = [0u32; 64];
+        let mut many: Vec<u32> = Vec::new();
+        for (i, d) in spec.deps.iter().enumerate() {
+            let Some(k) = self.find_key(rules::ident(d.key), true) else {
+                undo(edges);
+                return Ok(Admission::Backpressured);
+            };
+            if i < dep_slots.len() {
+                dep_slots[i] = k;
+            } else {
+                if many.is_empty() {
+                    many.extend_from_slice(&dep_slots);
+                }
+                many.push(k);
+            }
+        }
+        let slots: &[u32] = if many.is_empty() {
+            &dep_slots[..spec.deps.len()]
+        } else {
+            &many
+        };
+        // Initialise the node; published by the key's Release store (or the edges' pushes).
+        // SAFETY: the node is free and ours until published.
+        n.info.with_mut(|p| unsafe {
+            *p = Info {
+                key: spec.key,
+                tenant: spec.tenant,
+                class: spec.class,
+                priority: spec.priority,
+                key_slot: own_slot,
+            }
+        });
+        // SAFETY: as above.
+        n.outcome.with_mut(|p| unsafe { *p = None });
+        let base = idx as usize * self.bounds.max_deps as usize;
+        for (i, d) in spec.deps.iter().enumerate() {
+            self.dep_keys[base + i].store(rules::ident(d.key), Ordering::Relaxed);
+        }
+        n.dep_count.store(spec.deps.len() as u32, Ordering::Relaxed);
+        // Release: a linker still holding the slot's previous generation (from the key table)
+        // that loads these (Acquire) must then see that generation's end in its key; the free
+        // list's Release/Acquire orders that end before this store.
+        n.admit.store(word(gen, NIL), Ordering::Release);
+        n.done.store(word(gen, NIL), Ordering::Release);
+        // Release: the first RMW of `ctl`'s release sequence; readers of the info acquire it.
+        n.ctl
+            .store(word(gen, spec.deps.len() as u32 + 1), Ordering::Release);
+        // Release: pairs with the generation check of the cycle walk.
+        n.state.store(word(gen, S_WAITING), Ordering::Release);
+        inc(&self.gauges.waiting);
+
+        let own = &self.keys[own_slot as usize];
+        // Link every edge first, then publish: the last job of a would-be cycle to publish finds
+        // waiters on its key and checks for the cycle under the topology lock (see `closes_cycle`).
+        let mut guard = None;
+        let mut e = edges;
+        for (i, d) in spec.deps.iter().enumerate() {
+            let next = self.edges[e as usize].next.load(Ordering::Relaxed);
+            self.link(e, slots[i], d.gate, me, work);
+            e = next;
+        }
+        // Publish: the key names this node.
+        loop {
+            let st = own.state.load(Ordering::Acquire);
+            if st & 0xff >= K_LIVE {
+                drop(guard);
+                dec(&self.gauges.waiting);
+                self.retire_refused(me, slots);
+                return Err(DUPLICATE_KEY);
+            }
+            if st == K_NONE {
+                // Release: publishes the node's initialisation to linkers (their Acquire load).
+                if own
+                    .state
+                    .compare_exchange(K_NONE, key_live(me), Ordering::Release, Ordering::Relaxed)
+                    .is_ok()
+                {
+                    break;
+                }
+                continue;
+            }
+            if guard.is_none() {
+                // Waiters appeared while linking: check for a cycle now.
+                let g = self.lock();
+                if self.closes_cycle(own_ident, spec.deps.iter().map(|d| rules::ident(d.key))) {
+                    drop(g);
+                    dec(&self.gauges.waiting);
+                    self.retire_refused(me, slots);
+                    return Err(CYCLE);
+                }
+                guard = Some(g);
+                continue;
+            }
+            // Under the lock: adopt the key's waiters into this node's lists, then publish.
+            let mut w = own.waiters.swap(NIL, Ordering::Relaxed);
+            while w != NIL {
+                let edge = &self.edges[w as usize];
+                let next = edge.next.load(Ordering::Relaxed);
+                let gate = rules::gate_from(edge.gate.load(Ordering::Relaxed));
+                let head = if rules::on_admission_list(gate) {
+                    &n.admit
+                } else {
+                    &n.done
+                };
+                edge.next
+                    .store(low_of(head.load(Ordering::Relaxed)), Ordering::Relaxed);
+                head.store(word(gen, w), Ordering::Relaxed);
+                w = next;
+            }
+            // Release: publishes the node and the adopted lists (pairs with linkers' Acquire).
+            own.state.store(key_live(me), Ordering::Release);
+            break;
+        }
+        drop(guard);
+        // Give up the submitter's hold: the node may fire now.
+        let mut failed = NIL;
+        self.release(me, true, work, &mut failed);
+        // The hold was the last count and a gate had failed: end it here.
+        self.end_failed(failed, work);
+        Ok(Admission::Admitted(me))
+    }
+
+    fn pop_ready(&self, work: &mut Work) -> Option<Ready> {
+        let idx = work.ready;
+        if idx == NIL {
+            return None;
+        }
+        let n = &self.nodes[idx as usize];
+        work.ready = n.next.load(Ordering::Relaxed);
+        let gen = gen_of(n.ctl.load(Ordering::Relaxed));
+        // SAFETY: written before publication; the zero-reaching RMW on `ctl` acquired it.
+        let info = n.info.with(|p| unsafe { *p });
+        Some(Ready {
+            node: NodeRef { idx, gen },
+            key: info.key,
+            tenant: info.tenant,
+            class: info.class,
+            priority: info.priority,
+        })
+    }
+
+    fn admitted(&self, node: NodeRef, work: &mut Work) {
+        let n = &self.nodes[node.idx as usize];
+        // Release: pairs with the Acquire of the executor's CAS in `start`.
+        n.state.store(word(node.gen, S_QUEUED), Ordering::Release);
+        let mut failed = NIL;
+        self.seal(&n.admit, node.gen, true, work, &mut failed);
+        // A dependent whose last gate this was may have failed another gate earlier.
+        self.end_failed(failed, work);
+    }
+
+    fn fail_ready(&self, node: NodeRef, error: Error, admitted: bool, work: &mut Work) {
+        let n = &self.nodes[node.idx as usize];
+        dec(&self.gauges.ready);
+        n.state.store(word(node.gen, S_ENDING), Ordering::Relaxed);
+        self.end(node, JobOutcome::Failed(error), admitted, work);
+    }
+
+    fn start(&self, node: NodeRef) -> bool {
+        let n = &self.nodes[node.idx as usize];
+        // AcqRel: pairs with the Release store in `admitted`.
+        let ok = n
+            .state
+            .compare_exchange(
+                word(node.gen, S_QUEUED),
+                word(node.gen, S_RUNNING),
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            )
+            .is_ok();
+        if ok {
+            // Nothing else touches the count now: every gate was counted when it fired. The
+            // body holds one.
+            n.ctl
+                .store(word(node.gen, 0) | RUNNING | 1, Ordering::Relaxed);
+            dec(&self.gauges.ready);
+            inc(&self.gauges.running);
+        }
+        ok
+    }
+
+    fn complete(&self, node: NodeRef, outcome: JobOutcome, work: &mut Work) -> Result<(), Error> {
+        let n = &self.nodes[node.idx as usize];
+        // Acquire: pairs with the Release CAS in `start`.
+        n.state
+            .compare_exchange(
+                word(node.gen, S_RUNNING),
+                word(node.gen, S_ENDING),
+                Ordering::Acquire,
+                Ordering::Relaxed,
+            )
+            .map_err(|_| STALE)?;
+        dec(&self.gauges.running);
+        // SAFETY: the executor owns the running node's outcome cell; it is read by whoever
+        // ends the node, after the hold is given up below (AcqRel).
+        n.outcome.with_mut(|p| unsafe { *p = Some(outcome) });
+        inc(&self.gauges.waiting);
+        let mut failed = NIL;
+        // Give up the body's hold: ends the node now unless discovered gates are pending.
+        self.release(node, true, work, &mut failed);
+        self.end_failed(failed, work);
+        Ok(())
+    }
+
+    fn discover(
+        &self,
+        node: NodeRef,
+        deps: &[crate::graph::Dependency],
+        work: &mut Work,
+    ) -> Result<Admission<()>, Error> {
+        let n = &self.nodes[node.idx as usize];
+        if n.state.load(Ordering::Relaxed) != word(node.gen, S_RUNNING) {
+            return Err(STALE);
+        }
+        // SAFETY: written before publication; read-only since.
+        let own_key = n.info.with(|p| unsafe { *p }).key;
+        let own_ident = rules::ident(own_key);
+        let base = node.idx as usize * self.bounds.max_deps as usize;
+        let known = n.dep_count.load(Ordering::Relaxed) as usize;
+        // Union: a key already depended on keeps its first edge.
+        let is_new = |i: usize, d: &crate::graph::Dependency| {
+            let ident = rules::ident(d.key);
+            !self.dep_keys[base..base + known]
+                .iter()
+                .any(|k| k.load(Ordering::Relaxed) == ident)
+                && !deps[..i].iter().any(|e| e.key == d.key)
+        };
+        let fresh = deps
+            .iter()
+            .enumerate()
+            .filter(|(i, d)| is_new(*i, d))
+            .count();
+        if known + fresh > self.bounds.max_deps as usize {
+            return Err(Error::new(
+                crate::Code::InvalidArgument,
+                crate::Reason::TooManyDependencies,
+            ));
+        }
+        if fresh == 0 {
+            return Ok(Admission::Admitted(()));
+        }
+        // Reserve the edges and key slots first: a refusal changes nothing.
+        let mut edges = NIL;
+        for _ in 0..fresh {
+            match self.pop_edge() {
+                Some(e) => {
+                    self.edges[e as usize].next.store(edges, Ordering::Relaxed);
+                    edges = e;
+                }
+                None => {
+                    self.give_back_edges(edges);
+                    return Ok(Admission::Backpressured);
+                }
+            }
+        }
+        for d in deps {
+            if self.find_key(rules::ident(d.key), true).is_none() {
+                self.give_back_edges(edges);
+                return Ok(Admission::Backpressured);
+            }
+        }
+        {
+            // The cycle check and the new keys' record under the topology lock, so every later
+            // cycle check sees them.
+            let _g = self.lock();
+            let new = deps
+                .iter()
+                .enumerate()
+                .filter(|(i, d)| is_new(*i, d))
+                .map(|(_, d)| rules::ident(d.key));
+            if self.closes_cycle(own_ident, new) {
+                drop(_g);
+                self.give_back_edges(edges);
+                return Err(CYCLE);
+            }
+            let mut at = known;
+            for (i, d) in deps.iter().enumerate() {
+                if is_new(i, d) {
+                    self.dep_keys[base + at].store(rules::ident(d.key), Ordering::Relaxed);
+                    at += 1;
+                }
+            }
+            // Release: pairs with the cycle walk's Acquire load of the count.
+            n.dep_count.store(at as u32, Ordering::Release);
+        }
+        // The body's hold keeps the count above zero while linking.
+        n.ctl.fetch_add(fresh as u64, Ordering::Relaxed);
+        let mut e = edges;
+        for (i, d) in deps.iter().enumerate() {
+            // New against the keys known before this call (the record above added them).
+            let repeated = deps[..i].iter().any(|x| x.key == d.key)
+                || self.dep_keys[base..base + known]
+                    .iter()
+                    .any(|k| k.load(Ordering::Relaxed) == rules::ident(d.key));
+            if !repeated {
+                let next = self.edges[e as usize].next.load(Ordering::Relaxed);
+                let k = self
+                    .find_key(rules::ident(d.key), false)
+                    .expect("claimed above");
+                self.link(e, k, d.gate, node, work);
+                e = next;
+            }
+        }
+        Ok(Admission::Admitted(()))
+    }
+
+    fn outcome(&self, node: NodeRef, take: bool) -> Result<Option<JobOutcome>, Error> {
+        let n = self.nodes.get(node.idx as usize).ok_or(STALE)?;
+        // Acquire: pairs with the Release store of `done` in `end_one`.
+        let st = n.state.load(Ordering::Acquire);
+        if gen_of(st) != node.gen || low_of(st) == S_FREE {
+            return Err(STALE);
+        }
+        if low_of(st) != S_DONE {
+            return Ok(None);
+        }
+        // SAFETY: the outcome was written before `done` was published and is not written again
+        // until the slot is reused, which needs the CAS below.
+        let out = n.outcome.with(|p| unsafe { *p });
+        if take {
+            let g = node.gen.wrapping_add(1);
+            // AcqRel: one collector wins; its Release orders the outcome read before the slot
+            // goes back to the free list (whose push is Release too).
+            if n.state
+                .compare_exchange(st, word(g, S_FREE), Ordering::AcqRel, Ordering::Relaxed)
+                .is_err()
+            {
+                return Err(STALE);
+            }
+            n.ctl.store(word(g, 0), Ordering::Relaxed);
+            // Release: as in `free_slot`.
+            n.admit.store(word(g, NIL), Ordering::Release);
+            n.done.store(word(g, NIL), Ordering::Release);
+            self.push_node(node.idx);
+        }
+        Ok(out)
+    }
+
+    fn occupancy(&self) -> Occupancy {
+        let g = &self.gauges;
+        Occupancy {
+            nodes_used: g.nodes.load(Ordering::Relaxed),
+            nodes_total: self.bounds.nodes,
+            edges_used: g.edges.load(Ordering::Relaxed),
+            edges_total: self.bounds.edges,
+            keys_used: g.keys.load(Ordering::Relaxed),
+            keys_total: self.keys.len() as u32,
+            waiting: g.waiting.load(Ordering::Relaxed),
+            ready: g.ready.load(Ordering::Relaxed),
+            running: g.running.load(Ordering::Relaxed),
+        }
+    }
+}

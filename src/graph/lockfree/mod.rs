@@ -1,0 +1,653 @@
+//! The lock-free graph engine.
+//!
+//! Words (all in fixed arenas allocated at build):
+//!
+//! - node `state`: `gen << 32 | state` (free, waiting, ready, queued, running, ending, done);
+//! - node `ctl`: `gen << 32 | FAILED | remaining`, where `remaining` starts at deps + 1 (the
+//!   extra one is the submitter's, released once every edge is linked); releases are CAS loops
+//!   that do nothing when the generation moved on, so an edge to a refused or collected job is
+//!   inert;
+//! - node `admit` and `done` heads: `gen << 32 | edge`, push-only stacks of dependent edges,
+//!   sealed by one swap to `SEALED_OK` or `SEALED_FAIL` by whoever admits or ends the node;
+//! - key `state`: `gen << 32 | node << 8 | tag` (no producer, waiters, live, or how it ended).
+//!
+//! The topology lock (see the module docs of `graph`) guards key waiter lists and the cycle
+//! check only.
+
+mod engine;
+
+use super::rules::{self, CYCLE, DEPENDENCY_FAILED, DUPLICATE_KEY, STALE};
+use super::{
+    Admission, Bounds, Gate, GraphEngine, JobKey, JobOutcome, JobSpec, NodeRef, Occupancy, Ready,
+};
+use crate::sync::{AtomicU32, AtomicU64, Ordering, UnsafeCell};
+use crate::{ClassId, Error, Priority, TenantId};
+use std::collections::HashSet;
+use std::sync::Mutex;
+
+const NIL: u32 = u32::MAX;
+const SEALED_OK: u32 = u32::MAX - 1;
+const SEALED_FAIL: u32 = u32::MAX - 2;
+
+const S_FREE: u32 = 0;
+const S_WAITING: u32 = 1;
+const S_READY: u32 = 2;
+const S_QUEUED: u32 = 3;
+const S_RUNNING: u32 = 4;
+const S_ENDING: u32 = 5;
+const S_DONE: u32 = 6;
+
+const FAILED: u64 = 1 << 31;
+/// Set from `start`: the node runs, and reaching zero ends it instead of making it ready (its
+/// count then holds the body, one, plus the gates discovered while it runs, SPEC D14).
+const RUNNING: u64 = 1 << 30;
+const REMAINING: u64 = RUNNING - 1;
+
+const K_NONE: u64 = 0;
+const K_WAITING: u64 = 1;
+const K_LIVE: u64 = 2;
+const K_DONE_OK: u64 = 3;
+const K_DONE_FAIL_ADMITTED: u64 = 4;
+const K_DONE_FAIL_UNADMITTED: u64 = 5;
+
+#[inline]
+fn word(gen: u32, low: u32) -> u64 {
+    u64::from(gen) << 32 | u64::from(low)
+}
+
+#[inline]
+fn gen_of(w: u64) -> u32 {
+    (w >> 32) as u32
+}
+
+#[inline]
+fn low_of(w: u64) -> u32 {
+    w as u32
+}
+
+#[inline]
+fn key_live(node: NodeRef) -> u64 {
+    u64::from(node.gen) << 32 | u64::from(node.idx) << 8 | K_LIVE
+}
+
+/// What a job needs once it is ready; written by its submitter before the node is published.
+#[derive(Clone, Copy)]
+struct Info {
+    key: JobKey,
+    tenant: TenantId,
+    class: ClassId,
+    priority: Priority,
+    key_slot: u32,
+}
+
+struct Node {
+    state: AtomicU64,
+    ctl: AtomicU64,
+    admit: AtomicU64,
+    done: AtomicU64,
+    /// Free-list link, and the intrusive work-list link of its current owner.
+    next: AtomicU32,
+    /// Key identities of its dependencies, for the cycle walk (read under the topology lock,
+    /// validated by the generation).
+    dep_count: AtomicU32,
+    info: UnsafeCell<Info>,
+    outcome: UnsafeCell<Option<JobOutcome>>,
+}
+
+struct Edge {
+    next: AtomicU32,
+    target: AtomicU64,
+    gate: AtomicU32,
+}
+
+struct KeySlot {
+    ident: AtomicU64,
+    state: AtomicU64,
+    /// Waiter list head (edge index), touched under the topology lock only.
+    waiters: AtomicU32,
+}
+
+/// A lock-free stack of free slot indices, tagged against ABA.
+struct FreeList {
+    head: AtomicU64,
+}
+
+impl FreeList {
+    fn pop(&self, next: impl Fn(u32) -> u32) -> Option<u32> {
+        // Acquire: pairs with the Release CAS in `push`, so the slot's last writes are seen.
+        let mut h = self.head.load(Ordering::Acquire);
+        loop {
+            let idx = low_of(h);
+            if idx == NIL {
+                return None;
+            }
+            let new = word(gen_of(h).wrapping_add(1), next(idx));
+            // Acquire on success: as the load above.
+            match self
+                .head
+                .compare_exchange_weak(h, new, Ordering::Acquire, Ordering::Acquire)
+            {
+                Ok(_) => return Some(idx),
+                Err(cur) => h = cur,
+            }
+        }
+    }
+
+    fn push(&self, idx: u32, set_next: impl Fn(u32)) {
+        let mut h = self.head.load(Ordering::Relaxed);
+        loop {
+            set_next(low_of(h));
+            let new = word(gen_of(h).wrapping_add(1), idx);
+            // Release: publishes the slot's writes to the next `pop` (its Acquire).
+            match self
+                .head
+                .compare_exchange_weak(h, new, Ordering::Release, Ordering::Relaxed)
+            {
+                Ok(_) => return,
+                Err(cur) => h = cur,
+            }
+        }
+    }
+}
+
+/// Jobs gauges (Relaxed counters: observations only).
+#[derive(Default)]
+struct Gauges {
+    nodes: AtomicU32,
+    edges: AtomicU32,
+    keys: AtomicU32,
+    waiting: AtomicU32,
+    ready: AtomicU32,
+    running: AtomicU32,
+}
+
+/// The lock-free graph engine (the product).
+pub struct LockFreeGraph {
+    nodes: Box<[Node]>,
+    dep_keys: Box<[AtomicU64]>,
+    edges: Box<[Edge]>,
+    keys: Box<[KeySlot]>,
+    free_nodes: FreeList,
+    free_edges: FreeList,
+    topology: Mutex<()>,
+    gauges: Gauges,
+    bounds: Bounds,
+}
+
+// SAFETY: the `UnsafeCell`s of a node are written only by the thread that owns the node's
+// current transition (the submitter before publication, the one that moves it to `ending`) and
+// read after an Acquire of the word that transition published; see each access.
+unsafe impl Sync for LockFreeGraph {}
+// SAFETY: as above; nothing in the engine is tied to a thread.
+unsafe impl Send for LockFreeGraph {}
+
+impl core::fmt::Debug for LockFreeGraph {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("LockFreeGraph")
+            .field("occupancy", &self.occupancy())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Ready jobs found by one operation, as an intrusive list through the nodes' `next`.
+#[derive(Debug)]
+pub struct Work {
+    ready: u32,
+}
+
+impl Default for Work {
+    fn default() -> Self {
+        Self { ready: NIL }
+    }
+}
+
+fn dec(g: &AtomicU32) {
+    g.fetch_sub(1, Ordering::Relaxed);
+}
+
+fn inc(g: &AtomicU32) {
+    g.fetch_add(1, Ordering::Relaxed);
+}
+
+impl super::sealed::Sealed for LockFreeGraph {}
+
+impl LockFreeGraph {
+    pub(crate) fn new(bounds: Bounds) -> Self {
+        let n = bounds.nodes;
+        let nodes: Box<[Node]> = (0..n)
+            .map(|i| Node {
+                state: AtomicU64::new(word(0, S_FREE)),
+                ctl: AtomicU64::new(0),
+                admit: AtomicU64::new(word(0, NIL)),
+                done: AtomicU64::new(word(0, NIL)),
+                next: AtomicU32::new(if i + 1 < n { i + 1 } else { NIL }),
+                dep_count: AtomicU32::new(0),
+                info: UnsafeCell::new(Info {
+                    key: JobKey::new(0),
+                    tenant: TenantId(0),
+                    class: ClassId(0),
+                    priority: 0,
+                    key_slot: 0,
+                }),
+                outcome: UnsafeCell::new(None),
+            })
+            .collect();
+        let e = bounds.edges;
+        let edges: Box<[Edge]> = (0..e)
+            .map(|i| Edge {
+                next: AtomicU32::new(if i + 1 < e { i + 1 } else { NIL }),
+                target: AtomicU64::new(0),
+                gate: AtomicU32::new(0),
+            })
+            .collect();
+        let keys: Box<[KeySlot]> = (0..bounds.keys)
+            .map(|_| KeySlot {
+                ident: AtomicU64::new(0),
+                state: AtomicU64::new(K_NONE),
+                waiters: AtomicU32::new(NIL),
+            })
+            .collect();
+        let dep_keys = (0..u64::from(n) * u64::from(bounds.max_deps))
+            .map(|_| AtomicU64::new(0))
+            .collect();
+        Self {
+            nodes,
+            dep_keys,
+            edges,
+            keys,
+            free_nodes: FreeList {
+                head: AtomicU64::new(word(0, 0)),
+            },
+            free_edges: FreeList {
+                head: AtomicU64::new(word(0, 0)),
+            },
+            topology: Mutex::new(()),
+            gauges: Gauges::default(),
+            bounds,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.topology.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn pop_node(&self) -> Option<u32> {
+        let i = self
+            .free_nodes
+            .pop(|i| self.nodes[i as usize].next.load(Ordering::Relaxed))?;
+        inc(&self.gauges.nodes);
+        Some(i)
+    }
+
+    fn push_node(&self, i: u32) {
+        let node = &self.nodes[i as usize];
+        self.free_nodes
+            .push(i, |n| node.next.store(n, Ordering::Relaxed));
+        dec(&self.gauges.nodes);
+    }
+
+    fn pop_edge(&self) -> Option<u32> {
+        let i = self
+            .free_edges
+            .pop(|i| self.edges[i as usize].next.load(Ordering::Relaxed))?;
+        inc(&self.gauges.edges);
+        Some(i)
+    }
+
+    fn push_edge(&self, i: u32) {
+        let edge = &self.edges[i as usize];
+        self.free_edges
+            .push(i, |n| edge.next.store(n, Ordering::Relaxed));
+        dec(&self.gauges.edges);
+    }
+
+    /// The key slot of `ident`, claiming an empty one if `insert`. `None`: not present, or the
+    /// table is full.
+    fn find_key(&self, ident: u64, insert: bool) -> Option<u32> {
+        let mask = self.keys.len() - 1;
+        let mut i = (ident.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 17) as usize & mask;
+        for _ in 0..self.keys.len() {
+            let slot = &self.keys[i];
+            // Relaxed: the identity is the only data of a claim; the key's state word carries
+            // its own orderings.
+            let cur = slot.ident.load(Ordering::Relaxed);
+            if cur == ident {
+                return Some(i as u32);
+            }
+            if cur == 0 {
+                if !insert {
+                    return None;
+                }
+                match slot
+                    .ident
+                    .compare_exchange(0, ident, Ordering::Relaxed, Ordering::Relaxed)
+                {
+                    Ok(_) => {
+                        inc(&self.gauges.keys);
+                        return Some(i as u32);
+                    }
+                    Err(c) if c == ident => return Some(i as u32),
+                    Err(_) => {}
+                }
+            }
+            i = (i + 1) & mask;
+        }
+        None
+    }
+
+    /// Counts one gate of `target` as met or failed; a node whose count reaches zero fires
+    /// (onto `work` if ready, onto `failed` if a gate failed).
+    fn release(&self, target: NodeRef, met: bool, work: &mut Work, failed: &mut u32) {
+        let node = &self.nodes[target.idx as usize];
+        // Acquire/AcqRel: the RMWs on `ctl` form one release sequence from the submitter's
+        // initial Release store, so the one that reaches zero sees the node's info.
+        let mut c = node.ctl.load(Ordering::Acquire);
+        loop {
+            if gen_of(c) != target.gen || c & REMAINING == 0 {
+                return;
+            }
+            let mut new = c - 1;
+            if !met {
+                new |= FAILED;
+            }
+            match node
+                .ctl
+                .compare_exchange_weak(c, new, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => {
+                    if new & REMAINING == 0 {
+                        if new & (FAILED | RUNNING) != 0 {
+                            node.next.store(*failed, Ordering::Relaxed);
+                            *failed = target.idx;
+                        } else {
+                            node.state
+                                .store(word(target.gen, S_READY), Ordering::Relaxed);
+                            dec(&self.gauges.waiting);
+                            inc(&self.gauges.ready);
+                            node.next.store(work.ready, Ordering::Relaxed);
+                            work.ready = target.idx;
+                        }
+                    }
+                    return;
+                }
+                Err(cur) => c = cur,
+            }
+        }
+    }
+
+    /// Releases every edge of a sealed list, freeing the edges.
+    fn release_list(&self, mut e: u32, ok: bool, work: &mut Work, failed: &mut u32) {
+        while e < SEALED_FAIL {
+            let edge = &self.edges[e as usize];
+            // Relaxed: these were published by the Release push and acquired by the seal swap.
+            let next = edge.next.load(Ordering::Relaxed);
+            let target = NodeRef::unpack(edge.target.load(Ordering::Relaxed));
+            let gate = rules::gate_from(edge.gate.load(Ordering::Relaxed));
+            self.push_edge(e);
+            self.release(target, rules::gate_met(gate, ok), work, failed);
+            e = next;
+        }
+    }
+
+    /// Seals one of a node's lists and releases it.
+    fn seal(&self, head: &AtomicU64, gen: u32, ok: bool, work: &mut Work, failed: &mut u32) {
+        let mark = if ok { SEALED_OK } else { SEALED_FAIL };
+        // AcqRel: Acquire pairs with the linkers' Release pushes (their edge fields); Release
+        // pairs with a late linker's Acquire load that then sees the key's end state.
+        let old = head.swap(word(gen, mark), Ordering::AcqRel);
+        debug_assert_eq!(gen_of(old), gen);
+        let first = low_of(old);
+        if first == NIL || first == SEALED_OK || first == SEALED_FAIL {
+            return;
+        }
+        self.release_list(first, ok, work, failed);
+    }
+
+    /// Ends a node the caller owns (state `ending`): records the outcome, publishes the end in
+    /// its key, seals its lists and fails, transitively, what can no longer run.
+    fn end(&self, node: NodeRef, outcome: JobOutcome, admitted: bool, work: &mut Work) {
+        let mut failed = NIL;
+        self.end_one(node, outcome, admitted, work, &mut failed);
+        self.end_failed(failed, work);
+    }
+
+    /// Ends every node of the intrusive list `failed`: a waiting node fired with a failed gate
+    /// ends `dependency-failed`; a completed node whose discovered gates are all counted ends
+    /// with its body's outcome, or `dependency-failed` if one of them failed.
+    fn end_failed(&self, mut failed: u32, work: &mut Work) {
+        while failed != NIL {
+            let idx = failed;
+            let n = &self.nodes[idx as usize];
+            failed = n.next.load(Ordering::Relaxed);
+            let c = n.ctl.load(Ordering::Relaxed);
+            let gen = gen_of(c);
+            dec(&self.gauges.waiting);
+            n.state.store(word(gen, S_ENDING), Ordering::Relaxed);
+            let ran = c & RUNNING != 0;
+            let outcome = if c & FAILED != 0 {
+                JobOutcome::Failed(DEPENDENCY_FAILED)
+            } else {
+                // SAFETY: the completer wrote the body's outcome before giving up its hold
+                // (AcqRel on `ctl`), which this thread's zero-reaching RMW acquired.
+                n.outcome
+                    .with(|p| unsafe { *p })
+                    .unwrap_or(JobOutcome::Failed(DEPENDENCY_FAILED))
+            };
+            self.end_one(NodeRef { idx, gen }, outcome, ran, work, &mut failed);
+        }
+    }
+
+    fn end_one(
+        &self,
+        node: NodeRef,
+        outcome: JobOutcome,
+        admitted: bool,
+        work: &mut Work,
+        failed: &mut u32,
+    ) {
+        let n = &self.nodes[node.idx as usize];
+        // SAFETY: the caller owns the node's `ending` transition; nobody else writes the
+        // outcome, and readers wait for `done` (Release below).
+        n.outcome.with_mut(|p| unsafe { *p = Some(outcome) });
+        // SAFETY: written before publication by the submitter; read-only since.
+        let info = n.info.with(|p| unsafe { *p });
+        let tag = match (outcome.is_success(), admitted) {
+            (true, _) => K_DONE_OK,
+            (false, true) => K_DONE_FAIL_ADMITTED,
+            (false, false) => K_DONE_FAIL_UNADMITTED,
+        };
+        // Release: pairs with a linker's Acquire load of the key after it saw this node's
+        // generation move on.
+        self.keys[info.key_slot as usize]
+            .state
+            .store(tag, Ordering::Release);
+        if !admitted {
+            self.seal(&n.admit, node.gen, false, work, failed);
+        }
+        self.seal(&n.done, node.gen, outcome.is_success(), work, failed);
+        // Release: pairs with the Acquire load in `outcome`.
+        n.state.store(word(node.gen, S_DONE), Ordering::Release);
+    }
+
+    /// Links edge `e` (dependent `me`, `gate`) to the producer of key slot `k`, or counts it at
+    /// once if the producer has ended, or parks it on the key if there is no producer yet.
+    fn link(&self, e: u32, k: u32, gate: Gate, me: NodeRef, work: &mut Work) {
+        let edge = &self.edges[e as usize];
+        edge.target.store(me.packed(), Ordering::Relaxed);
+        edge.gate.store(rules::gate_code(gate), Ordering::Relaxed);
+        let key = &self.keys[k as usize];
+        let mut dummy = NIL;
+        loop {
+            // Acquire: pairs with the Release stores of the key state (publication, end).
+            let st = key.state.load(Ordering::Acquire);
+            match st & 0xff {
+                K_LIVE => {
+                    let producer = NodeRef {
+                        idx: (st as u32) >> 8,
+                        gen: gen_of(st),
+                    };
+                    let p = &self.nodes[producer.idx as usize];
+                    let head = if rules::on_admission_list(gate) {
+                        &p.admit
+                    } else {
+                        &p.done
+                    };
+                    // Acquire: pairs with the seal swap (Release) or the slot's re-initialisation.
+                    let mut h = head.load(Ordering::Acquire);
+                    loop {
+                        if gen_of(h) != producer.gen {
+                            break; // collected: the key says how it ended
+                        }
+                        let top = low_of(h);
+                        if top == SEALED_OK || top == SEALED_FAIL {
+                            self.push_edge(e);
+                            self.release(
+                                me,
+                                rules::gate_met(gate, top == SEALED_OK),
+                                work,
+                                &mut dummy,
+                            );
+                            return;
+                        }
+                        edge.next.store(top, Ordering::Relaxed);
+                        // Release: publishes the edge's fields to the sealer (its AcqRel swap).
+                        match head.compare_exchange_weak(
+                            h,
+                            word(producer.gen, e),
+                            Ordering::Release,
+                            Ordering::Acquire,
+                        ) {
+                            Ok(_) => return,
+                            Err(cur) => h = cur,
+                        }
+                    }
+                }
+                K_DONE_OK | K_DONE_FAIL_ADMITTED | K_DONE_FAIL_UNADMITTED => {
+                    let t = st & 0xff;
+                    let met = rules::gate_met_after_end(
+                        gate,
+                        t != K_DONE_FAIL_UNADMITTED,
+                        t == K_DONE_OK,
+                    );
+                    self.push_edge(e);
+                    self.release(me, met, work, &mut dummy);
+                    return;
+                }
+                _ => {
+                    let _guard = self.lock();
+                    // Acquire: as the load above (a producer may have published meanwhile).
+                    let st = key.state.load(Ordering::Acquire);
+                    if st & 0xff >= K_LIVE {
+                        continue;
+                    }
+                    if st == K_NONE {
+                        // Relaxed CAS is enough: a producer publishing concurrently CASes the
+                        // same word and then takes the lock to adopt waiters.
+                        if key
+                            .state
+                            .compare_exchange(
+                                K_NONE,
+                                K_WAITING,
+                                Ordering::Relaxed,
+                                Ordering::Relaxed,
+                            )
+                            .is_err()
+                        {
+                            continue;
+                        }
+                    }
+                    edge.next
+                        .store(key.waiters.load(Ordering::Relaxed), Ordering::Relaxed);
+                    key.waiters.store(e, Ordering::Relaxed);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Under the topology lock: would a job with key `own` and dependency keys `deps` close a
+    /// cycle? Walks published producers' dependency keys upstream.
+    fn closes_cycle(&self, own: u64, deps: impl Iterator<Item = u64>) -> bool {
+        let mut stack: Vec<u64> = deps.collect();
+        let mut seen: HashSet<u64> = HashSet::new();
+        while let Some(ident) = stack.pop() {
+            if ident == own {
+                return true;
+            }
+            if !seen.insert(ident) {
+                continue;
+            }
+            let Some(k) = self.find_key(ident, false) else {
+                continue;
+            };
+            // Acquire: pairs with the producer's publication (Release), after which its
+            // dependency keys are visible.
+            let st = self.keys[k as usize].state.load(Ordering::Acquire);
+            if st & 0xff != K_LIVE {
+                continue;
+            }
+            let idx = (st as u32) >> 8;
+            let gen = gen_of(st);
+            let n = &self.nodes[idx as usize];
+            // Acquire: as the key load; the count was written before the publication.
+            let count = n.dep_count.load(Ordering::Acquire) as usize;
+            let base = idx as usize * self.bounds.max_deps as usize;
+            let mut found = Vec::with_capacity(count);
+            for d in &self.dep_keys[base..base + count.min(self.bounds.max_deps as usize)] {
+                found.push(d.load(Ordering::Relaxed));
+            }
+            // Acquire: if the node is still the same generation, the keys read belong to it.
+            if gen_of(n.state.load(Ordering::Acquire)) == gen {
+                stack.extend(found);
+            }
+        }
+        false
+    }
+
+    /// Undoes a submission refused after some edges were linked: the node's generation moves
+    /// on (so linked edges are inert), its waiter edges are unparked.
+    fn retire_refused(&self, me: NodeRef, dep_slots: &[u32]) {
+        let _guard = self.lock();
+        for &k in dep_slots {
+            let key = &self.keys[k as usize];
+            let mut prev: Option<u32> = None;
+            let mut e = key.waiters.load(Ordering::Relaxed);
+            while e != NIL {
+                let edge = &self.edges[e as usize];
+                let next = edge.next.load(Ordering::Relaxed);
+                if NodeRef::unpack(edge.target.load(Ordering::Relaxed)) == me {
+                    match prev {
+                        None => key.waiters.store(next, Ordering::Relaxed),
+                        Some(p) => self.edges[p as usize].next.store(next, Ordering::Relaxed),
+                    }
+                    self.push_edge(e);
+                } else {
+                    prev = Some(e);
+                }
+                e = next;
+            }
+        }
+        drop(_guard);
+        self.free_slot(me);
+    }
+
+    fn give_back_edges(&self, mut e: u32) {
+        while e != NIL {
+            let next = self.edges[e as usize].next.load(Ordering::Relaxed);
+            self.push_edge(e);
+            e = next;
+        }
+    }
+
+    fn free_slot(&self, me: NodeRef) {
+        let n = &self.nodes[me.idx as usize];
+        let g = me.gen.wrapping_add(1);
+        n.ctl.store(word(g, 0), Ordering::Relaxed);
+        // Release: a late linker that loads the new generation (Acquire) then sees the key's
+        // end state.
+        n.admit.store(word(g, NIL), Ordering::Release);
+        n.done.store(word(g, NIL), Ordering::Release);
+        n.state.store(word(g, S_FREE), Ordering::Relaxed);
+        self.push_node(me.idx);
+    }
+}

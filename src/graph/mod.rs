@@ -1,0 +1,656 @@
+//! The dependency graph (SPEC section D, part 1): keyed jobs with gated edges, run on the fair
+//! scheduler.
+//!
+//! A job names its key, tenant, class and priority and lists dependencies on other keys, each
+//! with a [`Gate`]. It becomes ready only when every gate holds (D12); then it takes its ledger
+//! permit (D06: waiting jobs hold no quota) and is submitted in pull mode to the graph's
+//! [`Scheduler`] under its own tenant, class and priority. Executors pull with
+//! [`Graph::try_next`] / [`Graph::next_blocking`], run the body and call [`Graph::complete`],
+//! which releases the job's dependents in O(dependents) (D13). The owner of a [`JobHandle`]
+//! collects the outcome with [`Graph::take_outcome`], which frees the job's node slot.
+//!
+//! # Example
+//!
+//! ```
+//! use fairway::admission::{ClassSpec, Ledger, LedgerConfig, Limits};
+//! use fairway::graph::{Admission, Dependency, Gate, Graph, JobKey, JobOutcome, JobSpec};
+//! use fairway::{ClassId, TenantId};
+//!
+//! let ledger = Ledger::new(LedgerConfig {
+//!     classes: vec![ClassSpec::new("cpu")],
+//!     max_tenants: 1,
+//!     tenant_limits: Limits::UNLIMITED,
+//! })?;
+//! let graph = Graph::builder(ledger).class(1).build()?;
+//! let job = |key, deps| JobSpec {
+//!     key: JobKey::new(key),
+//!     tenant: TenantId(0),
+//!     class: ClassId(0),
+//!     priority: 0,
+//!     deps,
+//! };
+//! // `link` waits for `compile`, which is submitted second (its key had no producer yet).
+//! let after = [Dependency { key: JobKey::new(1), gate: Gate::OnSuccess }];
+//! let Admission::Admitted(link) = graph.submit(&job(2, &after))? else { unreachable!() };
+//! let Admission::Admitted(compile) = graph.submit(&job(1, &[]))? else { unreachable!() };
+//! // An executor of class 0.
+//! while let Some(running) = graph.try_next(ClassId(0)) {
+//!     // ... run the job's body ...
+//!     graph.complete(running, JobOutcome::Succeeded)?;
+//! }
+//! assert_eq!(graph.take_outcome(compile)?, Some(JobOutcome::Succeeded));
+//! assert_eq!(graph.take_outcome(link)?, Some(JobOutcome::Succeeded));
+//! # Ok::<(), fairway::Error>(())
+//! ```
+//!
+//! # Two engines, one rule core
+//!
+//! [`LockFreeGraph`] is the product; [`MutexGraph`] keeps the same state behind one
+//! `std::sync::Mutex` and serves as the comparison and the differential oracle. Both decide
+//! every gate through the shared rule functions (`rules.rs`).
+//!
+//! # The lock-free engine and its one lock
+//!
+//! Nodes and edges live in fixed arenas allocated at build; node slots are generation-tagged.
+//! Each node keeps two push-only stacks of dependent edges (released at admission, and at the
+//! end) that whoever ends the node seals with one swap; a late linker sees the seal (or a newer
+//! generation, after which the key table says how the producer ended) and counts its gate at
+//! once. Submit, link to an existing producer, complete and the hand-off take no lock and
+//! allocate nothing.
+//!
+//! One mutex, the **topology lock**, guards what is rare: registering a waiter on a key that has
+//! no producer yet (D11), adopting those waiters when the producer arrives, the cycle check
+//! that such an adoption or a discovery (D14) needs (D15, a walk of the dependency keys
+//! upstream, which allocates its visited set), and recording a discovered dependency's key. No
+//! user code, waker or drop of user data runs under it. A submit whose key has no waiters and
+//! whose dependencies all have producers never takes it.
+//!
+//! # What holds, and where it is tested
+//!
+//! On both engines (`tests/graph_rules.rs`, one generic test per rule through one macro): D02
+//! (three outcomes, errors apart, unknown and foreign handles), D04 (one-by-one batches,
+//! `wait_batch` in input order), D05 (full node, edge and key stores give `Backpressured` and
+//! change nothing; the waiting form resumes when room frees, D42), D06 (no quota while
+//! waiting; a ledger refusal fails the job, and its dependents per gate), D10 (every gate,
+//! transitive `dependency-failed`), D11, D12, D13, D14 (a dependency discovered while a job
+//! runs gates its end; union with earlier edges), D15 (self-dependency; a cycle through a
+//! waiting key, refused with nothing changed; two threads racing the halves of a cycle in
+//! `tests/graph_churn.rs`), D40 (a chain of 16 jobs on one cell), D50. D41's cap is
+//! engine-independent. `tests/graph_differential.rs` compares the engines after every operation
+//! of random sequences; `tests/graph_churn.rs` checks conservation at quiescence on threads and
+//! on tokio; `loom_link.rs` models link against complete, against slot reuse, and discovery
+//! against the producer completing.
+//!
+//! # Limits of this part (not built yet)
+//!
+//! - A key holds one job for the graph's lifetime: generations, supersede, removal and the key
+//!   table's compaction (D01, D20–D24) come later; a second job on a key is refused
+//!   `already-exists / duplicate-key`, and key-table slots are never freed. Keys are at most
+//!   [`WorkKey::MAX`], stage tags 8 bits. A waiter on a key whose producer never comes waits
+//!   until the graph is dropped (removal, which fails such waiters, is part 2).
+//! - Not built: `DedupeJoined` is never produced (D03); `submit_batch_atomic` (D04; the
+//!   one-by-one `submit_batch` and `wait_batch` exist), so the [`ConcurrencyCap`] is a
+//!   standalone handle that job bodies share, not attached to a batch; priority inheritance and
+//!   cancellation through the graph (D30, D31); a graph shutdown: shutting the graph's
+//!   scheduler down while jobs are queued in it leaves those jobs without an outcome (the
+//!   scheduler drops their payloads), so shut it down only at quiescence.
+//! - The ready depth is the node capacity: the graph's scheduler queues as many jobs per class
+//!   as there are nodes, so a job that became ready is never refused for queue space.
+//! - Node generations are 32 bits and wrap after 2^32 reuses of one slot.
+//! - A job refused for a cycle or a duplicate key in the rare race where the conflict appears
+//!   while it links keeps the edge slots it had linked onto live producers until those end;
+//!   the edges are inert (generation-checked).
+
+mod cap;
+mod lockfree;
+#[cfg(all(test, loom))]
+mod loom_link;
+mod mutex;
+pub(crate) mod rules;
+mod types;
+
+pub use cap::ConcurrencyCap;
+pub use lockfree::LockFreeGraph;
+pub use mutex::MutexGraph;
+pub use types::*;
+
+use crate::admission::{AdmissionRequest, Ledger};
+use crate::scheduler::{Assignment, ClassConfig, Scheduler};
+use crate::{AdmittedRequest, ClassId, Code, Error, Priority, Reason, RequestId, TenantId};
+use std::sync::{Arc, Condvar, Mutex};
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// The engine under a [`Graph`]: [`LockFreeGraph`] or [`MutexGraph`]. Sealed.
+pub trait GraphEngine: sealed::Sealed + Send + Sync + Sized + 'static {
+    #[doc(hidden)]
+    type Work: Default;
+    #[doc(hidden)]
+    fn with_bounds(bounds: Bounds) -> Self;
+    #[doc(hidden)]
+    fn submit(
+        &self,
+        spec: &JobSpec<'_>,
+        work: &mut Self::Work,
+    ) -> Result<Admission<NodeRef>, Error>;
+    #[doc(hidden)]
+    fn pop_ready(&self, work: &mut Self::Work) -> Option<Ready>;
+    #[doc(hidden)]
+    fn admitted(&self, node: NodeRef, work: &mut Self::Work);
+    #[doc(hidden)]
+    fn fail_ready(&self, node: NodeRef, error: Error, admitted: bool, work: &mut Self::Work);
+    #[doc(hidden)]
+    fn start(&self, node: NodeRef) -> bool;
+    #[doc(hidden)]
+    fn complete(
+        &self,
+        node: NodeRef,
+        outcome: JobOutcome,
+        work: &mut Self::Work,
+    ) -> Result<(), Error>;
+    #[doc(hidden)]
+    fn discover(
+        &self,
+        node: NodeRef,
+        deps: &[Dependency],
+        work: &mut Self::Work,
+    ) -> Result<Admission<()>, Error>;
+    #[doc(hidden)]
+    fn outcome(&self, node: NodeRef, take: bool) -> Result<Option<JobOutcome>, Error>;
+    #[doc(hidden)]
+    fn occupancy(&self) -> Occupancy;
+    #[doc(hidden)]
+    fn max_deps(&self) -> usize;
+}
+
+/// Builds a [`Graph`].
+#[derive(Debug, Clone)]
+pub struct GraphBuilder {
+    ledger: Ledger,
+    cells: Vec<u32>,
+    bounds: Bounds,
+}
+
+impl GraphBuilder {
+    /// Adds the next class of cells (its [`ClassId`] is its position, as in the ledger).
+    pub fn class(mut self, cells: u32) -> Self {
+        self.cells.push(cells);
+        self
+    }
+
+    /// Node slots: jobs admitted and not yet collected (default 1024).
+    pub fn nodes(mut self, n: u32) -> Self {
+        self.bounds.nodes = n;
+        self
+    }
+
+    /// Edge slots: dependencies not yet released (default 4096).
+    pub fn edges(mut self, n: u32) -> Self {
+        self.bounds.edges = n;
+        self
+    }
+
+    /// Key-table slots, rounded up to a power of two (default 4096). Keys are never freed in
+    /// this part.
+    pub fn keys(mut self, n: u32) -> Self {
+        self.bounds.keys = n;
+        self
+    }
+
+    /// The most dependencies one job may list (default 16).
+    pub fn max_deps(mut self, n: u32) -> Self {
+        self.bounds.max_deps = n;
+        self
+    }
+
+    fn checked(&self) -> Result<Bounds, Error> {
+        let b = self.bounds;
+        if b.nodes == 0 || b.nodes > 1 << 23 || b.nodes > ClassConfig::MAX_QUEUE_CAPACITY {
+            return Err(Error::configuration("nodes"));
+        }
+        if b.edges == 0 || b.edges > 1 << 30 {
+            return Err(Error::configuration("edges"));
+        }
+        if b.keys == 0 || b.keys > 1 << 30 {
+            return Err(Error::configuration("keys"));
+        }
+        if b.max_deps > 1024 {
+            return Err(Error::configuration("max_deps"));
+        }
+        Ok(Bounds {
+            keys: b.keys.next_power_of_two(),
+            ..b
+        })
+    }
+
+    /// Builds the lock-free graph.
+    ///
+    /// # Errors
+    ///
+    /// `invalid-argument / configuration` naming the field, or the scheduler's build errors.
+    pub fn build(self) -> Result<Graph<LockFreeGraph>, Error> {
+        self.build_with()
+    }
+
+    /// Builds the mutex baseline graph.
+    ///
+    /// # Errors
+    ///
+    /// As [`build`](Self::build).
+    pub fn build_mutex(self) -> Result<Graph<MutexGraph>, Error> {
+        self.build_with()
+    }
+
+    /// Builds with either engine.
+    ///
+    /// # Errors
+    ///
+    /// As [`build`](Self::build).
+    pub fn build_with<E: GraphEngine>(self) -> Result<Graph<E>, Error> {
+        let bounds = self.checked()?;
+        let scheduler = Scheduler::builder(self.ledger.clone())
+            .payload::<Task>()
+            .classes(
+                self.cells
+                    .iter()
+                    .map(|&cells| ClassConfig::new(cells, bounds.nodes)),
+            )
+            .build()?;
+        Ok(Graph {
+            inner: Arc::new(Inner {
+                id: next_graph_id(),
+                engine: E::with_bounds(bounds),
+                scheduler,
+                ledger: self.ledger,
+                sleepers: std::sync::atomic::AtomicU32::new(0),
+                ended: (Mutex::new(()), Condvar::new()),
+                room_wakers: Mutex::new(Vec::new()),
+                room_sleepers: std::sync::atomic::AtomicU32::new(0),
+            }),
+        })
+    }
+}
+
+fn next_graph_id() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    // Relaxed: only uniqueness matters.
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
+struct Inner<E> {
+    id: u64,
+    engine: E,
+    scheduler: Scheduler<Task>,
+    ledger: Ledger,
+    /// Threads blocked in [`Graph::wait_batch`]; operations that may end jobs notify only
+    /// when it is non-zero.
+    sleepers: std::sync::atomic::AtomicU32,
+    ended: (Mutex<()>, Condvar),
+    /// Submitters waiting for capacity ([`Graph::submit_waiting`]) and their count.
+    room_wakers: Mutex<Vec<std::task::Waker>>,
+    room_sleepers: std::sync::atomic::AtomicU32,
+}
+
+/// A dependency graph on the fair scheduler. Cheap to clone (one `Arc`).
+pub struct Graph<E: GraphEngine = LockFreeGraph> {
+    inner: Arc<Inner<E>>,
+}
+
+impl<E: GraphEngine> Clone for Graph<E> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+impl<E: GraphEngine> core::fmt::Debug for Graph<E> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Graph")
+            .field("id", &self.inner.id)
+            .field("occupancy", &self.occupancy())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Graph<LockFreeGraph> {
+    /// Starts building a graph whose jobs are admitted by `ledger`.
+    pub fn builder(ledger: Ledger) -> GraphBuilder {
+        GraphBuilder {
+            ledger,
+            cells: Vec::new(),
+            bounds: Bounds {
+                nodes: 1024,
+                edges: 4096,
+                keys: 4096,
+                max_deps: 16,
+            },
+        }
+    }
+}
+
+impl<E: GraphEngine> Graph<E> {
+    /// Admits a job (SPEC D02). It waits until every gate holds, then takes its ledger permit
+    /// and enters the scheduler.
+    ///
+    /// # Errors
+    ///
+    /// `invalid-argument / cycle` for a self-dependency or a cycle (D15), `invalid-argument /
+    /// key-range` or `too-many-dependencies`, `already-exists / duplicate-key`. A full store is
+    /// not an error but [`Admission::Backpressured`]. On any of these nothing was mutated.
+    pub fn submit(&self, spec: &JobSpec<'_>) -> Result<Admission<JobHandle>, Error> {
+        rules::validate(spec, self.inner.engine.max_deps())?;
+        let mut work = E::Work::default();
+        let out = self.inner.engine.submit(spec, &mut work)?;
+        self.hand_off(&mut work);
+        self.wake_waiters();
+        Ok(match out {
+            Admission::Admitted(node) => Admission::Admitted(self.handle(node)),
+            Admission::DedupeJoined(node) => Admission::DedupeJoined(self.handle(node)),
+            Admission::Backpressured => Admission::Backpressured,
+        })
+    }
+
+    /// Wakes threads in [`wait_batch`](Self::wait_batch) and submitters waiting for room
+    /// after an operation that may have ended jobs or freed edges. One fence and two loads
+    /// when nobody waits.
+    fn wake_waiters(&self) {
+        use std::sync::atomic::{fence, Ordering};
+        // SeqCst fence: pairs with the one in `wait_batch` between registering as a sleeper
+        // and checking outcomes, so either this sees the sleeper or it sees the ends.
+        fence(Ordering::SeqCst);
+        if self.inner.sleepers.load(Ordering::Relaxed) > 0 {
+            let (lock, cond) = &self.inner.ended;
+            drop(lock.lock().unwrap_or_else(|e| e.into_inner()));
+            cond.notify_all();
+        }
+        if self.inner.room_sleepers.load(Ordering::Relaxed) > 0 {
+            self.wake_submitters();
+        }
+    }
+
+    /// Wakes submitters waiting for capacity after an operation that may have freed node or
+    /// edge slots. One fence and one load when nobody waits; wakers run outside the lock.
+    fn wake_submitters(&self) {
+        use std::sync::atomic::{fence, Ordering};
+        // SeqCst fence: pairs with the one in `submit_waiting` between registering a waker and
+        // trying again, so either this sees the waker or that retry sees the room.
+        fence(Ordering::SeqCst);
+        if self.inner.room_sleepers.load(Ordering::Relaxed) > 0 {
+            let wakers = {
+                let mut w = self
+                    .inner
+                    .room_wakers
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner());
+                self.inner.room_sleepers.store(0, Ordering::Relaxed);
+                std::mem::take(&mut *w)
+            };
+            for w in wakers {
+                w.wake();
+            }
+        }
+    }
+
+    /// The waiting form of [`submit`](Self::submit) (SPEC D05, D42): while a store is full it
+    /// waits (asynchronously) until completions or collected outcomes free room, instead of
+    /// returning `Backpressured`.
+    ///
+    /// # Errors
+    ///
+    /// As [`submit`](Self::submit).
+    pub async fn submit_waiting(&self, spec: &JobSpec<'_>) -> Result<JobHandle, Error> {
+        use std::sync::atomic::{fence, Ordering};
+        use std::task::Poll;
+        std::future::poll_fn(|cx| {
+            if let Admission::Admitted(h) | Admission::DedupeJoined(h) = self.submit(spec)? {
+                return Poll::Ready(Ok(h));
+            }
+            {
+                let mut w = self
+                    .inner
+                    .room_wakers
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner());
+                if !w.iter().any(|x| x.will_wake(cx.waker())) {
+                    w.push(cx.waker().clone());
+                }
+                self.inner
+                    .room_sleepers
+                    .store(w.len() as u32, Ordering::Relaxed);
+            }
+            // SeqCst fence: pairs with the one in `wake_submitters`.
+            fence(Ordering::SeqCst);
+            match self.submit(spec)? {
+                Admission::Admitted(h) | Admission::DedupeJoined(h) => Poll::Ready(Ok(h)),
+                Admission::Backpressured => Poll::Pending,
+            }
+        })
+        .await
+    }
+
+    /// Submits jobs one by one (SPEC D04): an observer may see part of the batch. One result
+    /// per job, in input order.
+    pub fn submit_batch(&self, jobs: &[JobSpec<'_>]) -> Vec<Result<Admission<JobHandle>, Error>> {
+        jobs.iter().map(|j| self.submit(j)).collect()
+    }
+
+    /// Blocks until every job of `handles` has ended, then takes their outcomes (freeing their
+    /// slots) and returns them in input order (SPEC D04): never a partial set.
+    ///
+    /// # Errors
+    ///
+    /// `not-found / stale-handle` (or `permission-denied / foreign-handle`) if a handle names
+    /// no job, checked before waiting; nothing is taken then.
+    pub fn wait_batch(&self, handles: &[JobHandle]) -> Result<Vec<JobOutcome>, Error> {
+        use std::sync::atomic::{fence, Ordering};
+        let all_ended = |g: &Self| -> Result<bool, Error> {
+            for h in handles {
+                if g.outcome(*h)?.is_none() {
+                    return Ok(false);
+                }
+            }
+            Ok(true)
+        };
+        if !all_ended(self)? {
+            let (lock, cond) = &self.inner.ended;
+            let mut guard = lock.lock().unwrap_or_else(|e| e.into_inner());
+            self.inner.sleepers.fetch_add(1, Ordering::Relaxed);
+            // SeqCst fence: pairs with the one in `wake_waiters`.
+            fence(Ordering::SeqCst);
+            let r = loop {
+                match all_ended(self) {
+                    Ok(true) => break Ok(()),
+                    Ok(false) => {
+                        guard = cond.wait(guard).unwrap_or_else(|e| e.into_inner());
+                    }
+                    Err(e) => break Err(e),
+                }
+            };
+            self.inner.sleepers.fetch_sub(1, Ordering::Relaxed);
+            drop(guard);
+            r?;
+        }
+        handles
+            .iter()
+            .map(|h| Ok(self.take_outcome(*h)?.expect("ended")))
+            .collect()
+    }
+
+    fn handle(&self, node: NodeRef) -> JobHandle {
+        JobHandle {
+            graph: self.inner.id,
+            node,
+        }
+    }
+
+    fn node_of(&self, handle: JobHandle) -> Result<NodeRef, Error> {
+        if handle.graph != self.inner.id {
+            return Err(Error::new(Code::PermissionDenied, Reason::ForeignHandle));
+        }
+        Ok(handle.node)
+    }
+
+    /// Takes ledger permits for the jobs that became ready and submits them to the scheduler
+    /// (SPEC D06, D12). A refusal fails the job and its dependents per their gates.
+    fn hand_off(&self, work: &mut E::Work) {
+        let inner = &*self.inner;
+        while let Some(Ready {
+            node,
+            key,
+            tenant,
+            class,
+            priority,
+        }) = inner.engine.pop_ready(work)
+        {
+            let request = AdmissionRequest::new(RequestId(node.packed()), tenant)
+                .class(class)
+                .priority(priority);
+            let permit = match inner.ledger.admit(request) {
+                Ok(p) => p,
+                Err(e) => {
+                    inner.engine.fail_ready(node, e, false, work);
+                    continue;
+                }
+            };
+            // Admitted: the admission-gated dependents may go, and an executor may start it as
+            // soon as the scheduler has it.
+            inner.engine.admitted(node, work);
+            if let Err(e) = inner
+                .scheduler
+                .submit(AdmittedRequest::without_token(permit), Task { node, key })
+            {
+                inner.engine.fail_ready(node, e.error, true, work);
+            }
+        }
+    }
+
+    fn accept(&self, job: crate::Job<Task>) -> Option<RunningJob> {
+        if self.inner.engine.start(job.payload.node) {
+            Some(RunningJob {
+                handle: self.handle(job.payload.node),
+                key: job.payload.key,
+                assignment: job.assignment,
+            })
+        } else {
+            job.assignment.release();
+            None
+        }
+    }
+
+    /// The next ready job of `class`, if one can be granted now.
+    pub fn try_next(&self, class: ClassId) -> Option<RunningJob> {
+        loop {
+            let job = self.inner.scheduler.try_next(class).ok().flatten()?;
+            if let Some(r) = self.accept(job) {
+                return Some(r);
+            }
+        }
+    }
+
+    /// Waits (asynchronously) for the next ready job of `class`; `None` once the scheduler is
+    /// shut down.
+    pub async fn next(&self, class: ClassId) -> Option<RunningJob> {
+        loop {
+            let job = self.inner.scheduler.next(class).await.ok().flatten()?;
+            if let Some(r) = self.accept(job) {
+                return Some(r);
+            }
+        }
+    }
+
+    /// Blocks for the next ready job of `class`; `None` once the scheduler is shut down.
+    pub fn next_blocking(&self, class: ClassId) -> Option<RunningJob> {
+        loop {
+            let job = self.inner.scheduler.next_blocking(class).ok().flatten()?;
+            if let Some(r) = self.accept(job) {
+                return Some(r);
+            }
+        }
+    }
+
+    /// Ends a running job: gives its cell back, records the outcome and releases its
+    /// dependents in O(dependents) (SPEC D13).
+    ///
+    /// # Errors
+    ///
+    /// `permission-denied / foreign-handle` for a job of another graph.
+    pub fn complete(&self, job: RunningJob, outcome: JobOutcome) -> Result<(), Error> {
+        let node = self.node_of(job.handle)?;
+        job.assignment.release();
+        let mut work = E::Work::default();
+        let r = self.inner.engine.complete(node, outcome, &mut work);
+        self.hand_off(&mut work);
+        self.wake_waiters();
+        r
+    }
+
+    /// Adds dependencies discovered while `job` runs (SPEC D14). They gate the job's end: after
+    /// [`complete`](Self::complete) the job ends — and releases its dependents — only once
+    /// every discovered gate holds, with its body's outcome, or `dependency-failed` if one of
+    /// them fails. Discovery unions with earlier edges: a key the job already depends on keeps
+    /// its first edge and gate.
+    ///
+    /// # Errors
+    ///
+    /// As [`submit`](Self::submit) for the new dependencies (`cycle` if one closes a cycle
+    /// through this job, `too-many-dependencies` beyond `max_deps` in all, `key-range`);
+    /// `not-found / stale-handle` if the job is no longer running. `Backpressured` when the
+    /// edge or key store is full; on any refusal nothing changed.
+    pub fn discover(&self, job: &RunningJob, deps: &[Dependency]) -> Result<Admission<()>, Error> {
+        let node = self.node_of(job.handle)?;
+        for d in deps {
+            if d.key.key.0 > WorkKey::MAX {
+                return Err(Error::new(Code::InvalidArgument, Reason::KeyRange));
+            }
+            if d.key == job.key {
+                return Err(rules::CYCLE);
+            }
+        }
+        let mut work = E::Work::default();
+        let r = self.inner.engine.discover(node, deps, &mut work);
+        self.hand_off(&mut work);
+        self.wake_waiters();
+        r
+    }
+
+    /// The job's outcome if it has ended, leaving the job in place.
+    ///
+    /// # Errors
+    ///
+    /// `not-found / stale-handle` once the outcome was taken; `permission-denied /
+    /// foreign-handle`.
+    pub fn outcome(&self, handle: JobHandle) -> Result<Option<JobOutcome>, Error> {
+        self.inner.engine.outcome(self.node_of(handle)?, false)
+    }
+
+    /// The job's outcome if it has ended, freeing its node slot (the handle goes stale).
+    ///
+    /// # Errors
+    ///
+    /// As [`outcome`](Self::outcome).
+    pub fn take_outcome(&self, handle: JobHandle) -> Result<Option<JobOutcome>, Error> {
+        let r = self.inner.engine.outcome(self.node_of(handle)?, true);
+        if matches!(r, Ok(Some(_))) {
+            self.wake_submitters();
+        }
+        r
+    }
+
+    /// Used and total capacity of every store (SPEC D50).
+    pub fn occupancy(&self) -> Occupancy {
+        self.inner.engine.occupancy()
+    }
+
+    /// The scheduler the graph's ready jobs run on.
+    pub fn scheduler(&self) -> &Scheduler<Task> {
+        &self.inner.scheduler
+    }
+
+    /// The ledger that admits the graph's jobs.
+    pub fn ledger(&self) -> &Ledger {
+        &self.inner.ledger
+    }
+}

@@ -1,0 +1,525 @@
+//! The mutex baseline graph: the whole graph behind one `std::sync::Mutex`, deciding every gate
+//! through the same rule functions as the lock-free engine. It is the comparison of the graph
+//! benches and the oracle of the differential test.
+
+use super::rules::{self, CYCLE, DEPENDENCY_FAILED, DUPLICATE_KEY, STALE};
+use super::{
+    Admission, Bounds, Gate, GraphEngine, JobKey, JobOutcome, JobSpec, NodeRef, Occupancy, Ready,
+};
+use crate::{ClassId, Error, Priority, TenantId};
+use std::collections::{HashMap, HashSet};
+use std::sync::Mutex;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum St {
+    Free,
+    Waiting,
+    Ready,
+    Queued,
+    Running,
+    /// Completed, waiting for gates discovered while it ran (SPEC D14).
+    Completing,
+    Done,
+}
+
+#[derive(Debug)]
+struct MNode {
+    gen: u32,
+    st: St,
+    remaining: u32,
+    failed: bool,
+    tenant: TenantId,
+    class: ClassId,
+    priority: Priority,
+    job_key: JobKey,
+    key: u64,
+    deps: Vec<u64>,
+    admit: Vec<(NodeRef, Gate)>,
+    admit_sealed: Option<bool>,
+    done: Vec<(NodeRef, Gate)>,
+    outcome: Option<JobOutcome>,
+    body: Option<JobOutcome>,
+}
+
+#[derive(Debug)]
+enum MKey {
+    None,
+    Waiting(Vec<(NodeRef, Gate)>),
+    Live(NodeRef),
+    Done { admitted: bool, ok: bool },
+}
+
+#[derive(Debug)]
+struct State {
+    nodes: Vec<MNode>,
+    free: Vec<u32>,
+    edges_used: u32,
+    keys: HashMap<u64, MKey>,
+    waiting: u32,
+    ready: u32,
+    running: u32,
+}
+
+/// The mutex baseline graph engine.
+#[derive(Debug)]
+pub struct MutexGraph {
+    state: Mutex<State>,
+    bounds: Bounds,
+}
+
+/// Ready jobs found by one operation.
+#[derive(Debug, Default)]
+pub struct Work {
+    ready: Vec<Ready>,
+}
+
+impl super::sealed::Sealed for MutexGraph {}
+
+impl State {
+    fn node(&mut self, r: NodeRef) -> Option<&mut MNode> {
+        self.nodes
+            .get_mut(r.idx as usize)
+            .filter(|n| n.gen == r.gen && n.st != St::Free)
+    }
+
+    /// Counts one gate of `target`; fires it when its count reaches zero.
+    fn release(&mut self, target: NodeRef, met: bool, work: &mut Work, failed: &mut Vec<NodeRef>) {
+        let Some(n) = self.node(target) else {
+            return;
+        };
+        if n.remaining == 0 {
+            return;
+        }
+        n.remaining -= 1;
+        n.failed |= !met;
+        if n.remaining == 0 {
+            self.fire(target, work, failed);
+        }
+    }
+
+    fn fire(&mut self, target: NodeRef, work: &mut Work, failed: &mut Vec<NodeRef>) {
+        let n = &mut self.nodes[target.idx as usize];
+        if n.failed || matches!(n.st, St::Running | St::Completing) {
+            failed.push(target);
+        } else {
+            n.st = St::Ready;
+            let item = Ready {
+                node: target,
+                key: n.job_key,
+                tenant: n.tenant,
+                class: n.class,
+                priority: n.priority,
+            };
+            self.waiting -= 1;
+            self.ready += 1;
+            work.ready.push(item);
+        }
+    }
+
+    fn release_list(
+        &mut self,
+        list: Vec<(NodeRef, Gate)>,
+        ok: bool,
+        work: &mut Work,
+        failed: &mut Vec<NodeRef>,
+    ) {
+        // Last linked first, as the lock-free engine's stacks.
+        for (target, gate) in list.into_iter().rev() {
+            self.edges_used -= 1;
+            self.release(target, rules::gate_met(gate, ok), work, failed);
+        }
+    }
+
+    fn end(&mut self, node: NodeRef, outcome: JobOutcome, admitted: bool, work: &mut Work) {
+        let mut failed = Vec::new();
+        self.end_one(node, outcome, admitted, work, &mut failed);
+        self.end_failed(failed, work);
+    }
+
+    fn end_failed(&mut self, mut failed: Vec<NodeRef>, work: &mut Work) {
+        while let Some(f) = failed.pop() {
+            self.waiting -= 1;
+            let n = &self.nodes[f.idx as usize];
+            let ran = n.st == St::Completing;
+            let outcome = if n.failed {
+                JobOutcome::Failed(DEPENDENCY_FAILED)
+            } else {
+                n.body.unwrap_or(JobOutcome::Failed(DEPENDENCY_FAILED))
+            };
+            self.end_one(f, outcome, ran, work, &mut failed);
+        }
+    }
+
+    fn end_one(
+        &mut self,
+        node: NodeRef,
+        outcome: JobOutcome,
+        admitted: bool,
+        work: &mut Work,
+        failed: &mut Vec<NodeRef>,
+    ) {
+        let n = &mut self.nodes[node.idx as usize];
+        n.outcome = Some(outcome);
+        n.st = St::Done;
+        let key = n.key;
+        let admit = if admitted {
+            Vec::new()
+        } else {
+            n.admit_sealed = Some(false);
+            std::mem::take(&mut n.admit)
+        };
+        let done = std::mem::take(&mut n.done);
+        self.keys.insert(
+            key,
+            MKey::Done {
+                admitted,
+                ok: outcome.is_success(),
+            },
+        );
+        self.release_list(admit, false, work, failed);
+        self.release_list(done, outcome.is_success(), work, failed);
+    }
+
+    fn closes_cycle(&self, own: u64, deps: &[u64]) -> bool {
+        let mut stack: Vec<u64> = deps.to_vec();
+        let mut seen = HashSet::new();
+        while let Some(ident) = stack.pop() {
+            if ident == own {
+                return true;
+            }
+            if !seen.insert(ident) {
+                continue;
+            }
+            if let Some(MKey::Live(p)) = self.keys.get(&ident) {
+                stack.extend_from_slice(&self.nodes[p.idx as usize].deps);
+            }
+        }
+        false
+    }
+}
+
+impl GraphEngine for MutexGraph {
+    type Work = Work;
+
+    fn with_bounds(bounds: Bounds) -> Self {
+        let nodes = (0..bounds.nodes)
+            .map(|_| MNode {
+                gen: 0,
+                st: St::Free,
+                remaining: 0,
+                failed: false,
+                tenant: TenantId(0),
+                class: ClassId(0),
+                priority: 0,
+                job_key: JobKey::new(0),
+                key: 0,
+                deps: Vec::new(),
+                admit: Vec::new(),
+                admit_sealed: None,
+                done: Vec::new(),
+                outcome: None,
+                body: None,
+            })
+            .collect();
+        Self {
+            state: Mutex::new(State {
+                nodes,
+                free: (0..bounds.nodes).rev().collect(),
+                edges_used: 0,
+                keys: HashMap::new(),
+                waiting: 0,
+                ready: 0,
+                running: 0,
+            }),
+            bounds,
+        }
+    }
+
+    fn max_deps(&self) -> usize {
+        self.bounds.max_deps as usize
+    }
+
+    fn submit(&self, spec: &JobSpec<'_>, work: &mut Work) -> Result<Admission<NodeRef>, Error> {
+        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let own = rules::ident(spec.key);
+        if matches!(s.keys.get(&own), Some(MKey::Live(_) | MKey::Done { .. })) {
+            return Err(DUPLICATE_KEY);
+        }
+        let deps: Vec<u64> = spec.deps.iter().map(|d| rules::ident(d.key)).collect();
+        // A key with waiters: refuse a cycle before anything else (as the lock-free engine).
+        if matches!(s.keys.get(&own), Some(MKey::Waiting(_))) && s.closes_cycle(own, &deps) {
+            return Err(CYCLE);
+        }
+        if s.free.is_empty() || s.edges_used as usize + spec.deps.len() > self.bounds.edges as usize
+        {
+            return Ok(Admission::Backpressured);
+        }
+        let cap = self.bounds.keys as usize;
+        for ident in core::iter::once(own).chain(spec.deps.iter().map(|d| rules::ident(d.key))) {
+            if !s.keys.contains_key(&ident) {
+                if s.keys.len() >= cap {
+                    return Ok(Admission::Backpressured);
+                }
+                s.keys.insert(ident, MKey::None);
+            }
+        }
+        let idx = s.free.pop().expect("checked above");
+        let gen = s.nodes[idx as usize].gen;
+        let me = NodeRef { idx, gen };
+        {
+            let n = &mut s.nodes[idx as usize];
+            n.st = St::Waiting;
+            n.remaining = spec.deps.len() as u32;
+            n.failed = false;
+            n.tenant = spec.tenant;
+            n.class = spec.class;
+            n.priority = spec.priority;
+            n.key = own;
+            n.job_key = spec.key;
+            n.deps = deps;
+            n.admit_sealed = None;
+            n.outcome = None;
+        }
+        s.waiting += 1;
+        let mut immediate: Vec<bool> = Vec::new();
+        for d in spec.deps {
+            let ident = rules::ident(d.key);
+            let mut parked = false;
+            match s.keys.get_mut(&ident) {
+                Some(MKey::Live(p)) => {
+                    let p = *p;
+                    let pn = &mut s.nodes[p.idx as usize];
+                    if rules::on_admission_list(d.gate) {
+                        if let Some(ok) = pn.admit_sealed {
+                            immediate.push(rules::gate_met(d.gate, ok));
+                        } else {
+                            pn.admit.push((me, d.gate));
+                            parked = true;
+                        }
+                    } else {
+                        pn.done.push((me, d.gate));
+                        parked = true;
+                    }
+                }
+                Some(MKey::Done { admitted, ok }) => {
+                    immediate.push(rules::gate_met_after_end(d.gate, *admitted, *ok));
+                }
+                Some(MKey::Waiting(list)) => {
+                    list.push((me, d.gate));
+                    parked = true;
+                }
+                Some(k @ MKey::None) => {
+                    *k = MKey::Waiting(vec![(me, d.gate)]);
+                    parked = true;
+                }
+                None => unreachable!("inserted above"),
+            }
+            if parked {
+                s.edges_used += 1;
+            }
+        }
+        // Publish, adopting the key's waiters.
+        if let Some(MKey::Waiting(list)) = s.keys.insert(own, MKey::Live(me)) {
+            let n = &mut s.nodes[idx as usize];
+            // Adopted in the lock-free engine's order: the first waiter is released first
+            // among them, after the jobs that link later.
+            for (t, g) in list.into_iter().rev() {
+                if rules::on_admission_list(g) {
+                    n.admit.push((t, g));
+                } else {
+                    n.done.push((t, g));
+                }
+            }
+        }
+        let mut failed = Vec::new();
+        {
+            let n = &mut s.nodes[idx as usize];
+            for met in immediate {
+                n.remaining -= 1;
+                n.failed |= !met;
+            }
+        }
+        if s.nodes[idx as usize].remaining == 0 {
+            s.fire(me, work, &mut failed);
+        }
+        s.end_failed(failed, work);
+        Ok(Admission::Admitted(me))
+    }
+
+    fn pop_ready(&self, work: &mut Work) -> Option<Ready> {
+        work.ready.pop()
+    }
+
+    fn admitted(&self, node: NodeRef, work: &mut Work) {
+        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(n) = s.node(node) else { return };
+        n.st = St::Queued;
+        n.admit_sealed = Some(true);
+        let list = std::mem::take(&mut n.admit);
+        let mut failed = Vec::new();
+        s.release_list(list, true, work, &mut failed);
+        // A dependent whose last gate this was may have failed another gate earlier.
+        s.end_failed(failed, work);
+    }
+
+    fn fail_ready(&self, node: NodeRef, error: Error, admitted: bool, work: &mut Work) {
+        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if s.node(node).is_none() {
+            return;
+        }
+        s.ready -= 1;
+        s.end(node, JobOutcome::Failed(error), admitted, work);
+    }
+
+    fn start(&self, node: NodeRef) -> bool {
+        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        match s.node(node) {
+            Some(n) if n.st == St::Queued => {
+                n.st = St::Running;
+                // The body holds one count; gates discovered while it runs add theirs.
+                n.remaining = 1;
+                n.body = None;
+                s.ready -= 1;
+                s.running += 1;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    fn complete(&self, node: NodeRef, outcome: JobOutcome, work: &mut Work) -> Result<(), Error> {
+        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        match s.node(node) {
+            Some(n) if n.st == St::Running => {}
+            _ => return Err(STALE),
+        }
+        s.running -= 1;
+        s.waiting += 1;
+        let n = &mut s.nodes[node.idx as usize];
+        n.st = St::Completing;
+        n.body = Some(outcome);
+        let mut failed = Vec::new();
+        s.release(node, true, work, &mut failed);
+        s.end_failed(failed, work);
+        Ok(())
+    }
+
+    fn discover(
+        &self,
+        node: NodeRef,
+        deps: &[super::Dependency],
+        work: &mut Work,
+    ) -> Result<Admission<()>, Error> {
+        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let n = match s.node(node) {
+            Some(n) if n.st == St::Running => n,
+            _ => return Err(STALE),
+        };
+        let own = n.key;
+        let known = n.deps.clone();
+        let fresh: Vec<(u64, Gate)> = deps
+            .iter()
+            .enumerate()
+            .filter(|(i, d)| {
+                let ident = rules::ident(d.key);
+                !known.contains(&ident) && !deps[..*i].iter().any(|e| e.key == d.key)
+            })
+            .map(|(_, d)| (rules::ident(d.key), d.gate))
+            .collect();
+        if known.len() + fresh.len() > self.bounds.max_deps as usize {
+            return Err(Error::new(
+                crate::Code::InvalidArgument,
+                crate::Reason::TooManyDependencies,
+            ));
+        }
+        if fresh.is_empty() {
+            return Ok(Admission::Admitted(()));
+        }
+        if s.edges_used as usize + fresh.len() > self.bounds.edges as usize {
+            return Ok(Admission::Backpressured);
+        }
+        let cap = self.bounds.keys as usize;
+        for d in deps {
+            let ident = rules::ident(d.key);
+            if !s.keys.contains_key(&ident) {
+                if s.keys.len() >= cap {
+                    return Ok(Admission::Backpressured);
+                }
+                s.keys.insert(ident, MKey::None);
+            }
+        }
+        let idents: Vec<u64> = fresh.iter().map(|f| f.0).collect();
+        if s.closes_cycle(own, &idents) {
+            return Err(CYCLE);
+        }
+        {
+            let n = &mut s.nodes[node.idx as usize];
+            n.deps.extend_from_slice(&idents);
+            n.remaining += fresh.len() as u32;
+        }
+        let mut immediate = Vec::new();
+        for (ident, gate) in fresh {
+            match s.keys.get_mut(&ident) {
+                Some(MKey::Live(p)) => {
+                    let p = *p;
+                    let pn = &mut s.nodes[p.idx as usize];
+                    if rules::on_admission_list(gate) {
+                        if let Some(ok) = pn.admit_sealed {
+                            immediate.push(rules::gate_met(gate, ok));
+                            continue;
+                        }
+                        pn.admit.push((node, gate));
+                    } else {
+                        pn.done.push((node, gate));
+                    }
+                }
+                Some(MKey::Done { admitted, ok }) => {
+                    immediate.push(rules::gate_met_after_end(gate, *admitted, *ok));
+                    continue;
+                }
+                Some(MKey::Waiting(list)) => list.push((node, gate)),
+                Some(k @ MKey::None) => *k = MKey::Waiting(vec![(node, gate)]),
+                None => unreachable!("inserted above"),
+            }
+            s.edges_used += 1;
+        }
+        let mut failed = Vec::new();
+        for met in immediate {
+            // The body's count keeps the job from ending here.
+            s.release(node, met, work, &mut failed);
+        }
+        debug_assert!(failed.is_empty());
+        Ok(Admission::Admitted(()))
+    }
+
+    fn outcome(&self, node: NodeRef, take: bool) -> Result<Option<JobOutcome>, Error> {
+        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let n = s.node(node).ok_or(STALE)?;
+        if n.st != St::Done {
+            return Ok(None);
+        }
+        let out = n.outcome;
+        if take {
+            n.st = St::Free;
+            n.gen = n.gen.wrapping_add(1);
+            n.deps.clear();
+            s.free.push(node.idx);
+        }
+        Ok(out)
+    }
+
+    fn occupancy(&self) -> Occupancy {
+        let s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        Occupancy {
+            nodes_used: self.bounds.nodes - s.free.len() as u32,
+            nodes_total: self.bounds.nodes,
+            edges_used: s.edges_used,
+            edges_total: self.bounds.edges,
+            keys_used: s.keys.len() as u32,
+            keys_total: self.bounds.keys,
+            waiting: s.waiting,
+            ready: s.ready,
+            running: s.running,
+        }
+    }
+}

@@ -1,0 +1,93 @@
+//! The rule core both graph engines share: input validation, identity packing and what a
+//! producer's event means for each gate (SPEC D10, D15). Both engines call these functions and
+//! nothing else decides a gate.
+
+use super::{Gate, JobKey, JobSpec};
+use crate::{Code, Error, Reason};
+
+/// `unavailable / dependency-failed`: the outcome of a job whose gate cannot hold any more.
+pub(crate) const DEPENDENCY_FAILED: Error = Error::new(Code::Unavailable, Reason::DependencyFailed);
+
+/// `invalid-argument / cycle` (SPEC D15).
+pub(crate) const CYCLE: Error = Error::new(Code::InvalidArgument, Reason::Cycle);
+
+/// `already-exists / duplicate-key`.
+pub(crate) const DUPLICATE_KEY: Error = Error::new(Code::AlreadyExists, Reason::DuplicateKey);
+
+/// `not-found / stale-handle`: a handle whose job is gone, or never was in this graph.
+pub(crate) const STALE: Error = Error::new(Code::NotFound, Reason::StaleHandle);
+
+/// The key table's 64-bit identity of a key: never 0 (0 marks an empty slot).
+#[inline]
+pub(crate) fn ident(key: JobKey) -> u64 {
+    (key.key.0 << 8 | u64::from(key.stage.0)) + 1
+}
+
+/// Checks a job before anything is touched: key ranges, the dependency bound, self-dependency.
+pub(crate) fn validate(spec: &JobSpec<'_>, max_deps: usize) -> Result<(), Error> {
+    if spec.key.key.0 > super::WorkKey::MAX {
+        return Err(Error::new(Code::InvalidArgument, Reason::KeyRange));
+    }
+    if spec.deps.len() > max_deps {
+        return Err(Error::new(
+            Code::InvalidArgument,
+            Reason::TooManyDependencies,
+        ));
+    }
+    for d in spec.deps {
+        if d.key.key.0 > super::WorkKey::MAX {
+            return Err(Error::new(Code::InvalidArgument, Reason::KeyRange));
+        }
+        if d.key == spec.key {
+            return Err(CYCLE);
+        }
+    }
+    Ok(())
+}
+
+/// Whether an edge with `gate` is released by the producer's admission (`true`) or by its end.
+#[inline]
+pub(crate) fn on_admission_list(gate: Gate) -> bool {
+    matches!(gate, Gate::OnAdmission)
+}
+
+/// Whether `gate` holds given what its list was sealed with: for an admission-list edge `ok`
+/// means "the producer was admitted", for an end-list edge "the producer succeeded".
+#[inline]
+pub(crate) fn gate_met(gate: Gate, ok: bool) -> bool {
+    match gate {
+        Gate::Sequential => true,
+        Gate::OnSuccess | Gate::OnAdmission => ok,
+    }
+}
+
+/// Whether `gate` holds for a producer that has already ended: `admitted` whether it ever took
+/// its permit, `succeeded` its outcome.
+#[inline]
+pub(crate) fn gate_met_after_end(gate: Gate, admitted: bool, succeeded: bool) -> bool {
+    if on_admission_list(gate) {
+        gate_met(gate, admitted)
+    } else {
+        gate_met(gate, succeeded)
+    }
+}
+
+/// Gate encoding in an edge word.
+#[inline]
+pub(crate) fn gate_code(gate: Gate) -> u32 {
+    match gate {
+        Gate::Sequential => 0,
+        Gate::OnSuccess => 1,
+        Gate::OnAdmission => 2,
+    }
+}
+
+/// Inverse of [`gate_code`].
+#[inline]
+pub(crate) fn gate_from(code: u32) -> Gate {
+    match code {
+        0 => Gate::Sequential,
+        1 => Gate::OnSuccess,
+        _ => Gate::OnAdmission,
+    }
+}

@@ -1,0 +1,221 @@
+//! The graph's public vocabulary: keys, jobs, gates, outcomes, handles and bounds.
+
+use super::*;
+
+/// A host-chosen job key (SPEC D01), at most [`WorkKey::MAX`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct WorkKey(pub u64);
+
+impl WorkKey {
+    /// The largest key the key table holds (56 bits less one).
+    pub const MAX: u64 = (1 << 56) - 2;
+}
+
+/// A stage tag: one work key may name several jobs, one per stage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct Stage(pub u8);
+
+/// A job's identity: key and stage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct JobKey {
+    /// The work key.
+    pub key: WorkKey,
+    /// The stage.
+    pub stage: Stage,
+}
+
+impl JobKey {
+    /// Key `key` at stage 0.
+    #[inline]
+    pub const fn new(key: u64) -> Self {
+        Self {
+            key: WorkKey(key),
+            stage: Stage(0),
+        }
+    }
+
+    /// Key `key` at stage `stage`.
+    #[inline]
+    pub const fn staged(key: u64, stage: u8) -> Self {
+        Self {
+            key: WorkKey(key),
+            stage: Stage(stage),
+        }
+    }
+}
+
+/// When a dependency lets its dependent run (SPEC D10).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Gate {
+    /// After the dependency ends, whatever its outcome.
+    Sequential,
+    /// Only if the dependency succeeded; otherwise the dependent fails `dependency-failed`.
+    OnSuccess,
+    /// Once the dependency was admitted (took its ledger permit); if it ends without ever being
+    /// admitted, the dependent fails `dependency-failed`.
+    OnAdmission,
+}
+
+/// One dependency: a key and its gate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Dependency {
+    /// The key depended on; its producer may not exist yet (SPEC D11).
+    pub key: JobKey,
+    /// The gate.
+    pub gate: Gate,
+}
+
+/// A job to submit. Borrowed dependencies: submitting allocates nothing.
+#[derive(Debug, Clone, Copy)]
+pub struct JobSpec<'a> {
+    /// The job's key (one job per key in this part).
+    pub key: JobKey,
+    /// Whose quota the job runs under.
+    pub tenant: TenantId,
+    /// The class of cells it runs on (SPEC D40).
+    pub class: ClassId,
+    /// Its priority within its tenant.
+    pub priority: Priority,
+    /// Its dependencies, at most the graph's `max_deps`.
+    pub deps: &'a [Dependency],
+}
+
+/// What [`Graph::submit`] did (SPEC D02). Errors (bad input) are the outer `Result`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admission<H> {
+    /// The job was admitted into the graph.
+    Admitted(H),
+    /// A live job with the same identity exists; the joiner resolves to its outcome. Reserved:
+    /// this part never produces it.
+    DedupeJoined(H),
+    /// A fixed store (nodes, edges, keys) is full; nothing was mutated.
+    Backpressured,
+}
+
+/// A job in a graph: generation-tagged, so a handle whose job was collected is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct JobHandle {
+    pub(super) graph: u64,
+    pub(super) node: NodeRef,
+}
+
+/// A node slot and the generation it had when the job was admitted.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct NodeRef {
+    pub(crate) idx: u32,
+    pub(crate) gen: u32,
+}
+
+impl NodeRef {
+    #[inline]
+    pub(crate) fn packed(self) -> u64 {
+        u64::from(self.gen) << 32 | u64::from(self.idx)
+    }
+
+    #[inline]
+    pub(crate) fn unpack(v: u64) -> Self {
+        Self {
+            idx: v as u32,
+            gen: (v >> 32) as u32,
+        }
+    }
+}
+
+/// How a job ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JobOutcome {
+    /// Its body succeeded.
+    Succeeded,
+    /// Its body failed, or it could not run (`dependency-failed`, a ledger refusal).
+    Failed(Error),
+}
+
+impl JobOutcome {
+    /// Whether the job succeeded.
+    #[inline]
+    pub fn is_success(&self) -> bool {
+        matches!(self, JobOutcome::Succeeded)
+    }
+}
+
+/// Used and total capacity of every fixed store, and jobs by state (SPEC D50).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Occupancy {
+    /// Node slots in use (admitted jobs not yet collected).
+    pub nodes_used: u32,
+    /// Node slots in all.
+    pub nodes_total: u32,
+    /// Edge slots in use.
+    pub edges_used: u32,
+    /// Edge slots in all.
+    pub edges_total: u32,
+    /// Key-table slots in use.
+    pub keys_used: u32,
+    /// Key-table slots in all.
+    pub keys_total: u32,
+    /// Jobs waiting for a gate.
+    pub waiting: u32,
+    /// Jobs ready: admitted to the scheduler, not yet running.
+    pub ready: u32,
+    /// Jobs running.
+    pub running: u32,
+}
+
+/// What a job carries through the scheduler.
+#[derive(Debug, Clone, Copy)]
+pub struct Task {
+    pub(super) node: NodeRef,
+    pub(super) key: JobKey,
+}
+
+/// A job an executor pulled: run it, then pass it to [`Graph::complete`]. Dropping it instead
+/// gives its cell back (the assignment's drop) but leaves the job running for ever, with no
+/// outcome and its dependents waiting.
+#[derive(Debug)]
+pub struct RunningJob {
+    pub(super) handle: JobHandle,
+    pub(super) key: JobKey,
+    pub(super) assignment: Assignment,
+}
+
+impl RunningJob {
+    /// The job's handle.
+    #[inline]
+    pub fn handle(&self) -> JobHandle {
+        self.handle
+    }
+
+    /// The job's key.
+    #[inline]
+    pub fn key(&self) -> JobKey {
+        self.key
+    }
+
+    /// The cell and execution permit.
+    #[inline]
+    pub fn assignment(&self) -> &Assignment {
+        &self.assignment
+    }
+}
+
+/// A job that became ready, with what its hand-off needs.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy)]
+pub struct Ready {
+    pub(crate) node: NodeRef,
+    pub(crate) key: JobKey,
+    pub(crate) tenant: TenantId,
+    pub(crate) class: ClassId,
+    pub(crate) priority: Priority,
+}
+
+/// Fixed bounds chosen at build (SPEC D05).
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy)]
+pub struct Bounds {
+    pub(crate) nodes: u32,
+    pub(crate) edges: u32,
+    pub(crate) keys: u32,
+    pub(crate) max_deps: u32,
+}
