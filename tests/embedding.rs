@@ -6,73 +6,29 @@
 //! The binary installs a thread-local counting global allocator, so the observer tests count
 //! only their own thread's allocations.
 
+#[macro_use]
+mod common;
+
 use fairway::admission::{AdmissionRequest, ClassSpec, Ledger, LedgerConfig, Limits};
 use fairway::{
     AdmittedRequest, Assignment, CancellationToken, ClassConfig, ClassId, Code, DropPolicy,
     Mechanism, Reason, RequestId, Scheduler, TenantId,
 };
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
+use fairway_bench_support::alloc::{thread_allocs, Counting};
 use std::future::Future;
 use std::pin::pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-struct Counting;
-
-thread_local! {
-    static ALLOCS: Cell<u64> = const { Cell::new(0) };
-}
-
-fn bump() {
-    // `try_with`: the thread-local may already be gone while a thread is torn down.
-    let _ = ALLOCS.try_with(|c| c.set(c.get() + 1));
-}
-
-// SAFETY: forwards to the system allocator unchanged; only counts calls.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        bump();
-        // SAFETY: same contract as ours.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        bump();
-        // SAFETY: same contract as ours.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        bump();
-        // SAFETY: same contract as ours.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: same contract as ours.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
-
 #[global_allocator]
 static GLOBAL: Counting = Counting;
 
 /// Allocations made by `f` on this thread.
 fn allocations_of<R>(f: impl FnOnce() -> R) -> (u64, R) {
-    let before = ALLOCS.with(Cell::get);
+    let before = thread_allocs();
     let r = f();
-    (ALLOCS.with(Cell::get) - before, r)
-}
-
-/// Instantiates each generic test for the lock-free engine and the std-mutex baseline.
-macro_rules! both_engines {
-    ($($name:ident),* $(,)?) => {
-        mod lockfree {
-            $( #[test] fn $name() { super::$name::<fairway::LockFree>(); } )*
-        }
-        mod baseline {
-            $( #[test] fn $name() { super::$name::<fairway::Baseline<fairway::StdMutex>>(); } )*
-        }
-    };
+    (thread_allocs() - before, r)
 }
 
 /// A ledger, a scheduler with `u64` pull-mode payloads, and fresh request ids.

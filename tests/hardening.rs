@@ -1,6 +1,7 @@
 //! Black-box tests of defects found in review: each failed on the tree before its fix. Every
 //! generic test runs on both engines.
 
+#[macro_use]
 mod common;
 
 use common::*;
@@ -15,18 +16,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
-
-/// Instantiates each generic test for the lock-free engine and the mutex baseline.
-macro_rules! both_engines {
-    ($($name:ident),* $(,)?) => {
-        mod lockfree {
-            $( #[test] fn $name() { super::$name::<fairway::LockFree>(); } )*
-        }
-        mod baseline {
-            $( #[test] fn $name() { super::$name::<fairway::Baseline>(); } )*
-        }
-    };
-}
 
 both_engines!(
     f11_fast_path_grant_is_the_emptied_tenants_turn,
@@ -598,17 +587,6 @@ fn f46_deadline_applies_without_a_token<M: Mechanism>() {
 }
 
 // ---- F34: duplicate live ids ------------------------------------------------------------------
-
-/// Admits a token-less request with id `id` for tenant `tenant` of class 0.
-fn admit_id(ledger: &Ledger, id: u64, tenant: u32) -> AdmittedRequest {
-    let permit = ledger
-        .admit(AdmissionRequest::new(
-            fairway::RequestId(id),
-            TenantId(tenant),
-        ))
-        .unwrap();
-    AdmittedRequest::without_token(permit)
-}
 
 fn assert_duplicate(e: &fairway::Error) {
     assert_eq!(

@@ -1,25 +1,15 @@
 //! Idle executors beyond a class's waiter slots (SPEC F23). In a binary of its own: the test
 //! measures the whole process's CPU time, which tests running beside it would disturb.
 
+#[macro_use]
 mod common;
 
 use common::*;
-use fairway::admission::{AdmissionRequest, Ledger};
-use fairway::{AdmittedRequest, ClassId, Mechanism, Scheduler, TenantId};
+use fairway::admission::Ledger;
+use fairway::{ClassId, Mechanism, Scheduler};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-
-/// Admits a token-less request with id `id` for tenant `tenant` of class 0.
-fn admit_id(ledger: &Ledger, id: u64, tenant: u32) -> AdmittedRequest {
-    let permit = ledger
-        .admit(AdmissionRequest::new(
-            fairway::RequestId(id),
-            TenantId(tenant),
-        ))
-        .unwrap();
-    AdmittedRequest::without_token(permit)
-}
 
 /// Both engines, one after the other (never side by side: see the module docs).
 #[test]

@@ -1,22 +1,12 @@
 //! Rule tests that seeded bugs showed were missing (SPEC F46, F47), each run on both engines.
 
+#[macro_use]
 mod common;
 
 use common::*;
 use fairway::{ClassId, Code, Mechanism, Reason};
 use std::task::Poll;
 use std::time::Duration;
-
-macro_rules! both_engines {
-    ($($name:ident),* $(,)?) => {
-        mod lockfree {
-            $( #[test] fn $name() { super::$name::<fairway::LockFree>(); } )*
-        }
-        mod baseline {
-            $( #[test] fn $name() { super::$name::<fairway::Baseline<fairway::StdMutex>>(); } )*
-        }
-    };
-}
 
 both_engines!(
     f46_fast_path_grant_expired_before_first_poll_fails_at_acceptance,

@@ -1,5 +1,6 @@
 //! SPEC section F, one or more tests per rule, each run on both engines.
 
+#[macro_use]
 mod common;
 
 use common::*;
@@ -11,18 +12,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Poll, Waker};
 use std::time::Duration;
-
-/// Instantiates each generic rule test for the lock-free engine and the mutex baseline.
-macro_rules! both_engines {
-    ($($name:ident),* $(,)?) => {
-        mod lockfree {
-            $( #[test] fn $name() { super::$name::<fairway::LockFree>(); } )*
-        }
-        mod baseline {
-            $( #[test] fn $name() { super::$name::<fairway::Baseline>(); } )*
-        }
-    };
-}
 
 both_engines!(
     f01_bad_config_fails_naming_the_field,

@@ -1,6 +1,19 @@
 //! Shared test harness: a ledger and a scheduler on a manual clock, request builders, and
 //! polling helpers with counting wakers.
-#![allow(dead_code)]
+#![allow(dead_code, unused_macros)]
+
+/// Instantiates each generic test `name::<M>()` for the lock-free engine and the std-mutex
+/// baseline, as `lockfree::name` and `baseline::name`.
+macro_rules! both_engines {
+    ($($name:ident),* $(,)?) => {
+        mod lockfree {
+            $( #[test] fn $name() { super::$name::<fairway::LockFree>(); } )*
+        }
+        mod baseline {
+            $( #[test] fn $name() { super::$name::<fairway::Baseline>(); } )*
+        }
+    };
+}
 
 use fairway::admission::{AdmissionRequest, ClassSpec, Ledger, LedgerConfig, Limits};
 use fairway::{
@@ -205,4 +218,12 @@ pub fn within<T: Send + 'static>(
             panic!("{what}: not finished after {limit:?} (hung?)")
         }
     }
+}
+
+/// Admits a token-less request with id `id` for `tenant` in class 0 of `ledger`.
+pub fn admit_id(ledger: &Ledger, id: u64, tenant: u32) -> AdmittedRequest {
+    let permit = ledger
+        .admit(AdmissionRequest::new(RequestId(id), TenantId(tenant)))
+        .unwrap();
+    AdmittedRequest::without_token(permit)
 }
