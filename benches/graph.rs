@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use common::criterion;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use fairway::admission::{ClassSpec, Ledger, LedgerConfig, Limits};
+use fairway::admission::{ClassSpec, Ledger, LedgerConfig};
 use fairway::graph::{
     Admission, Dependency, Gate, Graph, GraphEngine, JobHandle, JobKey, JobOutcome, JobSpec,
     RunningJob,
@@ -32,12 +32,7 @@ const BATCH: u64 = 128;
 const KEYS: u32 = 1 << 16;
 
 fn fresh<E: GraphEngine>() -> Graph<E> {
-    let ledger = Ledger::new(LedgerConfig {
-        classes: vec![ClassSpec::new("cpu")],
-        max_tenants: 4,
-        tenant_limits: Limits::UNLIMITED,
-    })
-    .unwrap();
+    let ledger = Ledger::new(LedgerConfig::new(vec![ClassSpec::new("cpu")], 4)).unwrap();
     Graph::builder(ledger)
         .class(1024)
         .nodes(1024)

@@ -3,7 +3,7 @@
 //! The thread-local counting global allocator of `fairway-bench-support`: each test counts only
 //! its own thread's allocations, so the test harness's threads cannot disturb the numbers.
 
-use fairway::admission::{AdmissionRequest, ClassSpec, Ledger, LedgerConfig, Limits};
+use fairway::admission::{AdmissionRequest, ClassSpec, Ledger, LedgerConfig};
 use fairway::{
     AdmittedRequest, CancellationToken, ClassId, LockFree, Mechanism, RequestId, Scheduler,
     TenantId,
@@ -28,12 +28,7 @@ struct Fixture<M: Mechanism> {
 
 impl<M: Mechanism> Fixture<M> {
     fn new(cells: u32) -> Self {
-        let ledger = Ledger::new(LedgerConfig {
-            classes: vec![ClassSpec::new("cpu")],
-            max_tenants: TENANTS,
-            tenant_limits: Limits::UNLIMITED,
-        })
-        .unwrap();
+        let ledger = Ledger::new(LedgerConfig::new(vec![ClassSpec::new("cpu")], TENANTS)).unwrap();
         let sched = Scheduler::builder(ledger.clone())
             .payload::<u64>()
             .class(cells, 4096)

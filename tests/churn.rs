@@ -114,14 +114,10 @@ impl<M: Mechanism> World<M> {
     }
 
     fn sized(size: Size) -> Arc<Self> {
-        let ledger = Ledger::new(LedgerConfig {
-            classes: vec![ClassSpec::new("a"), ClassSpec::new("b")],
-            max_tenants: size.tenants,
-            tenant_limits: Limits {
-                concurrency: 64,
-                ..Limits::UNLIMITED
-            },
-        })
+        let ledger = Ledger::new(
+            LedgerConfig::new(vec![ClassSpec::new("a"), ClassSpec::new("b")], size.tenants)
+                .tenant_limits(Limits::UNLIMITED.concurrency(64)),
+        )
         .unwrap();
         let sched = Scheduler::builder(ledger.clone())
             .payload::<u64>()

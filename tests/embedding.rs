@@ -9,7 +9,7 @@
 #[macro_use]
 mod common;
 
-use fairway::admission::{AdmissionRequest, ClassSpec, Ledger, LedgerConfig, Limits};
+use fairway::admission::{AdmissionRequest, ClassSpec, Ledger, LedgerConfig};
 use fairway::{
     AdmittedRequest, Assignment, CancellationToken, ClassConfig, ClassId, Code, DropPolicy,
     Mechanism, Reason, RequestId, Scheduler, TenantId,
@@ -41,13 +41,12 @@ struct Env<M: Mechanism> {
 impl<M: Mechanism> Env<M> {
     fn new(classes: &[ClassConfig]) -> Self {
         const NAMES: [&str; 3] = ["c0", "c1", "c2"];
-        let ledger = Ledger::new(LedgerConfig {
-            classes: (0..classes.len())
+        let ledger = Ledger::new(LedgerConfig::new(
+            (0..classes.len())
                 .map(|i| ClassSpec::new(NAMES[i]))
                 .collect(),
-            max_tenants: 8,
-            tenant_limits: Limits::UNLIMITED,
-        })
+            8,
+        ))
         .unwrap();
         let sched = classes
             .iter()

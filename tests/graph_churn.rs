@@ -4,7 +4,7 @@
 //! sequentially), every node and edge slot is free, occupancy is back to zero and the ledger
 //! holds nothing.
 
-use fairway::admission::{ClassSpec, Ledger, LedgerConfig, Limits};
+use fairway::admission::{ClassSpec, Ledger, LedgerConfig};
 use fairway::graph::{
     Admission, Dependency, Gate, Graph, GraphEngine, JobHandle, JobKey, JobOutcome, JobSpec,
 };
@@ -79,11 +79,10 @@ fn expected(n: u64, fan_out: u64, extra: u64) -> Vec<(bool, bool)> {
 }
 
 fn churn<E: GraphEngine>(n: u64, fan_out: u64, extra: u64, submitters: u64, executors: usize) {
-    let ledger = Ledger::new(LedgerConfig {
-        classes: vec![ClassSpec::new("cpu"), ClassSpec::new("io")],
-        max_tenants: 4,
-        tenant_limits: Limits::UNLIMITED,
-    })
+    let ledger = Ledger::new(LedgerConfig::new(
+        vec![ClassSpec::new("cpu"), ClassSpec::new("io")],
+        4,
+    ))
     .unwrap();
     let g = Graph::builder(ledger)
         .class(2)
@@ -239,12 +238,7 @@ fn d13_churn_threads_conserve_ten_thousand_fan_out_64_mutex() {
 /// (SPEC D15 under concurrency; the lock-free graph checks again when it publishes).
 fn concurrent_cycle<E: GraphEngine>() {
     const ROUNDS: u64 = 2_000;
-    let ledger = Ledger::new(LedgerConfig {
-        classes: vec![ClassSpec::new("cpu")],
-        max_tenants: 1,
-        tenant_limits: Limits::UNLIMITED,
-    })
-    .unwrap();
+    let ledger = Ledger::new(LedgerConfig::new(vec![ClassSpec::new("cpu")], 1)).unwrap();
     let g = Graph::builder(ledger)
         .class(1)
         .nodes(ROUNDS as u32 + 8)
@@ -320,11 +314,10 @@ fn churn_tokio<E: GraphEngine>(n: u64, fan_out: u64, extra: u64) {
         .enable_time()
         .build()
         .unwrap();
-    let ledger = Ledger::new(LedgerConfig {
-        classes: vec![ClassSpec::new("cpu"), ClassSpec::new("io")],
-        max_tenants: 4,
-        tenant_limits: Limits::UNLIMITED,
-    })
+    let ledger = Ledger::new(LedgerConfig::new(
+        vec![ClassSpec::new("cpu"), ClassSpec::new("io")],
+        4,
+    ))
     .unwrap();
     let g = Graph::builder(ledger)
         .class(2)

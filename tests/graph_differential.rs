@@ -5,7 +5,7 @@
 //!
 //! Fixed seeds by default; `FAIRWAY_GRAPH_DIFF_CASES` raises the number of cases.
 
-use fairway::admission::{ClassSpec, Ledger, LedgerConfig, Limits};
+use fairway::admission::{ClassSpec, Ledger, LedgerConfig};
 use fairway::graph::{
     Admission, Dependency, Gate, Graph, GraphEngine, JobHandle, JobKey, JobOutcome, JobSpec,
     Occupancy, RunningJob,
@@ -81,12 +81,7 @@ enum Seen {
 }
 
 fn run<E: GraphEngine>(ops: &[Op]) -> Vec<(Seen, Occupancy)> {
-    let ledger = Ledger::new(LedgerConfig {
-        classes: vec![ClassSpec::new("cpu")],
-        max_tenants: 1,
-        tenant_limits: Limits::UNLIMITED,
-    })
-    .unwrap();
+    let ledger = Ledger::new(LedgerConfig::new(vec![ClassSpec::new("cpu")], 1)).unwrap();
     let g = Graph::builder(ledger)
         .class(3)
         .nodes(8)

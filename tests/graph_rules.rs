@@ -50,12 +50,7 @@ both_graphs!(
 const CPU: ClassId = ClassId(0);
 
 fn ledger(limits: Limits) -> Ledger {
-    Ledger::new(LedgerConfig {
-        classes: vec![ClassSpec::new("cpu")],
-        max_tenants: 4,
-        tenant_limits: limits,
-    })
-    .unwrap()
+    Ledger::new(LedgerConfig::new(vec![ClassSpec::new("cpu")], 4).tenant_limits(limits)).unwrap()
 }
 
 fn builder(limits: Limits) -> GraphBuilder {
@@ -268,12 +263,9 @@ fn d06_waiting_jobs_hold_no_quota<E: GraphEngine>() {
 }
 
 fn d06_ledger_refusal_fails_the_job_and_its_dependents_per_gate<E: GraphEngine>() {
-    let g = builder(Limits {
-        concurrency: 1,
-        ..Limits::UNLIMITED
-    })
-    .build_with::<E>()
-    .unwrap();
+    let g = builder(Limits::UNLIMITED.concurrency(1))
+        .build_with::<E>()
+        .unwrap();
     let a = admit(&g, 1, &[]);
     // `a` holds the tenant's only permit; `b` is ready now and is refused by the ledger.
     let b = admit(&g, 2, &[]);

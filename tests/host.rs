@@ -54,14 +54,9 @@ fn x01_futures_and_handles_are_send_and_runtime_free() {
 
 #[test]
 fn x02_blocking_adapter_needs_no_runtime() {
-    use fairway::admission::{AdmissionRequest, ClassSpec, Ledger, LedgerConfig, Limits};
+    use fairway::admission::{AdmissionRequest, ClassSpec, Ledger, LedgerConfig};
     use fairway::{AdmittedRequest, CancellationToken, ClassId, RequestId, TenantId};
-    let ledger = Ledger::new(LedgerConfig {
-        classes: vec![ClassSpec::new("cpu")],
-        max_tenants: 4,
-        tenant_limits: Limits::UNLIMITED,
-    })
-    .unwrap();
+    let ledger = Ledger::new(LedgerConfig::new(vec![ClassSpec::new("cpu")], 4)).unwrap();
     let sched = Scheduler::builder(ledger.clone())
         .payload::<u32>()
         .class(1, 64)

@@ -5,7 +5,7 @@
 //! and a few tenants; these tests run the same request paths at sizes where the pool spans many
 //! words and the policy's tables are large, and check conservation at the end.
 
-use fairway::admission::{AdmissionRequest, ClassSpec, Ledger, LedgerConfig, Limits};
+use fairway::admission::{AdmissionRequest, ClassSpec, Ledger, LedgerConfig};
 use fairway::{
     AdmittedRequest, Assignment, Baseline, CancellationToken, ClassId, Code, LockFree, Mechanism,
     RequestId, Scheduler, StdMutex, TenantId,
@@ -77,12 +77,8 @@ struct World<M: Mechanism> {
 
 impl<M: Mechanism> World<M> {
     fn new(cells: u32, queue: u32, tenants: u32) -> Self {
-        let ledger = Ledger::new(LedgerConfig {
-            classes: vec![ClassSpec::new("cells")],
-            max_tenants: tenants,
-            tenant_limits: Limits::UNLIMITED,
-        })
-        .unwrap();
+        let ledger =
+            Ledger::new(LedgerConfig::new(vec![ClassSpec::new("cells")], tenants)).unwrap();
         let sched = Scheduler::<()>::builder(ledger.clone())
             .class(cells, queue)
             .build_with::<M>()
@@ -351,12 +347,7 @@ fn q04_1000_cells_10k_tenants_100k_slots_conserve_baseline() {
 const REFUSAL_BYTES: u64 = 64 << 10;
 
 fn ledger(tenants: u32) -> Ledger {
-    Ledger::new(LedgerConfig {
-        classes: vec![ClassSpec::new("c")],
-        max_tenants: tenants,
-        tenant_limits: Limits::UNLIMITED,
-    })
-    .unwrap()
+    Ledger::new(LedgerConfig::new(vec![ClassSpec::new("c")], tenants)).unwrap()
 }
 
 #[track_caller]
@@ -416,11 +407,7 @@ fn f01_over_limit_cells_and_queue_refused_before_allocating_baseline() {
 #[test]
 fn f01_over_limit_max_tenants_refused_before_allocating() {
     for tenants in [LedgerConfig::MAX_TENANTS + 1, u32::MAX] {
-        let config = LedgerConfig {
-            classes: vec![ClassSpec::new("c")],
-            max_tenants: tenants,
-            tenant_limits: Limits::UNLIMITED,
-        };
+        let config = LedgerConfig::new(vec![ClassSpec::new("c")], tenants);
         let (r, bytes, _) = measured(|| Ledger::new(config).map(drop));
         assert_config_error(&r.unwrap_err(), "max_tenants");
         assert!(
@@ -447,14 +434,13 @@ fn f01_fixed_pool_over_limit_refused_before_allocating() {
 /// (baseline).
 fn footprint_matches<M: Mechanism, T: Send + 'static>(classes: &[(u32, u32)], tenants: u32) {
     let names = ["a", "b", "c"];
-    let config = LedgerConfig {
-        classes: names[..classes.len()]
+    let config = LedgerConfig::new(
+        names[..classes.len()]
             .iter()
             .map(|n| ClassSpec::new(n))
             .collect(),
-        max_tenants: tenants,
-        tenant_limits: Limits::UNLIMITED,
-    };
+        tenants,
+    );
     let estimate = config.footprint_bytes();
     let (ledger, _, live) = measured(|| Ledger::new(config).unwrap());
     assert!(

@@ -22,7 +22,7 @@
 //! test prints its seed so a failure replays). Each test prints one machine-readable line:
 //! `SOAK engine=.. mode=.. ops=.. checks=.. restarts=.. seed=..`.
 
-use fairway::admission::{AdmissionRequest, ClassSpec, Ledger, LedgerConfig, Limits};
+use fairway::admission::{AdmissionRequest, ClassSpec, Ledger, LedgerConfig};
 use fairway::{
     AdmittedRequest, Assignment, Baseline, CancellationToken, ClassId, Clock, Code, LockFree,
     ManualClock, Mechanism, RequestHandle, RequestId, Scheduler, StdMutex, TenantId,
@@ -617,11 +617,7 @@ struct Figures {
 
 fn ledger(clock: &Arc<ManualClock>) -> Ledger {
     Ledger::with_clock(
-        LedgerConfig {
-            classes: vec![ClassSpec::new("a"), ClassSpec::new("b")],
-            max_tenants: MAX_TENANTS,
-            tenant_limits: Limits::UNLIMITED,
-        },
+        LedgerConfig::new(vec![ClassSpec::new("a"), ClassSpec::new("b")], MAX_TENANTS),
         clock.clone(),
     )
     .unwrap()

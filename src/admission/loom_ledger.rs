@@ -4,18 +4,10 @@ use super::*;
 use crate::sync::model::{model, Outcomes};
 
 fn ledger_with_class_concurrency(limit: u32) -> Ledger {
-    Ledger::new(LedgerConfig {
-        classes: vec![ClassSpec {
-            name: "a",
-            explicit_only: false,
-            limits: Limits {
-                concurrency: limit,
-                ..Limits::UNLIMITED
-            },
-        }],
-        max_tenants: 2,
-        tenant_limits: Limits::UNLIMITED,
-    })
+    Ledger::new(LedgerConfig::new(
+        vec![ClassSpec::new("a").limits(Limits::UNLIMITED.concurrency(limit))],
+        2,
+    ))
     .unwrap()
 }
 
@@ -68,14 +60,10 @@ fn two_admissions_against_limit_of_one() {
 fn grant_returns_queue_slot_to_concurrent_admission() {
     let outcomes: &'static Outcomes = Box::leak(Box::new(Outcomes::new()));
     model(move || {
-        let ledger = Ledger::new(LedgerConfig {
-            classes: vec![ClassSpec::new("a")],
-            max_tenants: 1,
-            tenant_limits: Limits {
-                queue_slots: 1,
-                ..Limits::UNLIMITED
-            },
-        })
+        let ledger = Ledger::new(
+            LedgerConfig::new(vec![ClassSpec::new("a")], 1)
+                .tenant_limits(Limits::UNLIMITED.queue_slots(1)),
+        )
         .unwrap();
         let first = ledger
             .admit(AdmissionRequest::new(RequestId(1), TenantId(0)).cpu_units(2))

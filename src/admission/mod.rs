@@ -103,11 +103,12 @@ pub const MAX_CLASS_CHOICES: usize = 8;
 ///
 /// ```
 /// use fairway::admission::Limits;
-/// let l = Limits { concurrency: 4, ..Limits::UNLIMITED };
+/// let l = Limits::UNLIMITED.concurrency(4);
 /// assert_eq!(l.queue_slots, u32::MAX);
 /// assert_eq!(Limits::default(), Limits::UNLIMITED);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub struct Limits {
     /// Requests queued (admitted and not yet granted) at once.
     pub queue_slots: u32,
@@ -120,6 +121,34 @@ pub struct Limits {
 }
 
 impl Limits {
+    /// These limits with at most `n` requests queued at once.
+    #[inline]
+    pub const fn queue_slots(mut self, n: u32) -> Self {
+        self.queue_slots = n;
+        self
+    }
+
+    /// These limits with at most `n` requests admitted and not ended at once.
+    #[inline]
+    pub const fn concurrency(mut self, n: u32) -> Self {
+        self.concurrency = n;
+        self
+    }
+
+    /// These limits with at most `n` CPU units held at once.
+    #[inline]
+    pub const fn cpu_units(mut self, n: u64) -> Self {
+        self.cpu_units = n;
+        self
+    }
+
+    /// These limits with at most `n` memory units held at once.
+    #[inline]
+    pub const fn memory_units(mut self, n: u64) -> Self {
+        self.memory_units = n;
+        self
+    }
+
     /// No limit on anything.
     pub const UNLIMITED: Limits = Limits {
         queue_slots: u32::MAX,
@@ -148,6 +177,7 @@ impl Default for Limits {
 
 /// One class of cells as the ledger sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ClassSpec {
     /// A unique name (for diagnostics and [`Ledger::class_by_name`]).
     pub name: &'static str,
@@ -168,6 +198,20 @@ impl ClassSpec {
             limits: Limits::UNLIMITED,
         }
     }
+
+    /// This class, chosen only when a request names it (F52) if `explicit_only`.
+    #[inline]
+    pub const fn explicit_only(mut self, explicit_only: bool) -> Self {
+        self.explicit_only = explicit_only;
+        self
+    }
+
+    /// This class with `limits` over all tenants' requests in it.
+    #[inline]
+    pub const fn limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
 }
 
 /// What a ledger is built from.
@@ -179,6 +223,7 @@ impl ClassSpec {
 /// [`LedgerConfig::footprint_bytes`] gives the total before building. Tenant groups are not padded: there may be many, and a
 /// tenant's counters are contended only by that tenant's own concurrent admissions.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct LedgerConfig {
     /// The classes, in the order that defines [`ClassId`]s and the "smallest class first" rule
     /// of F52.
@@ -190,6 +235,24 @@ pub struct LedgerConfig {
 }
 
 impl LedgerConfig {
+    /// `classes` (in [`ClassId`] order) for tenants `TenantId(0..max_tenants)`, with no limits
+    /// per tenant.
+    #[inline]
+    pub fn new(classes: Vec<ClassSpec>, max_tenants: u32) -> Self {
+        Self {
+            classes,
+            max_tenants,
+            tenant_limits: Limits::UNLIMITED,
+        }
+    }
+
+    /// This configuration with `limits` applied to each tenant, totalled across classes.
+    #[inline]
+    pub fn tenant_limits(mut self, limits: Limits) -> Self {
+        self.tenant_limits = limits;
+        self
+    }
+
     /// The most tenants a ledger may be built for: 2^24 (16,777,216). The ledger allocates 32
     /// bytes per tenant (512 MiB at the limit), and each class of a scheduler bound to it 32
     /// more (see [`Footprint`](crate::Footprint)).
@@ -508,11 +571,10 @@ struct Inner {
 /// ```
 /// use fairway::admission::{AdmissionRequest, ClassSpec, Ledger, LedgerConfig, Limits};
 /// use fairway::{Code, Reason, RequestId, TenantId};
-/// let ledger = Ledger::new(LedgerConfig {
-///     classes: vec![ClassSpec::new("cpu")],
-///     max_tenants: 4,
-///     tenant_limits: Limits { concurrency: 1, ..Limits::UNLIMITED },
-/// })?;
+/// let ledger = Ledger::new(
+///     LedgerConfig::new(vec![ClassSpec::new("cpu")], 4)
+///         .tenant_limits(Limits::UNLIMITED.concurrency(1)),
+/// )?;
 /// let permit = ledger.admit(AdmissionRequest::new(RequestId(1), TenantId(0)))?;
 /// let refused = ledger.admit(AdmissionRequest::new(RequestId(2), TenantId(0))).unwrap_err();
 /// assert_eq!((refused.code(), refused.reason()), (Code::ResourceExhausted, Reason::TenantConcurrency));

@@ -26,11 +26,7 @@ use core::mem::ManuallyDrop;
 /// ```
 /// use fairway::admission::{AdmissionRequest, ClassSpec, Ledger, LedgerConfig, Limits};
 /// use fairway::{ClassId, RequestId, TenantId};
-/// let ledger = Ledger::new(LedgerConfig {
-///     classes: vec![ClassSpec::new("cpu")],
-///     max_tenants: 1,
-///     tenant_limits: Limits::UNLIMITED,
-/// })?;
+/// let ledger = Ledger::new(LedgerConfig::new(vec![ClassSpec::new("cpu")], 1))?;
 /// let permit = ledger.admit(AdmissionRequest::new(RequestId(9), TenantId(0)).cpu_units(3))?;
 /// assert_eq!((permit.class(), permit.cpu_units()), (ClassId(0), 3));
 /// assert_eq!(ledger.usage().tenants[0].cpu_units, 3);

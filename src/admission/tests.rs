@@ -12,12 +12,7 @@ fn spec(name: &'static str, explicit_only: bool, limits: Limits) -> ClassSpec {
 }
 
 fn ledger(classes: Vec<ClassSpec>, max_tenants: u32, tenant_limits: Limits) -> Ledger {
-    Ledger::new(LedgerConfig {
-        classes,
-        max_tenants,
-        tenant_limits,
-    })
-    .unwrap()
+    Ledger::new(LedgerConfig::new(classes, max_tenants).tenant_limits(tenant_limits)).unwrap()
 }
 
 fn req(id: u64, tenant: u32) -> AdmissionRequest {
@@ -39,12 +34,7 @@ fn one(concurrency: u32) -> Limits {
 #[test]
 fn ledger_config_is_validated() {
     let bad = |classes: Vec<ClassSpec>, max_tenants| {
-        Ledger::new(LedgerConfig {
-            classes,
-            max_tenants,
-            tenant_limits: Limits::UNLIMITED,
-        })
-        .unwrap_err()
+        Ledger::new(LedgerConfig::new(classes, max_tenants)).unwrap_err()
     };
     assert_eq!(bad(vec![], 1), Error::configuration("classes"));
     assert_eq!(
@@ -84,11 +74,7 @@ fn admit_refuses_invalid_arguments() {
 
 #[test]
 fn f04_foreign_permit_is_detectable() {
-    let config = || LedgerConfig {
-        classes: vec![ClassSpec::new("a")],
-        max_tenants: 1,
-        tenant_limits: Limits::UNLIMITED,
-    };
+    let config = || LedgerConfig::new(vec![ClassSpec::new("a")], 1);
     let a = Ledger::new(config()).unwrap();
     let b = Ledger::new(config()).unwrap();
     let p = a.admit(req(1, 0)).unwrap();
@@ -106,11 +92,7 @@ fn f05_permit_carries_original_deadline() {
     let clock = std::sync::Arc::new(ManualClock::new());
     clock.advance(Duration::from_nanos(100));
     let l = Ledger::with_clock(
-        LedgerConfig {
-            classes: vec![ClassSpec::new("a")],
-            max_tenants: 1,
-            tenant_limits: Limits::UNLIMITED,
-        },
+        LedgerConfig::new(vec![ClassSpec::new("a")], 1),
         clock.clone(),
     )
     .unwrap();
@@ -205,14 +187,7 @@ fn f51_permit_refunds_exactly_once() {
 #[test]
 fn f45_into_execution_returns_only_queue_slot() {
     let l = ledger(
-        vec![spec(
-            "a",
-            false,
-            Limits {
-                queue_slots: 1,
-                ..Limits::UNLIMITED
-            },
-        )],
+        vec![spec("a", false, Limits::UNLIMITED.queue_slots(1))],
         1,
         Limits::UNLIMITED,
     );
@@ -268,14 +243,7 @@ fn f52_smallest_class_with_capacity() {
 fn f52_all_refused_reports_first_candidate() {
     let l = ledger(
         vec![
-            spec(
-                "a",
-                false,
-                Limits {
-                    queue_slots: 0,
-                    ..Limits::UNLIMITED
-                },
-            ),
+            spec("a", false, Limits::UNLIMITED.queue_slots(0)),
             spec("b", false, one(0)),
         ],
         1,

@@ -16,11 +16,7 @@
 //! use fairway::graph::{Admission, Dependency, Gate, Graph, JobKey, JobOutcome, JobSpec};
 //! use fairway::{ClassId, TenantId};
 //!
-//! let ledger = Ledger::new(LedgerConfig {
-//!     classes: vec![ClassSpec::new("cpu")],
-//!     max_tenants: 1,
-//!     tenant_limits: Limits::UNLIMITED,
-//! })?;
+//! let ledger = Ledger::new(LedgerConfig::new(vec![ClassSpec::new("cpu")], 1))?;
 //! let graph = Graph::builder(ledger).class(1).build()?;
 //! let job = |key, deps| JobSpec {
 //!     key: JobKey::new(key),

@@ -560,7 +560,7 @@ fn hundred_thousand_slots_each_once_per_generation() {
 /// 2^32, requests keep queueing and cancelling past it (with 32-bit generations the slots
 /// retired there and `enqueue` failed `queue-full` below capacity).
 mod engines {
-    use crate::admission::{AdmissionRequest, ClassSpec, Ledger, LedgerConfig, Limits};
+    use crate::admission::{AdmissionRequest, ClassSpec, Ledger, LedgerConfig};
     use crate::{
         AdmittedRequest, Baseline, CancellationToken, ClassId, Code, LockFree, Mechanism,
         RequestId, Scheduler, StdMutex, TenantId,
@@ -571,12 +571,7 @@ mod engines {
 
     fn reuse_past_2_pow_32<M: Mechanism>() {
         let _first = super::start_generations_at(u64::from(u32::MAX) - 2);
-        let ledger = Ledger::new(LedgerConfig {
-            classes: vec![ClassSpec::new("c")],
-            max_tenants: 2,
-            tenant_limits: Limits::UNLIMITED,
-        })
-        .unwrap();
+        let ledger = Ledger::new(LedgerConfig::new(vec![ClassSpec::new("c")], 2)).unwrap();
         // One cell and one queue slot: three entry slots in all, reused on every request.
         let sched = Scheduler::<()>::builder(ledger.clone())
             .class(1, 1)

@@ -44,11 +44,7 @@ use std::sync::Arc;
 /// use fairway::{AdmittedRequest, CancellationToken, ClassConfig, ClassId, DropPolicy};
 /// use fairway::{RequestId, Scheduler, TenantId};
 ///
-/// let ledger = Ledger::new(LedgerConfig {
-///     classes: vec![ClassSpec::new("stateless")],
-///     max_tenants: 4,
-///     tenant_limits: Limits::UNLIMITED,
-/// })?;
+/// let ledger = Ledger::new(LedgerConfig::new(vec![ClassSpec::new("stateless")], 4))?;
 /// let scheduler = Scheduler::builder(ledger.clone())
 ///     .class_config(ClassConfig::new(1, 16).on_drop(DropPolicy::Release))
 ///     .build()?;

@@ -82,11 +82,8 @@ impl ClassConfig {
 /// use fairway::{ClassConfig, DropPolicy, Scheduler};
 /// use std::time::Duration;
 ///
-/// let ledger = Ledger::new(LedgerConfig {
-///     classes: vec![ClassSpec::new("sandbox"), ClassSpec::new("io")],
-///     max_tenants: 64,
-///     tenant_limits: Limits::UNLIMITED,
-/// })?;
+/// let classes = vec![ClassSpec::new("sandbox"), ClassSpec::new("io")];
+/// let ledger = Ledger::new(LedgerConfig::new(classes, 64))?;
 /// let scheduler = Scheduler::builder(ledger)
 ///     .payload::<Vec<u8>>()
 ///     .class(8, 4096) // class 0: sandboxes hold guest state; dropped ones are quarantined
@@ -289,11 +286,7 @@ impl Scheduler {
     /// use fairway::admission::{ClassSpec, Ledger, LedgerConfig, Limits};
     /// use fairway::Scheduler;
     ///
-    /// let ledger = Ledger::new(LedgerConfig {
-    ///     classes: vec![ClassSpec::new("cpu")],
-    ///     max_tenants: 4,
-    ///     tenant_limits: Limits::UNLIMITED,
-    /// })?;
+    /// let ledger = Ledger::new(LedgerConfig::new(vec![ClassSpec::new("cpu")], 4))?;
     /// let scheduler = Scheduler::builder(ledger.clone()).class(2, 64).build()?;
     /// let pull = Scheduler::builder(ledger).payload::<String>().class(2, 64).build()?;
     /// # let _ = (scheduler, pull);

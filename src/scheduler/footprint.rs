@@ -39,11 +39,7 @@ impl ClassConfig {
 /// use fairway::admission::{ClassSpec, Ledger, LedgerConfig, Limits};
 /// use fairway::Scheduler;
 ///
-/// let ledger = Ledger::new(LedgerConfig {
-///     classes: vec![ClassSpec::new("cpu")],
-///     max_tenants: 10_000,
-///     tenant_limits: Limits::UNLIMITED,
-/// })?;
+/// let ledger = Ledger::new(LedgerConfig::new(vec![ClassSpec::new("cpu")], 10_000))?;
 /// let builder = Scheduler::<()>::builder(ledger).class(64, 100_000);
 /// let footprint = builder.footprint()?;
 /// assert_eq!(footprint.entry_slots, 2 * 100_000 + 64);

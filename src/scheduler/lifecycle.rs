@@ -67,11 +67,7 @@ impl<T: Send + 'static, M: Mechanism> Scheduler<T, M> {
     /// use fairway::admission::{AdmissionRequest, ClassSpec, Ledger, LedgerConfig, Limits};
     /// use fairway::{AdmittedRequest, CancellationToken, ClassId, RequestId, Scheduler, TenantId};
     ///
-    /// let ledger = Ledger::new(LedgerConfig {
-    ///     classes: vec![ClassSpec::new("cpu")],
-    ///     max_tenants: 4,
-    ///     tenant_limits: Limits::UNLIMITED,
-    /// })?;
+    /// let ledger = Ledger::new(LedgerConfig::new(vec![ClassSpec::new("cpu")], 4))?;
     /// let scheduler = Scheduler::builder(ledger.clone()).payload::<u32>().class(1, 16).build()?;
     /// for n in 1..=3 {
     ///     let permit = ledger.admit(AdmissionRequest::new(RequestId(n), TenantId(0)))?;
@@ -129,11 +125,7 @@ impl<T: Send + 'static, M: Mechanism> Scheduler<T, M> {
     /// use fairway::admission::{AdmissionRequest, ClassSpec, Ledger, LedgerConfig, Limits};
     /// use fairway::{AdmittedRequest, CancellationToken, RequestId, Scheduler, TenantId};
     ///
-    /// let ledger = Ledger::new(LedgerConfig {
-    ///     classes: vec![ClassSpec::new("cpu")],
-    ///     max_tenants: 4,
-    ///     tenant_limits: Limits::UNLIMITED,
-    /// })?;
+    /// let ledger = Ledger::new(LedgerConfig::new(vec![ClassSpec::new("cpu")], 4))?;
     /// let scheduler = Scheduler::builder(ledger.clone()).payload::<&str>().class(1, 16).build()?;
     /// for (n, payload) in [(1, "a"), (2, "b")] {
     ///     let permit = ledger.admit(AdmissionRequest::new(RequestId(n), TenantId(0)))?;
@@ -248,11 +240,7 @@ impl<T: Send + 'static, M: Mechanism> Scheduler<T, M> {
     /// use fairway::admission::{ClassSpec, Ledger, LedgerConfig, Limits};
     /// use fairway::{ClassId, Scheduler};
     ///
-    /// let ledger = Ledger::new(LedgerConfig {
-    ///     classes: vec![ClassSpec::new("cpu")],
-    ///     max_tenants: 4,
-    ///     tenant_limits: Limits::UNLIMITED,
-    /// })?;
+    /// let ledger = Ledger::new(LedgerConfig::new(vec![ClassSpec::new("cpu")], 4))?;
     /// let scheduler = Scheduler::builder(ledger).class(2, 16).build()?;
     /// let s = scheduler.snapshot(ClassId(0))?;
     /// assert_eq!((s.cells_total, s.cells_available, s.queue_depth), (2, 2, 0));

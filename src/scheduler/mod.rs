@@ -108,11 +108,7 @@ impl<L: BaselineLock> Mechanism for Baseline<L> {
 /// use fairway::admission::{AdmissionRequest, ClassSpec, Ledger, LedgerConfig, Limits};
 /// use fairway::{AdmittedRequest, CancellationToken, ClassId, RequestId, Scheduler, TenantId};
 ///
-/// let ledger = Ledger::new(LedgerConfig {
-///     classes: vec![ClassSpec::new("cpu")],
-///     max_tenants: 16,
-///     tenant_limits: Limits::UNLIMITED,
-/// })?;
+/// let ledger = Ledger::new(LedgerConfig::new(vec![ClassSpec::new("cpu")], 16))?;
 /// let scheduler = Scheduler::builder(ledger.clone()).class(2, 1024).build()?;
 /// let id = RequestId(1);
 /// let permit = ledger.admit(AdmissionRequest::new(id, TenantId(3)))?;
@@ -179,11 +175,7 @@ impl<T: Send + 'static, M: Mechanism> Scheduler<T, M> {
     /// use std::pin::pin;
     /// use std::task::{Context, Poll, Waker};
     ///
-    /// let ledger = Ledger::new(LedgerConfig {
-    ///     classes: vec![ClassSpec::new("cpu")],
-    ///     max_tenants: 4,
-    ///     tenant_limits: Limits::UNLIMITED,
-    /// })?;
+    /// let ledger = Ledger::new(LedgerConfig::new(vec![ClassSpec::new("cpu")], 4))?;
     /// let scheduler = Scheduler::builder(ledger.clone()).class(1, 16).build()?;
     /// let request = |n| -> Result<AdmittedRequest, fairway::Error> {
     ///     let id = RequestId(n);

@@ -27,11 +27,7 @@ impl<T: Send + 'static, M: Mechanism> Scheduler<T, M> {
     /// use fairway::admission::{AdmissionRequest, ClassSpec, Ledger, LedgerConfig, Limits};
     /// use fairway::{AdmittedRequest, CancellationToken, ClassId, RequestId, Scheduler, TenantId};
     ///
-    /// let ledger = Ledger::new(LedgerConfig {
-    ///     classes: vec![ClassSpec::new("cpu")],
-    ///     max_tenants: 4,
-    ///     tenant_limits: Limits::UNLIMITED,
-    /// })?;
+    /// let ledger = Ledger::new(LedgerConfig::new(vec![ClassSpec::new("cpu")], 4))?;
     /// let scheduler = Scheduler::builder(ledger.clone()).payload::<String>().class(1, 16).build()?;
     /// let id = RequestId(1);
     /// let permit = ledger.admit(AdmissionRequest::new(id, TenantId(0)))?;
@@ -125,11 +121,7 @@ impl<T: Send + 'static, M: Mechanism> Scheduler<T, M> {
     /// use fairway::admission::{AdmissionRequest, ClassSpec, Ledger, LedgerConfig, Limits};
     /// use fairway::{AdmittedRequest, CancellationToken, ClassId, RequestId, Scheduler, TenantId};
     ///
-    /// let ledger = Ledger::new(LedgerConfig {
-    ///     classes: vec![ClassSpec::new("cpu")],
-    ///     max_tenants: 4,
-    ///     tenant_limits: Limits::UNLIMITED,
-    /// })?;
+    /// let ledger = Ledger::new(LedgerConfig::new(vec![ClassSpec::new("cpu")], 4))?;
     /// let scheduler = Scheduler::builder(ledger.clone())
     ///     .payload::<&str>()
     ///     .class(1, 16)

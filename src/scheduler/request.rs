@@ -34,11 +34,7 @@ impl AdmittedRequest {
     /// use fairway::admission::{AdmissionRequest, ClassSpec, Ledger, LedgerConfig, Limits};
     /// use fairway::{AdmittedRequest, RequestId, Scheduler, TenantId};
     ///
-    /// let ledger = Ledger::new(LedgerConfig {
-    ///     classes: vec![ClassSpec::new("cpu")],
-    ///     max_tenants: 1,
-    ///     tenant_limits: Limits::UNLIMITED,
-    /// })?;
+    /// let ledger = Ledger::new(LedgerConfig::new(vec![ClassSpec::new("cpu")], 1))?;
     /// let scheduler = Scheduler::<()>::builder(ledger.clone()).class(1, 8).build()?;
     /// let permit = ledger.admit(AdmissionRequest::new(RequestId(1), TenantId(0)))?;
     /// let assignment = scheduler.enqueue_blocking(AdmittedRequest::without_token(permit))?;

@@ -15,7 +15,7 @@ macro_rules! both_engines {
     };
 }
 
-use fairway::admission::{AdmissionRequest, ClassSpec, Ledger, LedgerConfig, Limits};
+use fairway::admission::{AdmissionRequest, ClassSpec, Ledger, LedgerConfig};
 use fairway::{
     AdmittedRequest, Assignment, CancellationToken, ClassId, Error, ManualClock, Mechanism,
     RequestId, Scheduler, TenantId,
@@ -66,11 +66,10 @@ pub struct Harness<M: Mechanism> {
 
 pub fn ledger_config(classes: usize, tenants: u32) -> LedgerConfig {
     const NAMES: [&str; 4] = ["c0", "c1", "c2", "c3"];
-    LedgerConfig {
-        classes: (0..classes).map(|i| ClassSpec::new(NAMES[i])).collect(),
-        max_tenants: tenants,
-        tenant_limits: Limits::UNLIMITED,
-    }
+    LedgerConfig::new(
+        (0..classes).map(|i| ClassSpec::new(NAMES[i])).collect(),
+        tenants,
+    )
 }
 
 impl<M: Mechanism> Harness<M> {

@@ -107,11 +107,9 @@ impl<M: Mechanism> Fixture<M> {
 
     /// As [`new`](Self::new), with `tenant_limits` on every tenant.
     pub fn with_limits(cells: u32, queue_capacity: u32, ids: u64, tenant_limits: Limits) -> Self {
-        let ledger = Ledger::new(LedgerConfig {
-            classes: vec![ClassSpec::new("cpu")],
-            max_tenants: TENANTS,
-            tenant_limits,
-        })
+        let ledger = Ledger::new(
+            LedgerConfig::new(vec![ClassSpec::new("cpu")], TENANTS).tenant_limits(tenant_limits),
+        )
         .expect("ledger");
         let sched = Scheduler::builder(ledger.clone())
             .payload::<u64>()
@@ -811,10 +809,7 @@ const FAIR_TENANTS: u32 = 4;
 /// producer thread, drained by one executor thread through a single cell. `score` is the smallest
 /// Jain index over the full 1,000-grant windows after the first.
 pub fn fairness<M: Mechanism>(run_for: Duration) -> Measured {
-    let limits = Limits {
-        queue_slots: 16,
-        ..Limits::UNLIMITED
-    };
+    let limits = Limits::UNLIMITED.queue_slots(16);
     let s = Shared::<M>::new(2, 1, limits, 0.0);
     let order_cap = 4_000_000;
     let producer = {

@@ -22,12 +22,7 @@ impl Clock for Frozen {
 }
 
 fn class(cells: u32) -> Arc<LockFreeClass<u32>> {
-    let ledger = Ledger::new(LedgerConfig {
-        classes: vec![ClassSpec::new("a")],
-        max_tenants: 2,
-        tenant_limits: Limits::UNLIMITED,
-    })
-    .unwrap();
+    let ledger = Ledger::new(LedgerConfig::new(vec![ClassSpec::new("a")], 2)).unwrap();
     let engine = LockFreeClass::new(ClassSetup {
         class: ClassId(0),
         ids: std::sync::Arc::new(crate::raw::idset::IdSet::new(8).unwrap()),

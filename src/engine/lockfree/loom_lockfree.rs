@@ -37,12 +37,7 @@ struct Rig {
 
 fn rig(cells: u32) -> Rig {
     let pool = std::sync::Arc::new(FixedCellPool::new(ClassId(0), cells).unwrap());
-    let ledger = Ledger::new(LedgerConfig {
-        classes: vec![ClassSpec::new("a")],
-        max_tenants: 2,
-        tenant_limits: Limits::UNLIMITED,
-    })
-    .unwrap();
+    let ledger = Ledger::new(LedgerConfig::new(vec![ClassSpec::new("a")], 2)).unwrap();
     let engine = LockFreeClass::new(ClassSetup {
         class: ClassId(0),
         ids: std::sync::Arc::new(crate::raw::idset::IdSet::new(8).unwrap()),

@@ -1,7 +1,7 @@
 //! Unit tests of the lock-free engine's internals.
 
 use super::*;
-use crate::admission::{AdmissionRequest, ClassSpec, Ledger, LedgerConfig, Limits};
+use crate::admission::{AdmissionRequest, ClassSpec, Ledger, LedgerConfig};
 use crate::pool::FixedCellPool;
 use crate::{ManualClock, RequestId, TenantId};
 use core::task::Waker;
@@ -9,11 +9,7 @@ use core::task::Waker;
 fn class(cells: u32) -> (LockFreeClass<u32>, Ledger) {
     let clock = Arc::new(ManualClock::new());
     let ledger = Ledger::with_clock(
-        LedgerConfig {
-            classes: vec![ClassSpec::new("c")],
-            max_tenants: 2,
-            tenant_limits: Limits::UNLIMITED,
-        },
+        LedgerConfig::new(vec![ClassSpec::new("c")], 2),
         clock.clone(),
     )
     .unwrap();
