@@ -268,16 +268,20 @@ impl<T: Send + 'static> LockFreeClass<T> {
     /// Moves a queued entry that the policy no longer holds into an ended stage and drops the
     /// queue's reference. Returns whether this call ended it.
     pub(super) fn end_queued(&self, key: Key, stage: Stage, after: &mut After<T>) -> bool {
+        // Read while the queue's reference still holds the slot (see `left_queue`).
+        let tenant = self.tenant_of(key);
+        // The queue keeps its reference through the CAS and until the owner's waker or the
+        // content is taken: the owner may see the ended stage and drop its own reference at once.
         let won = self
             .arena
-            .update(key, |s| State(s).end_by_queue(stage))
+            .update(key, |s| State(s).end_by_owner(stage))
             .is_ok();
         if won {
             // Pull mode: refund the permit and set the payload aside before the count below, so
             // a drainer that sees the queue empty also sees the quota refunded and the payload
             // kept.
             self.take_content(key, stage, after);
-            self.left_queue(key);
+            self.left_queue(tenant);
             after.left = true;
             match stage {
                 Stage::Expired => saturating_add(&self.stats.expirations, 1),
@@ -285,10 +289,9 @@ impl<T: Send + 'static> LockFreeClass<T> {
                 _ => saturating_add(&self.stats.rejections, 1),
             }
             self.collect_ended(key, stage, after);
-            // The owner still holds HREF (pull: we took the content and drop HREF for it).
-        } else {
-            self.drop_ref(key, QREF);
+            // The owner still holds HREF (pull: we took the content and dropped HREF for it).
         }
+        self.drop_ref(key, QREF);
         won
     }
 
@@ -489,18 +492,29 @@ impl<T: Send + 'static> Judge for GrantJudge<'_, T> {
         e.waited.with_mut(|w| unsafe { *w = waited });
         // AcqRel inside `update`: Release publishes `lease`/`waited` to the owner, which reads
         // them after an Acquire load that sees GRANTED.
-        match c
-            .arena
-            .update(key, |s| State(s).end_by_queue(Stage::Granted))
-        {
+        // A pull entry's slot is held by its content (HREF) until an executor takes it, so the
+        // queue's reference goes in the same CAS. A future-mode owner may see GRANTED, take the
+        // lease and free the slot at once, so the queue keeps its reference until the waker is
+        // taken: otherwise the take could reach the slot's next owner.
+        match c.arena.update(key, |s| {
+            let s = State(s);
+            if s.is_pull() {
+                s.end_by_queue(Stage::Granted)
+            } else {
+                s.end_by_owner(Stage::Granted)
+            }
+        }) {
             Ok((old, _)) => {
-                c.left_queue(key);
+                c.left_queue(ticket.tenant);
                 self.after.left = true;
                 c.stats.record_grant(waited);
                 if State(old).is_pull() {
                     c.publish_ready(key.to_u64(), self.after);
-                } else if let Some(w) = crate::sync::take_waker(&e.waker) {
-                    self.after.wake_later(w);
+                } else {
+                    if let Some(w) = crate::sync::take_waker(&e.waker) {
+                        self.after.wake_later(w);
+                    }
+                    c.drop_ref(key, QREF);
                 }
                 Verdict::Take
             }

@@ -10,6 +10,7 @@
 //! | 4    | `QREF`: the inbox/policy still holds the index                            |
 //! | 5    | `HREF`: the owner (enqueue future, or for pull mode the payload) holds it |
 //! | 6    | `PULL`: a pull-mode entry (payload and permit stored in the slot)        |
+//! | 7    | `CREF`: a canceller acting through a handle holds it until it is done    |
 //!
 //! Transitions (every one a CAS that includes the generation):
 //!
@@ -64,6 +65,8 @@ pub(super) const QREF: u8 = 0x10;
 pub(super) const HREF: u8 = 0x20;
 /// A pull-mode entry.
 pub(super) const PULL: u8 = 0x40;
+/// A canceller acting through a handle holds the slot until it has finished with it.
+pub(super) const CREF: u8 = 0x80;
 
 /// A slot's state byte.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -98,6 +101,12 @@ impl State {
         self.0 & QREF != 0
     }
 
+    /// The owner (a future, or a pull entry's content) still holds the slot.
+    #[inline]
+    pub(super) fn owner_holds(self) -> bool {
+        self.0 & HREF != 0
+    }
+
     #[inline]
     pub(super) fn is_pull(self) -> bool {
         self.0 & PULL != 0
@@ -108,6 +117,15 @@ impl State {
     #[inline]
     pub(super) fn end_by_owner(self, to: Stage) -> Option<u8> {
         self.is_queued().then_some((self.0 & !STAGE) | to as u8)
+    }
+
+    /// `QUEUED → CANCELLED` by a handle's canceller, which takes `CREF` in the same CAS: it holds
+    /// no other reference, and the owner and the policy may drop theirs as soon as they see the
+    /// entry cancelled. `None` unless queued.
+    #[inline]
+    pub(super) fn cancel_by_handle(self) -> Option<u8> {
+        self.is_queued()
+            .then_some((self.0 & !STAGE) | Stage::Cancelled as u8 | CREF)
     }
 
     /// `QUEUED → to`, dropping `QREF` (the token holder's move: it takes the index out of the

@@ -63,7 +63,7 @@ use crate::{CellId, ClassId, Code, Error, Reason, TenantId};
 use core::task::{Context, Poll};
 use ctl::{Ctl, CtlCell};
 use dispatch::After;
-use entry::{Entry, Stage, State, HREF, QREF};
+use entry::{Entry, Stage, State, CREF, HREF, QREF};
 use exec::{ExecWaiters, Overflow};
 use std::sync::Arc;
 
@@ -140,7 +140,7 @@ impl<T: Send + 'static> LockFreeClass<T> {
     /// Clears reference bit `bit`; frees the slot if it was the last one.
     fn drop_ref(&self, key: Key, bit: u8) {
         // One CAS: clearing the last reference bit frees the slot in the same RMW.
-        let dropped = self.arena.drop_bits(key, bit, QREF | HREF);
+        let dropped = self.arena.drop_bits(key, bit, QREF | HREF | CREF);
         debug_assert!(dropped.is_ok(), "reference dropped on a stale key");
     }
 
@@ -176,14 +176,21 @@ impl<T: Send + 'static> LockFreeClass<T> {
     /// Books an entry's leaving the queue, by whoever moved it out of `QUEUED` (exactly once):
     /// refunds its queue slot (SPEC F45: at grant only the queue slot goes back), then uncounts
     /// it in `ctl` — in that order, so a drain that sees the queue empty sees the slot refunded.
-    /// Returns `ctl` as it was before the uncount.
-    fn left_queue(&self, key: Key) -> Ctl {
-        // SAFETY: `ticket` is read-only after publication and the caller holds a reference bit.
-        let tenant = self.entry(key).ticket.with(|t| unsafe { (*t).tenant });
+    /// Returns `ctl` as it was before the uncount. `tenant` is the entry's, read by the caller
+    /// while it still held a reference to the slot: once the entry has left the queue its owner
+    /// may free the slot and a new request reuse it.
+    fn left_queue(&self, tenant: u32) -> Ctl {
         self.ledger.refund_queue_slot(TenantId(tenant), self.class);
         // Release: pairs with the Acquire loads of `ctl` (the count is only arithmetic, but
         // keeping every `ctl` RMW at least Release keeps reasoning uniform).
         self.ctl.count_out(Ordering::Release)
+    }
+
+    /// The tenant of the entry `key` names. The caller holds a reference bit of the slot.
+    fn tenant_of(&self, key: Key) -> u32 {
+        // SAFETY: `ticket` is read-only from publication until the slot is freed, and the
+        // caller's reference bit keeps it from being freed.
+        self.entry(key).ticket.with(|t| unsafe { (*t).tenant })
     }
 
     fn clear_lease_since(&self, lease: &Lease) {
@@ -389,7 +396,9 @@ impl<T: Send + 'static> ClassEngine<T> for LockFreeClass<T> {
             return stale();
         };
         let e = self.entry(key);
-        let Some(mut s) = self.state(key) else {
+        // A handle whose owner reference is gone was consumed (its grant or end was taken),
+        // even if another reference still keeps the slot for a moment.
+        let Some(mut s) = self.state(key).filter(|s| s.owner_holds()) else {
             return stale();
         };
         let mut registered = false;
@@ -467,7 +476,9 @@ impl<T: Send + 'static> ClassEngine<T> for LockFreeClass<T> {
                 // Ended while queued: no cell is involved, so the quota goes back now, before
                 // the count below (a drain that sees the queue empty sees it refunded).
                 drop(permit.take());
-                let old = self.left_queue(key);
+                // The owner's HREF holds the slot until the end of this call.
+                let tenant = self.tenant_of(key);
+                let old = self.left_queue(tenant);
                 self.wake_drainers(old);
                 saturating_add(
                     match why {
@@ -499,15 +510,17 @@ impl<T: Send + 'static> ClassEngine<T> for LockFreeClass<T> {
         let not_found = Error::new(Code::NotFound, Reason::UnknownRequest);
         let key = self.key(raw).ok_or(not_found)?;
         self.arena
-            .update(key, |s| State(s).end_by_owner(Stage::Cancelled))
+            .update(key, |s| State(s).cancel_by_handle())
             .map_err(|_| not_found)?;
+        // `CREF` (taken by the CAS) keeps the slot ours until the end of this call: the owner and
+        // the policy may drop their references as soon as they see the entry cancelled.
+        let tenant = self.tenant_of(key);
         // Take the content (pull mode: refund the permit, drop the payload) before the count
-        // below, so a drain that sees the queue empty sees the quota refunded. The policy still
-        // holds the entry (`QREF`), so the slot stays ours meanwhile.
+        // below, so a drain that sees the queue empty sees the quota refunded.
         let mut after = After::new();
         self.collect_ended(key, Stage::Cancelled, &mut after);
         after.contents.clear();
-        let old = self.left_queue(key);
+        let old = self.left_queue(tenant);
         saturating_add(&self.stats.cancellations, 1);
         for w in after.wakes.drain(..) {
             w.wake();
@@ -515,6 +528,7 @@ impl<T: Send + 'static> ClassEngine<T> for LockFreeClass<T> {
         drop(after);
         self.wake_drainers(old);
         self.unqueue_now(key);
+        self.drop_ref(key, CREF);
         Ok(())
     }
 
