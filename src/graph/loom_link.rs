@@ -89,7 +89,7 @@ fn link_races_complete(gate: Gate, succeeds: bool) {
         } else {
             assert_eq!(runs, 0);
             assert!(
-                matches!(ended, Some(JobOutcome::Failed(e)) if e.reason() == Reason::DependencyFailed)
+                matches!(ended, Some(JobOutcome::Failed(e)) if matches!(e.reason(), Reason::DependencyFailed))
             );
         }
         // Every edge is free again; only the two nodes are held.
