@@ -20,7 +20,7 @@ use crate::clock::Clock;
 use crate::policy::{Policy, PolicyConfig};
 use crate::pool::{ClassPool, Lease, LeaseRequest};
 use crate::raw::idset::{IdSet, Slot};
-use crate::stats::ClassSnapshot;
+use crate::stats::{ClassSnapshot, ClassStats};
 use crate::Reason;
 use crate::{CellId, ClassId, Error, RequestId};
 use core::task::{Context, Poll};
@@ -167,6 +167,9 @@ pub struct Pulled<T> {
 }
 
 /// One class's mechanism. All methods are callable from any thread.
+// The trait is reachable only through the hidden `Mechanism::Class`; its accessors name
+// crate-private types on purpose.
+#[allow(private_interfaces)]
 pub trait ClassEngine<T: Send + 'static>: Send + Sync + Sized + 'static {
     fn new(setup: ClassSetup) -> Result<Self, Error>;
 
@@ -268,17 +271,38 @@ pub trait ClassEngine<T: Send + 'static>: Send + Sync + Sized + 'static {
     /// class's free count, as a release (SPEC F44). Refused for a class that has died.
     fn restore_cell(&self, cell: CellId) -> Result<(), Error>;
 
+    /// The bin of payloads that shutdown ended before delivery.
+    fn undelivered(&self) -> &Undelivered<T>;
+
+    /// The class's counters.
+    fn stats(&self) -> &ClassStats;
+
+    /// Samples for a snapshot: the pool's split, the queue depth, the tenants in rotation and
+    /// the oldest lease's age.
+    fn samples(&self) -> (crate::pool::PoolCounters, u32, u32, Option<u64>);
+
     /// Keeps the payload of a pull-mode job refused at acceptance because of shutdown.
-    fn keep_undelivered(&self, payload: T);
+    fn keep_undelivered(&self, payload: T) {
+        self.undelivered().keep(payload);
+    }
 
     /// Moves the kept payloads of undelivered pull-mode jobs into `out`.
-    fn take_undelivered(&self, out: &mut Vec<T>);
+    fn take_undelivered(&self, out: &mut Vec<T>) {
+        self.undelivered().take_into(out);
+    }
 
     /// Counters and pool view (SPEC F60).
-    fn snapshot(&self) -> ClassSnapshot;
+    fn snapshot(&self) -> ClassSnapshot {
+        let (pool, queued, tenants, oldest) = self.samples();
+        self.stats().snapshot(pool, queued, tenants, oldest)
+    }
 
     /// `snapshot` into `out`, reusing its histogram's storage.
-    fn snapshot_into(&self, out: &mut ClassSnapshot);
+    fn snapshot_into(&self, out: &mut ClassSnapshot) {
+        let (pool, queued, tenants, oldest) = self.samples();
+        self.stats()
+            .snapshot_into(pool, queued, tenants, oldest, out);
+    }
 
     /// The class's clock.
     fn clock(&self) -> &Arc<dyn Clock>;

@@ -27,7 +27,6 @@ use crate::policy::{EntryMeta, Judge, Policy, Verdict};
 use crate::pool::{ClassPool, Lease};
 use crate::raw::arena::Key;
 use crate::raw::idset::IdSet;
-use crate::stats::ClassSnapshot;
 use crate::stats::ClassStats;
 use crate::Reason;
 use crate::{CellId, ClassId, Code, Error, TenantId};
@@ -305,6 +304,7 @@ impl<T: Send + 'static, L: BaselineLock> BaselineClass<T, L> {
     }
 }
 
+#[allow(private_interfaces)]
 impl<T: Send + 'static, L: BaselineLock> ClassEngine<T> for BaselineClass<T, L> {
     fn new(s: ClassSetup) -> Result<Self, Error> {
         let (policy, slots) = s.policy()?;
@@ -726,22 +726,16 @@ impl<T: Send + 'static, L: BaselineLock> ClassEngine<T> for BaselineClass<T, L> 
         Ok(())
     }
 
-    fn keep_undelivered(&self, payload: T) {
-        self.undelivered.keep(payload);
+    fn undelivered(&self) -> &Undelivered<T> {
+        &self.undelivered
     }
 
-    fn take_undelivered(&self, out: &mut Vec<T>) {
-        self.undelivered.take_into(out);
+    fn stats(&self) -> &ClassStats {
+        &self.stats
     }
 
-    fn snapshot_into(&self, out: &mut ClassSnapshot) {
-        let (pool, queued, tenants, oldest) = self.samples();
-        self.stats.snapshot_into(pool, queued, tenants, oldest, out);
-    }
-
-    fn snapshot(&self) -> ClassSnapshot {
-        let (pool, queued, tenants, oldest) = self.samples();
-        self.stats.snapshot(pool, queued, tenants, oldest)
+    fn samples(&self) -> (crate::pool::PoolCounters, u32, u32, Option<u64>) {
+        self.sample()
     }
 
     fn clock(&self) -> &Arc<dyn Clock> {
@@ -752,7 +746,7 @@ impl<T: Send + 'static, L: BaselineLock> ClassEngine<T> for BaselineClass<T, L> 
 impl<T: Send + 'static, L: BaselineLock> BaselineClass<T, L> {
     /// Samples for a snapshot: the pool's split, the queue depth, the tenants in rotation and
     /// the oldest lease's age.
-    fn samples(&self) -> (crate::pool::PoolCounters, u32, u32, Option<u64>) {
+    fn sample(&self) -> (crate::pool::PoolCounters, u32, u32, Option<u64>) {
         let (queued, tenants, oldest) = self.with(|policy, inner| {
             let oldest = inner
                 .lease_since

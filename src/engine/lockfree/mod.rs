@@ -57,7 +57,7 @@ use crate::raw::arena::{Arena, Key};
 use crate::raw::idset::IdSet;
 use crate::raw::inbox::Inbox;
 use crate::raw::ring::Ring;
-use crate::stats::{saturating_add, ClassSnapshot, ClassStats};
+use crate::stats::{saturating_add, ClassStats};
 use crate::sync::{AtomicU32, AtomicU64, Ordering, UnsafeCell};
 use crate::{CellId, ClassId, Code, Error, Reason, TenantId};
 use core::task::{Context, Poll};
@@ -300,6 +300,7 @@ impl<T: Send + 'static> LockFreeClass<T> {
     }
 }
 
+#[allow(private_interfaces)]
 impl<T: Send + 'static> ClassEngine<T> for LockFreeClass<T> {
     fn new(s: ClassSetup) -> Result<Self, Error> {
         let (policy, slots) = s.policy()?;
@@ -663,22 +664,16 @@ impl<T: Send + 'static> ClassEngine<T> for LockFreeClass<T> {
         Ok(())
     }
 
-    fn keep_undelivered(&self, payload: T) {
-        self.undelivered.keep(payload);
+    fn undelivered(&self) -> &Undelivered<T> {
+        &self.undelivered
     }
 
-    fn take_undelivered(&self, out: &mut Vec<T>) {
-        self.undelivered.take_into(out);
+    fn stats(&self) -> &ClassStats {
+        &self.stats
     }
 
-    fn snapshot_into(&self, out: &mut ClassSnapshot) {
-        let (pool, queued, tenants, oldest) = self.samples();
-        self.stats.snapshot_into(pool, queued, tenants, oldest, out);
-    }
-
-    fn snapshot(&self) -> ClassSnapshot {
-        let (pool, queued, tenants, oldest) = self.samples();
-        self.stats.snapshot(pool, queued, tenants, oldest)
+    fn samples(&self) -> (crate::pool::PoolCounters, u32, u32, Option<u64>) {
+        self.sample()
     }
 
     fn clock(&self) -> &Arc<dyn Clock> {
@@ -715,7 +710,7 @@ impl<T: Send + 'static> LockFreeClass<T> {
 
     /// Samples for a snapshot: the pool's split, the queue depth, the tenants in rotation and
     /// the oldest lease's age.
-    fn samples(&self) -> (crate::pool::PoolCounters, u32, u32, Option<u64>) {
+    fn sample(&self) -> (crate::pool::PoolCounters, u32, u32, Option<u64>) {
         let pool = self.pool.counters();
         // Acquire: pairs with the RMWs of producers, granters and releasers.
         let cur = self.ctl.load(Ordering::Acquire);
