@@ -8,19 +8,26 @@
 //! cargo run --release -p fairway-perf --features pause-points --bin p14 [-- --reps N --window-ms M]
 //! ```
 //!
-//! Workload: one class of 4 cells; each thread is one tenant and loops admit →
-//! `enqueue_blocking` → about 200 ns of work → release. The *frozen* run has 8 threads; thread
+//! Workload: one class of 4 cells; each thread is one tenant and loops admit → enqueue (the
+//! future polled with `yield_now` between polls) → about 200 ns of work → release. The *frozen* run has 8 threads; thread
 //! 0 is armed at the engine's pause point (the baseline's critical section, the lock-free
 //! engine's dispatch token) and parks there the first time it reaches it, still holding what it
 //! holds. Once it is parked, the grants of the 7 other threads are counted over a window. The
 //! *reference* run is the same 7 threads without thread 0. Runs are interleaved (reference,
 //! frozen, per engine, per repetition); the row reports the median ratio and its range.
+//!
+//! A control row follows: the lock-free engine with thread 0 parked *outside* the engine while
+//! holding one granted cell — the most F24 lets a stopped thread delay — which shows what an
+//! engine meeting F24 could reach here, and that the measurement can see it.
 
+use std::future::Future;
+use std::pin::pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use fairway::internals::pause::Gate;
-use fairway::{Baseline, LockFree, Mechanism, ParkingLotMutex, StdMutex};
+use fairway::{Assignment, Baseline, LockFree, Mechanism, ParkingLotMutex, StdMutex};
 use fairway_bench_support::sched::Fixture;
 use fairway_bench_support::Named;
 
@@ -34,6 +41,25 @@ const REACH: Duration = Duration::from_secs(5);
 const SETTLE: Duration = Duration::from_millis(20);
 /// The executor's stand-in work per grant.
 const WORK: Duration = Duration::from_nanos(200);
+
+/// Enqueues `req` and polls it, yielding between polls, until it resolves: the waiting thread
+/// stays runnable, so the row measures the engine's grants rather than the operating system's
+/// wake-up latency (which dominates `enqueue_blocking` on an oversubscribed machine).
+fn grant<M: Mechanism>(f: &Fixture<M>, req: fairway::AdmittedRequest) -> Option<Assignment> {
+    let mut fut = pin!(f.sched.enqueue(req));
+    let mut cx = Context::from_waker(Waker::noop());
+    loop {
+        match fut.as_mut().poll(&mut cx) {
+            Poll::Ready(r) => return r.ok(),
+            Poll::Pending => std::thread::yield_now(),
+        }
+    }
+}
+
+/// The control row's "point": thread 0 takes one grant and parks outside the engine, holding
+/// its cell (what F24 allows a stopped thread to delay), so the row shows what an engine that
+/// meets F24 can reach on this workload.
+const OUTSIDE: &str = "outside, one cell held";
 
 /// A counter on a cache line of its own.
 #[repr(align(128))]
@@ -50,21 +76,34 @@ fn run<M: Mechanism>(frozen: Option<&'static str>, window: Duration) -> Run {
     let counting = AtomicBool::new(false);
     let stop = AtomicBool::new(false);
     let grants: Vec<Padded> = (0..=OTHERS).map(|_| Padded(AtomicU64::new(0))).collect();
-    let gate = frozen.map(Gate::new);
+    let gate = frozen.filter(|&p| p != OUTSIDE).map(Gate::new);
+    let outside = AtomicBool::new(false);
     let first = if frozen.is_some() { 0 } else { 1 };
     std::thread::scope(|s| {
         for k in first..=OTHERS {
             let (f, counting, stop, grants, gate) = (&f, &counting, &stop, &grants, &gate);
+            let outside = &outside;
             s.spawn(move || {
                 if k == 0 {
-                    gate.as_ref().expect("thread 0 runs frozen only").arm();
+                    match gate {
+                        Some(g) => g.arm(),
+                        None => {
+                            let a = grant(f, f.request(0, 0)).expect("grant");
+                            outside.store(true, Ordering::Release);
+                            while !stop.load(Ordering::Relaxed) {
+                                std::thread::sleep(Duration::from_millis(1));
+                            }
+                            a.release();
+                            return;
+                        }
+                    }
                 }
                 let mut i = k as u64;
                 while !stop.load(Ordering::Relaxed) {
                     // Tenant `k` (the fixture's request `i` is tenant `i % 16`).
                     let req = f.request(i, 0);
                     i += 16;
-                    if let Ok(a) = f.sched.enqueue_blocking(req) {
+                    if let Some(a) = grant(f, req) {
                         let t = Instant::now();
                         while t.elapsed() < WORK {
                             std::hint::spin_loop();
@@ -77,9 +116,16 @@ fn run<M: Mechanism>(frozen: Option<&'static str>, window: Duration) -> Run {
                 }
             });
         }
-        let reached = match &gate {
-            Some(g) => g.wait_parked(REACH),
-            None => true,
+        let reached = match (&gate, frozen) {
+            (Some(g), _) => g.wait_parked(REACH),
+            (None, Some(_)) => {
+                let t = Instant::now();
+                while !outside.load(Ordering::Acquire) && t.elapsed() < REACH {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                outside.load(Ordering::Acquire)
+            }
+            (None, None) => true,
         };
         let out = if reached {
             std::thread::sleep(SETTLE);
@@ -155,7 +201,7 @@ impl Row {
         let mut refs = self.reference.clone();
         refs.sort_by(f64::total_cmp);
         println!(
-            "P14 {:<12} frozen at {:<20} other tenants' grants = {:>6.1} % of the 7-thread run \
+            "P14 {:<12} frozen at {:<23} other tenants' grants = {:>6.1} % of the 7-thread run \
              (median of {}, range {:.1}-{:.1} %; 7-thread run {:.0} grants/s){}  target >= 50 %: {}",
             self.name,
             self.point,
@@ -198,7 +244,9 @@ fn main() {
     let mut lockfree = Row::new::<LockFree>("lockfree.token_held");
     let mut std_mutex = Row::new::<Baseline<StdMutex>>("baseline.locked");
     let mut parking = Row::new::<Baseline<ParkingLotMutex>>("baseline.locked");
+    let mut control = Row::new::<LockFree>(OUTSIDE);
     for _ in 0..reps {
+        control.measure::<LockFree>(window);
         lockfree.measure::<LockFree>(window);
         std_mutex.measure::<Baseline<StdMutex>>(window);
         parking.measure::<Baseline<ParkingLotMutex>>(window);
@@ -210,4 +258,6 @@ fn main() {
     for row in [&lockfree, &std_mutex, &parking] {
         row.print();
     }
+    println!("control (not a P14 row): thread 0 parked outside the engine, holding one cell");
+    control.print();
 }
