@@ -149,3 +149,43 @@ fn loom_scq_two_pushes_and_a_pop() {
     });
     outcomes.assert_exactly(&["empty", "popped"]);
 }
+
+/// Capacity 1 across cycles: two threads each take the one index and give it back, twice, so
+/// the ring's two entries go through several cycles with pops passing positions and pushes
+/// retrying. The index is never lost or duplicated: at the end it is in the ring exactly once,
+/// and a thread's pop finds it unless the other thread holds it.
+#[test]
+fn loom_scq_capacity_one_circulation_across_cycles() {
+    let outcomes = std::sync::Arc::new(Outcomes::new());
+    let tally = outcomes.clone();
+    model(move || {
+        let ring = Arc::new(Scq::new(1));
+        ring.push(0);
+        let threads: Vec<_> = (0..2)
+            .map(|_| {
+                let ring = ring.clone();
+                thread::spawn(move || {
+                    let mut missed = 0;
+                    for _ in 0..2 {
+                        match ring.pop() {
+                            Some(i) => {
+                                assert_eq!(i, 0);
+                                ring.push(i);
+                            }
+                            None => missed += 1,
+                        }
+                    }
+                    missed
+                })
+            })
+            .collect();
+        let missed: usize = threads.into_iter().map(|t| t.join().unwrap()).sum();
+        assert_eq!(drain(&ring), [0], "lost or duplicated");
+        tally.hit(if missed == 0 {
+            "never-missed"
+        } else {
+            "missed-while-held"
+        });
+    });
+    outcomes.assert_exactly(&["missed-while-held", "never-missed"]);
+}
