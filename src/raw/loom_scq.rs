@@ -35,7 +35,7 @@ fn loom_scq_push_vs_pop() {
         tally.hit(match (got, left.as_slice()) {
             (Some(1), []) => "popped",
             (None, [1]) => "empty-then-left",
-            other => panic!("lost or duplicated: {other:?}"),
+            other => panic!("lost or duplicated: {other:?}; {:?}", &*ring),
         });
     });
     outcomes.assert_exactly(&["empty-then-left", "popped"]);

@@ -66,8 +66,15 @@
 //! one word to decide about another (a push reads `head` to decide whether an unsafe entry may be
 //! used; a pop reads `tail` after writing an entry), so weaker orderings would need their own
 //! proof. On x86-64 a `SeqCst` read-modify-write or load costs the same as an `AcqRel` one; the
-//! only `SeqCst` store is the threshold reset, which a push skips when the threshold already has
-//! that value.
+//! threshold reset (a swap, the same `xchg` as a `SeqCst` store) is skipped when the threshold
+//! already has that value.
+//!
+//! Under loom, which models a `SeqCst` load as an `Acquire` load (it may return a value older
+//! than the last write in the total order), the loads of `head`, `tail` and `threshold` are
+//! read-modify-writes that add 0 ([`sc_load`]): they read the latest value, as a `SeqCst` load
+//! among accesses that are all `SeqCst` does at its place in the total order. Without that, loom
+//! reports executions that sequential consistency rules out (for example a push reading a stale
+//! full threshold and skipping its reset while pops have driven the threshold negative).
 //!
 //! # Limits
 //!
@@ -99,6 +106,20 @@ const BOTTOM: u64 = INDEX.max();
 
 /// The ordering of every access; see the module docs, "Memory ordering".
 const SC: Ordering = Ordering::SeqCst;
+
+/// A `SeqCst` load of `word`; under loom, a read-modify-write adding 0, so that loom sees the
+/// latest value as a `SeqCst` load would (module docs, "Memory ordering").
+#[inline]
+fn sc_load(word: &AtomicU64) -> u64 {
+    #[cfg(loom)]
+    {
+        word.fetch_add(0, SC)
+    }
+    #[cfg(not(loom))]
+    {
+        word.load(SC)
+    }
+}
 
 /// `a` is an older cycle than `b` (modulo `2^38`; see the module docs' limits).
 #[inline]
@@ -172,6 +193,10 @@ impl core::fmt::Debug for Scq {
             .field("capacity", &self.capacity)
             .field("head", &self.head.load(Ordering::Relaxed))
             .field("tail", &self.tail.load(Ordering::Relaxed))
+            .field(
+                "threshold",
+                &(self.threshold.load(Ordering::Relaxed) as i64),
+            )
             .finish_non_exhaustive()
     }
 }
@@ -301,7 +326,7 @@ impl Scq {
             let e = Entry::unpack(word);
             // SeqCst: the `head` read pairs with pops' fetch-add on `head`: if no pop has taken
             // position `t` yet, the one that will sees this entry written.
-            if !(older(e.cycle, cycle) && e.index == BOTTOM && (e.safe || self.head.load(SC) <= t))
+            if !(older(e.cycle, cycle) && e.index == BOTTOM && (e.safe || sc_load(&self.head) <= t))
             {
                 return false;
             }
@@ -319,9 +344,12 @@ impl Scq {
         }
         let full = self.full_threshold();
         // SeqCst: pairs with the threshold load at the start of `pop`: a pop that starts after
-        // this push returned sees a non-negative threshold.
-        if self.threshold.load(SC) != full {
-            self.threshold.store(full, SC);
+        // this push returned sees a non-negative threshold. A swap rather than a store: on
+        // x86-64 a `SeqCst` store is the same `xchg`, and it keeps every write of the threshold
+        // a read-modify-write (loom's model of a plain store racing read-modify-writes can order
+        // the store before a read-modify-write that did not read it).
+        if sc_load(&self.threshold) != full {
+            self.threshold.swap(full, SC);
         }
         true
     }
@@ -329,7 +357,7 @@ impl Scq {
     /// Removes and returns the oldest index, or `None` if the ring is empty.
     pub fn pop(&self) -> Option<u32> {
         // SeqCst: pairs with the threshold reset of pushes.
-        if (self.threshold.load(SC) as i64) < 0 {
+        if (sc_load(&self.threshold) as i64) < 0 {
             return None;
         }
         loop {
@@ -340,7 +368,7 @@ impl Scq {
                 return Some(index);
             }
             // SeqCst: pairs with pushes' fetch-add on `tail`.
-            let t = self.tail.load(SC);
+            let t = sc_load(&self.tail);
             if t <= h + 1 {
                 self.catch_up(t, h + 1);
                 // SeqCst: as every threshold access.
@@ -394,8 +422,8 @@ impl Scq {
     fn catch_up(&self, mut tail: u64, mut head: u64) {
         // SeqCst: as every access to the positions.
         while self.tail.compare_exchange_weak(tail, head, SC, SC).is_err() {
-            head = self.head.load(SC);
-            tail = self.tail.load(SC);
+            head = sc_load(&self.head);
+            tail = sc_load(&self.tail);
             if tail >= head {
                 break;
             }
