@@ -18,6 +18,8 @@
 //! | `scq.pop.claimed`     | [`Scq::pop`](super::scq::Scq::pop): after taking a head position, before reading the entry |
 //! | `baseline.locked`     | the mutex baseline: inside every critical section, lock held      |
 //! | `lockfree.token_held` | the lock-free engine: inside every pass, dispatch token held      |
+//! | `ring.credit_taken`   | the tenant-ring turn protocol: a credit and a ready unit taken, before the ring pop |
+//! | `ring.turn_owned`     | the tenant-ring turn protocol: a tenant's turn claimed, before it is run |
 //!
 //! # Examples
 //!

@@ -37,7 +37,9 @@
 //!
 //! # Progress (SPEC F24)
 //!
-//! A thread stopped while it owns a turn holds that tenant (out of the ring) and one credit;
+//! (Pause points: `ring.credit_taken` after a `ctl` RMW took a credit and a ready unit, before the
+//! ring pop; `ring.turn_owned` after the claim, with the turn owned.) A thread stopped while it
+//! owns a turn holds that tenant (out of the ring) and one credit;
 //! every other tenant stays in the ring and every other credit in `ctl`. A thread stopped
 //! between taking `FREE`/`READY` and popping holds one credit and one ready unit; the id it would
 //! have popped is popped by the next taker. A thread stopped inside a ring operation blocks
@@ -55,6 +57,7 @@
 use crossbeam_utils::CachePadded;
 
 use crate::raw::pack::Field;
+use crate::raw::pause;
 use crate::raw::scq::Scq;
 use crate::sync::{AtomicU32, AtomicU64, Ordering};
 
@@ -121,7 +124,11 @@ impl Turns {
                 let (f, r) = if took { (f - 1, r - 1) } else { (f, r) };
                 Some(READY.set(FREE.set(0, f), r))
             });
-        took.then(|| self.claim())
+        if !took {
+            return None;
+        }
+        pause::point("ring.credit_taken");
+        Some(self.claim())
     }
 
     /// After taking a ready unit: pops a tenant id and takes its turn.
@@ -135,6 +142,7 @@ impl Turns {
         // before the owner's later transitions.
         let prev = self.state[tenant as usize].swap(OWNED, Ordering::AcqRel);
         debug_assert_eq!(prev, IN_RING, "only ring members are popped");
+        pause::point("ring.turn_owned");
         Turn { tenant }
     }
 

@@ -193,3 +193,80 @@ fn multi_thread_turns_one_cell_one_tenant() {
 fn multi_thread_turns_many_tenants() {
     stress(8, if cfg!(miri) { 50 } else { 10_000 }, 4, PER);
 }
+
+/// SPEC F24 at the turn protocol: a thread paused while it owns a tenant's turn (and one credit)
+/// delays that tenant only; the other tenants' requests keep being granted on the other cells.
+#[cfg(feature = "pause-points")]
+#[test]
+fn f24_turns_owner_paused_delays_only_its_tenant() {
+    use crate::raw::pause::Gate;
+    use std::time::Duration;
+    let turns = Arc::new(Turns::new(2, 3));
+    let q = Arc::new(Queues::new(3));
+    let gate = Gate::new("ring.turn_owned");
+    q.add(0);
+    let paused = {
+        let (turns, q, gate) = (turns.clone(), q.clone(), gate.clone());
+        std::thread::spawn(move || {
+            gate.arm();
+            let turn = turns.announce(0).expect("a free cell");
+            run(&turns, &q, turn)
+        })
+    };
+    assert!(gate.wait_parked(Duration::from_secs(10)));
+    assert_eq!(turns.state(0), OWNED);
+    // Tenants 1 and 2 are granted, one after the other, on the remaining cell.
+    for t in [1, 2, 1, 2] {
+        q.add(t);
+        let turn = turns.announce(t).expect("the other cell is free");
+        assert_eq!(turn.tenant(), t);
+        assert_eq!(run(&turns, &q, turn), 1);
+        assert_eq!(turns.give_credit(), None);
+    }
+    // Tenant 0's second request waits for its owner, which is paused: no one else may take it.
+    q.add(0);
+    assert_eq!(turns.announce(0), None);
+    assert_eq!(turns.state(0), OWNED_DIRTY);
+    gate.release();
+    // The owner grants the first request, sees the mark, requeues the tenant; the free cell
+    // meets it and the owner grants the second too.
+    assert_eq!(paused.join().unwrap(), 2);
+    assert!(!q.has(0));
+    assert_eq!(turns.counters(), (0, 0));
+}
+
+/// SPEC F24 at the turn protocol: a thread paused after taking a credit and a ready unit, before
+/// popping the ring, holds one credit; the tenant it would have popped is popped by the next
+/// taker, and the other cells keep serving.
+#[cfg(feature = "pause-points")]
+#[test]
+fn f24_turns_taker_paused_before_the_pop_holds_one_credit_only() {
+    use crate::raw::pause::Gate;
+    use std::time::Duration;
+    let turns = Arc::new(Turns::new(0, 2));
+    let q = Arc::new(Queues::new(2));
+    for t in [0, 1] {
+        q.add(t);
+        assert_eq!(turns.announce(t), None);
+    }
+    let gate = Gate::new("ring.credit_taken");
+    let paused = {
+        let (turns, q, gate) = (turns.clone(), q.clone(), gate.clone());
+        std::thread::spawn(move || {
+            gate.arm();
+            let turn = turns.give_credit().expect("a ready tenant");
+            let tenant = turn.tenant();
+            (tenant, run(&turns, &q, turn))
+        })
+    };
+    assert!(gate.wait_parked(Duration::from_secs(10)));
+    assert_eq!(turns.counters(), (0, 1));
+    // A second credit meets the other ready unit and pops tenant 0, the ring's head, which the
+    // paused thread would have taken.
+    let turn = turns.give_credit().expect("a ready tenant");
+    assert_eq!(turn.tenant(), 0);
+    assert_eq!(run(&turns, &q, turn), 1);
+    gate.release();
+    assert_eq!(paused.join().unwrap(), (1, 1));
+    assert_eq!(turns.counters(), (0, 0));
+}
