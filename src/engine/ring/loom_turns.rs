@@ -1,5 +1,6 @@
 //! loom models of the turn protocol: turn pop vs producer push (no lost turn), credit vs turn
-//! (no stranded request while a cell is free), and the owner's closing re-check vs a producer.
+//! (no stranded request while a cell is free), the owner's closing re-check vs a producer, and
+//! cancel vs turn holder.
 //!
 //! Per-tenant queues are modelled by a count of queued requests per tenant. After the racing
 //! threads join, every model checks the protocol's invariant (never `FREE > 0` with
@@ -192,4 +193,41 @@ fn loom_turns_owner_closing_vs_producer() {
         }
     });
     outcomes.assert_exactly(&["both-granted-idle", "both-granted-stale-turn"]);
+}
+
+/// Cancel vs turn holder: tenant 0's only request waits in the ring; one thread releases a cell
+/// (its turn tries to grant the request) while another cancels the request (takes it out of the
+/// tenant's queue). Exactly one of them gets it; if the cancel won, the turn grants nothing and
+/// its credit goes back to `ctl` free, with no tenant left ready.
+#[test]
+fn loom_turns_cancel_vs_turn_holder() {
+    let outcomes = std::sync::Arc::new(Outcomes::new());
+    let tally = outcomes.clone();
+    model(move || {
+        let w = World::new(0, 1);
+        w.produce(0);
+        let releaser = {
+            let w = w.clone();
+            thread::spawn(move || w.release())
+        };
+        let canceller = {
+            let w = w.clone();
+            thread::spawn(move || {
+                // AcqRel: takes the request out, as the entry CAS of a cancel does.
+                w.queued[0]
+                    .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1))
+                    .is_ok()
+            })
+        };
+        releaser.join().unwrap();
+        let cancelled = canceller.join().unwrap();
+        let granted = w.granted.load(Ordering::Relaxed);
+        assert_eq!(granted + usize::from(cancelled), 1, "taken twice or lost");
+        match (cancelled, w.check()) {
+            (false, (0, 0)) => tally.hit("granted"),
+            (true, (1, 0)) => tally.hit("cancelled-credit-back"),
+            other => panic!("unexpected: {other:?}"),
+        }
+    });
+    outcomes.assert_exactly(&["cancelled-credit-back", "granted"]);
 }
