@@ -201,6 +201,13 @@ fn f24_scq_stalled_pop_position_blocks_no_other_index() {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(if cfg!(miri) { 4 } else { 256 }))]
 
+    /// An entry packs and unpacks to itself, the bottom index included.
+    #[test]
+    fn entry_round_trips(cycle in 0..=CYCLE.max(), safe: bool, index in 0..=BOTTOM) {
+        let e = Entry { cycle, safe, index };
+        prop_assert_eq!(Entry::unpack(e.pack()), e);
+    }
+
     /// Single-threaded, the ring is a bounded FIFO (pushes beyond capacity are not made: that
     /// is the caller's contract).
     #[test]

@@ -17,6 +17,15 @@ struct World {
     granted: AtomicUsize,
 }
 
+/// Runs `f` on a new loom thread with a handle on the world.
+fn on_thread<R: Send + 'static>(
+    w: &Arc<World>,
+    f: impl FnOnce(&World) -> R + Send + 'static,
+) -> thread::JoinHandle<R> {
+    let w = w.clone();
+    thread::spawn(move || f(&w))
+}
+
 impl World {
     fn new(cells: u32, tenants: u32) -> Arc<World> {
         Arc::new(World {
@@ -95,10 +104,7 @@ fn loom_turns_two_producers_one_cell() {
     model(move || {
         let w = World::new(1, 2);
         let ps: Vec<_> = (0..2u32)
-            .map(|t| {
-                let w = w.clone();
-                thread::spawn(move || w.produce(t))
-            })
+            .map(|t| on_thread(&w, move |w| w.produce(t)))
             .collect();
         for p in ps {
             p.join().unwrap();
@@ -131,14 +137,8 @@ fn loom_turns_release_vs_producer_of_the_owned_tenant() {
         w.produce(0);
         assert_eq!(w.granted.load(Ordering::Relaxed), 1);
         w.produce(0);
-        let releaser = {
-            let w = w.clone();
-            thread::spawn(move || w.release())
-        };
-        let producer = {
-            let w = w.clone();
-            thread::spawn(move || w.produce(0))
-        };
+        let releaser = on_thread(&w, |w| w.release());
+        let producer = on_thread(&w, |w| w.produce(0));
         releaser.join().unwrap();
         producer.join().unwrap();
         // The release granted the second request; the third waits for the next cell.
@@ -166,17 +166,11 @@ fn loom_turns_owner_closing_vs_producer() {
         let w = World::new(0, 1);
         w.produce(0);
         assert_eq!(w.check(), (0, 1));
-        let releaser = {
-            let w = w.clone();
-            thread::spawn(move || {
-                w.release();
-                w.release();
-            })
-        };
-        let producer = {
-            let w = w.clone();
-            thread::spawn(move || w.produce(0))
-        };
+        let releaser = on_thread(&w, |w| {
+            w.release();
+            w.release();
+        });
+        let producer = on_thread(&w, |w| w.produce(0));
         releaser.join().unwrap();
         producer.join().unwrap();
         assert_eq!(w.granted.load(Ordering::Relaxed), 2);
@@ -206,19 +200,13 @@ fn loom_turns_cancel_vs_turn_holder() {
     model(move || {
         let w = World::new(0, 1);
         w.produce(0);
-        let releaser = {
-            let w = w.clone();
-            thread::spawn(move || w.release())
-        };
-        let canceller = {
-            let w = w.clone();
-            thread::spawn(move || {
-                // AcqRel: takes the request out, as the entry CAS of a cancel does.
-                w.queued[0]
-                    .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1))
-                    .is_ok()
-            })
-        };
+        let releaser = on_thread(&w, |w| w.release());
+        let canceller = on_thread(&w, |w| {
+            // AcqRel: takes the request out, as the entry CAS of a cancel does.
+            w.queued[0]
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1))
+                .is_ok()
+        });
         releaser.join().unwrap();
         let cancelled = canceller.join().unwrap();
         let granted = w.granted.load(Ordering::Relaxed);
