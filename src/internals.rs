@@ -2,6 +2,13 @@
 //! tests; no semver guarantees.
 
 pub use crate::raw::ring::Ring;
+pub use crate::raw::scq::Scq;
+
+/// Test-only pause points (SPEC F24); present with the `pause-points` feature.
+#[cfg(all(feature = "pause-points", not(loom)))]
+pub mod pause {
+    pub use crate::raw::pause::Gate;
+}
 
 /// A thin handle on the crate's slot arena (with unit values), for benches and allocation tests.
 #[derive(Debug)]

@@ -13,6 +13,10 @@
 
 pub mod baseline;
 pub mod lockfree;
+/// The tenant-ring engine's turn protocol (docs/ring-engine.md); compiled for its tests until
+/// the engine is built.
+#[cfg(test)]
+pub(crate) mod ring;
 
 use crate::admission::{ExecutionPermit, Ledger, Permit};
 use crate::cancel::CancellationToken;

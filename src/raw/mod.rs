@@ -4,4 +4,6 @@ pub(crate) mod arena;
 pub(crate) mod idset;
 pub(crate) mod inbox;
 pub(crate) mod pack;
+pub(crate) mod pause;
 pub(crate) mod ring;
+pub(crate) mod scq;

@@ -197,7 +197,10 @@ impl<T: Send> Inner<T> {
 
 impl<T: Send + 'static, L: BaselineLock> BaselineClass<T, L> {
     fn with<R>(&self, f: impl FnOnce(&mut Policy, &mut Inner<T>) -> R) -> R {
-        L::with(&self.inner, |l| f(&mut l.policy, &mut l.inner))
+        L::with(&self.inner, |l| {
+            crate::raw::pause::point("baseline.locked");
+            f(&mut l.policy, &mut l.inner)
+        })
     }
 
     fn acquire(&self, inner: &mut Inner<T>, ticket: &Ticket, now: u64) -> Result<Lease, Error> {

@@ -143,6 +143,7 @@ impl<T: Send + 'static> LockFreeClass<T> {
         let lazy = self.policy.with_mut(|p| {
             // SAFETY: we hold the dispatch token, which makes us the only user of the policy.
             let policy = unsafe { &mut *p };
+            crate::raw::pause::point("lockfree.token_held");
             f(policy, &mut after);
             // Relaxed: an observation for snapshots.
             self.queued_tenants
