@@ -100,6 +100,8 @@
 mod cap;
 mod lockfree;
 #[cfg(all(test, loom))]
+mod loom_batch;
+#[cfg(all(test, loom))]
 mod loom_link;
 mod mutex;
 pub(crate) mod rules;
@@ -131,6 +133,15 @@ pub trait GraphEngine: sealed::Sealed + Send + Sync + Sized + 'static {
         spec: &JobSpec<'_>,
         work: &mut Self::Work,
     ) -> Result<Admission<NodeRef>, Error>;
+    #[doc(hidden)]
+    fn submit_batch(
+        &self,
+        jobs: &[JobSpec<'_>],
+        out: &mut Vec<NodeRef>,
+        work: &mut Self::Work,
+    ) -> Result<Admission<()>, Error>;
+    #[doc(hidden)]
+    fn seal_batch(&self, nodes: &[NodeRef], work: &mut Self::Work);
     #[doc(hidden)]
     fn pop_ready(&self, work: &mut Self::Work) -> Option<Ready>;
     #[doc(hidden)]
@@ -272,6 +283,8 @@ impl GraphBuilder {
                 ended: (Mutex::new(()), Condvar::new()),
                 room_wakers: Mutex::new(Vec::new()),
                 room_sleepers: std::sync::atomic::AtomicU32::new(0),
+                capped: std::sync::atomic::AtomicBool::new(false),
+                caps: (0..bounds.nodes).map(|_| Mutex::new(None)).collect(),
             }),
         })
     }
@@ -295,7 +308,15 @@ struct Inner<E> {
     /// Submitters waiting for capacity ([`Graph::submit_waiting`]) and their count.
     room_wakers: Mutex<Vec<std::task::Waker>>,
     room_sleepers: std::sync::atomic::AtomicU32,
+    /// Whether any batch was submitted with a cap: until then no executor looks at `caps`.
+    capped: std::sync::atomic::AtomicBool,
+    /// Per node slot: the cap of the capped batch whose job holds it (stale entries are told
+    /// apart by the node's generation and overwritten by the next capped batch).
+    caps: Box<[CapSlot]>,
 }
+
+/// The cap of the job on one node slot, with the job's node (generation included).
+type CapSlot = Mutex<Option<(NodeRef, ConcurrencyCap)>>;
 
 /// A dependency graph on the fair scheduler. Cheap to clone (one `Arc`).
 pub struct Graph<E: GraphEngine = LockFreeGraph> {
@@ -442,6 +463,109 @@ impl<E: GraphEngine> Graph<E> {
         jobs.iter().map(|j| self.submit(j)).collect()
     }
 
+    /// Admits every job of `jobs` or none (SPEC D04): capacity for the whole batch is taken
+    /// first, and no other operation sees part of the batch — it becomes visible at once, and
+    /// only then do its jobs' counts drop, so the first of them becomes ready only after every
+    /// one is in the graph. Jobs of the batch may depend on each other in any order. If `cap`
+    /// is given, every job of the batch runs its body under it (SPEC D41, see
+    /// [`RunningJob::run`]).
+    ///
+    /// Handles come back in input order; pass them to [`wait_batch`](Self::wait_batch).
+    /// Unlike [`submit`](Self::submit) this takes the graph's topology lock (see the module
+    /// docs) and allocates.
+    ///
+    /// # Errors
+    ///
+    /// As [`submit`](Self::submit) for any job of the batch, and `already-exists /
+    /// duplicate-key` for two jobs of the batch with one key; a cycle may run through several
+    /// jobs of the batch. A full store gives [`Admission::Backpressured`]. On any of these no
+    /// job of the batch was admitted and nothing was mutated.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use fairway::admission::{ClassSpec, Ledger, LedgerConfig};
+    /// use fairway::graph::{Admission, ConcurrencyCap, Dependency, Gate, Graph, JobKey, JobOutcome, JobSpec};
+    /// use fairway::{ClassId, TenantId};
+    ///
+    /// let ledger = Ledger::new(LedgerConfig::new(vec![ClassSpec::new("cpu")], 1))?;
+    /// let graph = Graph::builder(ledger).class(2).build()?;
+    /// let job = |key, deps| JobSpec {
+    ///     key: JobKey::new(key),
+    ///     tenant: TenantId(0),
+    ///     class: ClassId(0),
+    ///     priority: 0,
+    ///     deps,
+    /// };
+    /// let after_1 = [Dependency { key: JobKey::new(1), gate: Gate::OnSuccess }];
+    /// let cap = ConcurrencyCap::new(1)?;
+    /// let batch = [job(2, &after_1), job(1, &[])];
+    /// let Admission::Admitted(handles) = graph.submit_batch_atomic(&batch, Some(&cap))? else {
+    ///     unreachable!("room for both")
+    /// };
+    /// while let Some(running) = graph.try_next(ClassId(0)) {
+    ///     running.run(|| { /* the body, one of the batch at a time */ });
+    ///     graph.complete(running, JobOutcome::Succeeded)?;
+    /// }
+    /// assert_eq!(graph.wait_batch(&handles)?, [JobOutcome::Succeeded; 2]);
+    /// # Ok::<(), fairway::Error>(())
+    /// ```
+    pub fn submit_batch_atomic(
+        &self,
+        jobs: &[JobSpec<'_>],
+        cap: Option<&ConcurrencyCap>,
+    ) -> Result<Admission<Vec<JobHandle>>, Error> {
+        let max = self.inner.engine.max_deps();
+        let mut keys = std::collections::HashSet::with_capacity(jobs.len());
+        for j in jobs {
+            rules::validate(j, max)?;
+            if !keys.insert(j.key) {
+                return Err(rules::DUPLICATE_KEY);
+            }
+        }
+        let mut nodes = Vec::with_capacity(jobs.len());
+        let mut work = E::Work::default();
+        if let Admission::Backpressured = self
+            .inner
+            .engine
+            .submit_batch(jobs, &mut nodes, &mut work)?
+        {
+            return Ok(Admission::Backpressured);
+        }
+        if let Some(cap) = cap {
+            // Before the seal: no job of the batch can reach an executor yet.
+            self.inner
+                .capped
+                .store(true, std::sync::atomic::Ordering::Release);
+            for &n in &nodes {
+                *self.inner.caps[n.idx as usize]
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner()) = Some((n, cap.clone()));
+            }
+        }
+        self.inner.engine.seal_batch(&nodes, &mut work);
+        self.hand_off(&mut work);
+        self.wake_waiters();
+        Ok(Admission::Admitted(
+            nodes.into_iter().map(|n| self.handle(n)).collect(),
+        ))
+    }
+
+    /// The batch cap of the job on `node`, if it was submitted in a capped batch.
+    fn cap_of(&self, node: NodeRef) -> Option<ConcurrencyCap> {
+        // Acquire: pairs with the Release store in `submit_batch_atomic`.
+        if !self.inner.capped.load(std::sync::atomic::Ordering::Acquire) {
+            return None;
+        }
+        let slot = self.inner.caps[node.idx as usize]
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        match &*slot {
+            Some((n, cap)) if *n == node => Some(cap.clone()),
+            _ => None,
+        }
+    }
+
     /// Blocks until every job of `handles` has ended, then takes their outcomes (freeing their
     /// slots) and returns them in input order (SPEC D04): never a partial set.
     ///
@@ -538,6 +662,7 @@ impl<E: GraphEngine> Graph<E> {
                 handle: self.handle(job.payload.node),
                 key: job.payload.key,
                 assignment: job.assignment,
+                cap: self.cap_of(job.payload.node),
             })
         } else {
             job.assignment.release();

@@ -14,6 +14,7 @@
 //! The topology lock (see the module docs of `graph`) guards key waiter lists and the cycle
 //! check only.
 
+mod batch;
 mod engine;
 
 use super::rules::{self, CYCLE, DEPENDENCY_FAILED, DUPLICATE_KEY, STALE};
@@ -23,7 +24,11 @@ use super::{
 use crate::sync::{AtomicU32, AtomicU64, Ordering, UnsafeCell};
 use crate::{ClassId, Error, Priority, TenantId};
 use std::collections::HashSet;
-use std::sync::Mutex;
+// The topology lock is loom's under `cfg(loom)`, so models that contend for it explore it.
+#[cfg(loom)]
+use loom::sync::{Mutex, MutexGuard};
+#[cfg(not(loom))]
+use std::sync::{Mutex, MutexGuard};
 
 const NIL: u32 = u32::MAX;
 const SEALED_OK: u32 = u32::MAX - 1;
@@ -49,6 +54,10 @@ const K_LIVE: u64 = 2;
 const K_DONE_OK: u64 = 3;
 const K_DONE_FAIL_ADMITTED: u64 = 4;
 const K_DONE_FAIL_UNADMITTED: u64 = 5;
+/// Set over `K_NONE` or `K_WAITING` while an atomic batch that will publish this key holds
+/// the topology lock: every path that finds such a key takes the lock, so it sees the batch
+/// either committed (the key live) or refused (the bit cleared), never in between.
+const K_RESERVED: u64 = 1 << 8;
 
 #[inline]
 fn word(gen: u32, low: u32) -> u64 {
@@ -267,7 +276,7 @@ impl LockFreeGraph {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, ()> {
+    fn lock(&self) -> MutexGuard<'_, ()> {
         self.topology.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -472,6 +481,11 @@ impl LockFreeGraph {
     /// Links edge `e` (dependent `me`, `gate`) to the producer of key slot `k`, or counts it at
     /// once if the producer has ended, or parks it on the key if there is no producer yet.
     fn link(&self, e: u32, k: u32, gate: Gate, me: NodeRef, work: &mut Work) {
+        self.link_with(e, k, gate, me, work, false);
+    }
+
+    /// [`link`](Self::link), by a caller that already holds the topology lock if `locked`.
+    fn link_with(&self, e: u32, k: u32, gate: Gate, me: NodeRef, work: &mut Work, locked: bool) {
         let edge = &self.edges[e as usize];
         edge.target.store(me.packed(), Ordering::Relaxed);
         edge.gate.store(rules::gate_code(gate), Ordering::Relaxed);
@@ -534,7 +548,7 @@ impl LockFreeGraph {
                     return;
                 }
                 _ => {
-                    let _guard = self.lock();
+                    let _guard = (!locked).then(|| self.lock());
                     // Acquire: as the load above (a producer may have published meanwhile).
                     let st = key.state.load(Ordering::Acquire);
                     if st & 0xff >= K_LIVE {
@@ -577,37 +591,47 @@ impl LockFreeGraph {
             if !seen.insert(ident) {
                 continue;
             }
-            let Some(k) = self.find_key(ident, false) else {
-                continue;
-            };
-            // Acquire: pairs with the producer's publication (Release), after which its
-            // dependency keys are visible.
-            let st = self.keys[k as usize].state.load(Ordering::Acquire);
-            if st & 0xff != K_LIVE {
-                continue;
-            }
-            let idx = (st as u32) >> 8;
-            let gen = gen_of(st);
-            let n = &self.nodes[idx as usize];
-            // Acquire: as the key load; the count was written before the publication.
-            let count = n.dep_count.load(Ordering::Acquire) as usize;
-            let base = idx as usize * self.bounds.max_deps as usize;
-            let mut found = Vec::with_capacity(count);
-            for d in &self.dep_keys[base..base + count.min(self.bounds.max_deps as usize)] {
-                found.push(d.load(Ordering::Relaxed));
-            }
-            // Acquire: if the node is still the same generation, the keys read belong to it.
-            if gen_of(n.state.load(Ordering::Acquire)) == gen {
+            if let Some(found) = self.live_deps(ident) {
                 stack.extend(found);
             }
         }
         false
     }
 
+    /// The dependency keys of the live producer of key `ident`, if it has one.
+    fn live_deps(&self, ident: u64) -> Option<Vec<u64>> {
+        let k = self.find_key(ident, false)?;
+        // Acquire: pairs with the producer's publication (Release), after which its
+        // dependency keys are visible.
+        let st = self.keys[k as usize].state.load(Ordering::Acquire);
+        if st & 0xff != K_LIVE {
+            return None;
+        }
+        let idx = (st as u32) >> 8;
+        let gen = gen_of(st);
+        let n = &self.nodes[idx as usize];
+        // Acquire: as the key load; the count was written before the publication.
+        let count = n.dep_count.load(Ordering::Acquire) as usize;
+        let base = idx as usize * self.bounds.max_deps as usize;
+        let mut found = Vec::with_capacity(count);
+        for d in &self.dep_keys[base..base + count.min(self.bounds.max_deps as usize)] {
+            found.push(d.load(Ordering::Relaxed));
+        }
+        // Acquire: if the node is still the same generation, the keys read belong to it.
+        (gen_of(n.state.load(Ordering::Acquire)) == gen).then_some(found)
+    }
+
     /// Undoes a submission refused after some edges were linked: the node's generation moves
     /// on (so linked edges are inert), its waiter edges are unparked.
     fn retire_refused(&self, me: NodeRef, dep_slots: &[u32]) {
-        let _guard = self.lock();
+        let guard = self.lock();
+        self.unpark(me, dep_slots);
+        drop(guard);
+        self.free_slot(me);
+    }
+
+    /// Under the topology lock: takes the edges of `me` off the waiter lists of `dep_slots`.
+    fn unpark(&self, me: NodeRef, dep_slots: &[u32]) {
         for &k in dep_slots {
             let key = &self.keys[k as usize];
             let mut prev: Option<u32> = None;
@@ -627,8 +651,6 @@ impl LockFreeGraph {
                 e = next;
             }
         }
-        drop(_guard);
-        self.free_slot(me);
     }
 
     fn give_back_edges(&self, mut e: u32) {
