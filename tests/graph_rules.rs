@@ -13,6 +13,9 @@ use std::sync::Arc;
 #[path = "graph_rules/batch.rs"]
 mod batch;
 use batch::*;
+#[path = "graph_rules/shutdown.rs"]
+mod shutdown;
+use shutdown::*;
 
 /// Instantiates each generic rule test for the lock-free graph and the mutex graph.
 macro_rules! both_graphs {
@@ -30,6 +33,8 @@ both_graphs!(
     d02_submit_admits_or_backpressures_and_errors_are_separate,
     d02_unknown_and_foreign_handles_are_refused,
     d02_exhausted_node_generation_retires_the_slot_and_never_wraps,
+    d02_shutdown_gives_every_job_exactly_one_outcome,
+    d02_shutdown_wakes_waiters_and_waiting_submitters,
     d04_submit_batch_admits_one_by_one,
     d04_wait_batch_returns_every_outcome_in_input_order,
     d04_atomic_batch_admits_all_or_none,

@@ -103,6 +103,8 @@ mod lockfree;
 mod loom_batch;
 #[cfg(all(test, loom))]
 mod loom_link;
+#[cfg(all(test, loom))]
+mod loom_shutdown;
 mod mutex;
 pub(crate) mod rules;
 mod types;
@@ -166,6 +168,8 @@ pub trait GraphEngine: sealed::Sealed + Send + Sync + Sized + 'static {
     ) -> Result<Admission<()>, Error>;
     #[doc(hidden)]
     fn outcome(&self, node: NodeRef, take: bool) -> Result<Option<JobOutcome>, Error>;
+    #[doc(hidden)]
+    fn shutdown(&self, work: &mut Self::Work);
     #[doc(hidden)]
     fn occupancy(&self) -> Occupancy;
     #[doc(hidden)]
@@ -283,6 +287,7 @@ impl GraphBuilder {
                 ended: (Mutex::new(()), Condvar::new()),
                 room_wakers: Mutex::new(Vec::new()),
                 room_sleepers: std::sync::atomic::AtomicU32::new(0),
+                shut: std::sync::atomic::AtomicBool::new(false),
                 capped: std::sync::atomic::AtomicBool::new(false),
                 caps: (0..bounds.nodes).map(|_| Mutex::new(None)).collect(),
             }),
@@ -308,6 +313,8 @@ struct Inner<E> {
     /// Submitters waiting for capacity ([`Graph::submit_waiting`]) and their count.
     room_wakers: Mutex<Vec<std::task::Waker>>,
     room_sleepers: std::sync::atomic::AtomicU32,
+    /// Set by [`Graph::shutdown`].
+    shut: std::sync::atomic::AtomicBool,
     /// Whether any batch was submitted with a cap: until then no executor looks at `caps`.
     capped: std::sync::atomic::AtomicBool,
     /// Per node slot: the cap of the capped batch whose job holds it (stale entries are told
@@ -364,10 +371,12 @@ impl<E: GraphEngine> Graph<E> {
     /// # Errors
     ///
     /// `invalid-argument / cycle` for a self-dependency or a cycle (D15), `invalid-argument /
-    /// key-range` or `too-many-dependencies`, `already-exists / duplicate-key`. A full store is
-    /// not an error but [`Admission::Backpressured`]. On any of these nothing was mutated.
+    /// key-range` or `too-many-dependencies`, `already-exists / duplicate-key`, `unavailable /
+    /// shutdown` after [`shutdown`](Self::shutdown). A full store is not an error but
+    /// [`Admission::Backpressured`]. On any of these nothing was mutated.
     pub fn submit(&self, spec: &JobSpec<'_>) -> Result<Admission<JobHandle>, Error> {
         rules::validate(spec, self.inner.engine.max_deps())?;
+        self.check_open()?;
         let mut work = E::Work::default();
         let out = self.inner.engine.submit(spec, &mut work)?;
         self.hand_off(&mut work);
@@ -523,6 +532,7 @@ impl<E: GraphEngine> Graph<E> {
                 return Err(rules::DUPLICATE_KEY);
             }
         }
+        self.check_open()?;
         let mut nodes = Vec::with_capacity(jobs.len());
         let mut work = E::Work::default();
         if let Admission::Backpressured = self
@@ -634,6 +644,11 @@ impl<E: GraphEngine> Graph<E> {
             priority,
         }) = inner.engine.pop_ready(work)
         {
+            if self.is_shut() {
+                // Shut down: the job never takes a permit; it ends here.
+                inner.engine.fail_ready(node, rules::SHUTDOWN, false, work);
+                continue;
+            }
             let request = AdmissionRequest::new(RequestId(node.packed()), tenant)
                 .class(class)
                 .priority(priority);
@@ -654,6 +669,99 @@ impl<E: GraphEngine> Graph<E> {
                 inner.engine.fail_ready(node, e.error, true, work);
             }
         }
+        if self.is_shut() {
+            self.reap(work);
+        }
+    }
+
+    /// Whether [`shutdown`](Self::shutdown) was called. One atomic load.
+    #[inline]
+    pub fn is_shut(&self) -> bool {
+        // Acquire: pairs with the Release store in `shutdown`.
+        self.inner.shut.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    fn check_open(&self) -> Result<(), Error> {
+        if self.is_shut() {
+            Err(rules::SHUTDOWN)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// After shutdown: ends the jobs whose payloads the scheduler gave back (queued, or
+    /// granted and never taken) with `unavailable / shutdown`, and whatever that releases.
+    fn reap(&self, work: &mut E::Work) {
+        loop {
+            let back = self.inner.scheduler.take_undelivered();
+            if back.is_empty() {
+                return;
+            }
+            for task in back {
+                // They took their permit (the scheduler refunded it): admitted.
+                self.inner
+                    .engine
+                    .fail_ready(task.node, rules::SHUTDOWN, true, work);
+            }
+            // Their dependents: refused at once, as the graph is shut.
+            while let Some(r) = self.inner.engine.pop_ready(work) {
+                self.inner
+                    .engine
+                    .fail_ready(r.node, rules::SHUTDOWN, false, work);
+            }
+        }
+    }
+
+    /// Shuts the graph down: no job is admitted any more (`unavailable / shutdown`), the
+    /// scheduler is shut down, and every job that has not ended gets exactly one outcome —
+    /// queued jobs and jobs that become ready from now on end `unavailable / shutdown`, jobs
+    /// waiting for a key without producer (or for jobs that end so) end `dependency-failed`.
+    /// Running jobs run on: their [`complete`](Self::complete) still records their outcome
+    /// and ends their dependents the same way. Every permit goes back to the ledger and every
+    /// node and edge slot is freed as outcomes are collected. Idempotent.
+    ///
+    /// Executors' [`next`](Self::next) and [`next_blocking`](Self::next_blocking) return
+    /// `None` from now on. The scheduler's own methods (from [`scheduler`](Self::scheduler))
+    /// should not be used to pull graph jobs after this: what they took out would have no
+    /// outcome.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use fairway::admission::{ClassSpec, Ledger, LedgerConfig};
+    /// use fairway::graph::{Admission, Dependency, Gate, Graph, JobKey, JobSpec};
+    /// use fairway::{ClassId, Reason, TenantId};
+    ///
+    /// let ledger = Ledger::new(LedgerConfig::new(vec![ClassSpec::new("cpu")], 1))?;
+    /// let graph = Graph::builder(ledger.clone()).class(1).build()?;
+    /// let job = |key, deps| JobSpec {
+    ///     key: JobKey::new(key),
+    ///     tenant: TenantId(0),
+    ///     class: ClassId(0),
+    ///     priority: 0,
+    ///     deps,
+    /// };
+    /// let Admission::Admitted(queued) = graph.submit(&job(1, &[]))? else { unreachable!() };
+    /// let on_9 = [Dependency { key: JobKey::new(9), gate: Gate::Sequential }];
+    /// let Admission::Admitted(waiting) = graph.submit(&job(2, &on_9))? else { unreachable!() };
+    /// graph.shutdown();
+    /// let ended = graph.wait_batch(&[queued, waiting])?;
+    /// assert!(ended.iter().all(|o| !o.is_success()));
+    /// assert!(ledger.usage().is_zero());
+    /// assert_eq!(graph.occupancy().nodes_used, 0);
+    /// assert_eq!(graph.submit(&job(3, &[])).unwrap_err().reason(), Reason::Shutdown);
+    /// # Ok::<(), fairway::Error>(())
+    /// ```
+    pub fn shutdown(&self) {
+        // Release: pairs with the Acquire load in `is_shut`.
+        self.inner
+            .shut
+            .store(true, std::sync::atomic::Ordering::Release);
+        self.inner.scheduler.shutdown();
+        let mut work = E::Work::default();
+        self.inner.engine.shutdown(&mut work);
+        self.hand_off(&mut work);
+        self.wake_waiters();
     }
 
     fn accept(&self, job: crate::Job<Task>) -> Option<RunningJob> {
@@ -673,18 +781,32 @@ impl<E: GraphEngine> Graph<E> {
     /// The next ready job of `class`, if one can be granted now.
     pub fn try_next(&self, class: ClassId) -> Option<RunningJob> {
         loop {
-            let job = self.inner.scheduler.try_next(class).ok().flatten()?;
+            let Some(job) = self.inner.scheduler.try_next(class).ok().flatten() else {
+                return self.none_left();
+            };
             if let Some(r) = self.accept(job) {
                 return Some(r);
             }
         }
     }
 
+    /// An executor found nothing: after a shutdown, end what the scheduler gave back.
+    fn none_left(&self) -> Option<RunningJob> {
+        if self.is_shut() {
+            let mut work = E::Work::default();
+            self.reap(&mut work);
+            self.wake_waiters();
+        }
+        None
+    }
+
     /// Waits (asynchronously) for the next ready job of `class`; `None` once the scheduler is
     /// shut down.
     pub async fn next(&self, class: ClassId) -> Option<RunningJob> {
         loop {
-            let job = self.inner.scheduler.next(class).await.ok().flatten()?;
+            let Some(job) = self.inner.scheduler.next(class).await.ok().flatten() else {
+                return self.none_left();
+            };
             if let Some(r) = self.accept(job) {
                 return Some(r);
             }
@@ -694,7 +816,9 @@ impl<E: GraphEngine> Graph<E> {
     /// Blocks for the next ready job of `class`; `None` once the scheduler is shut down.
     pub fn next_blocking(&self, class: ClassId) -> Option<RunningJob> {
         loop {
-            let job = self.inner.scheduler.next_blocking(class).ok().flatten()?;
+            let Some(job) = self.inner.scheduler.next_blocking(class).ok().flatten() else {
+                return self.none_left();
+            };
             if let Some(r) = self.accept(job) {
                 return Some(r);
             }
@@ -731,6 +855,7 @@ impl<E: GraphEngine> Graph<E> {
     /// edge or key store is full; on any refusal nothing changed.
     pub fn discover(&self, job: &RunningJob, deps: &[Dependency]) -> Result<Admission<()>, Error> {
         let node = self.node_of(job.handle)?;
+        self.check_open()?;
         for d in deps {
             if d.key.key.0 > WorkKey::MAX {
                 return Err(Error::new(Code::InvalidArgument, Reason::KeyRange));

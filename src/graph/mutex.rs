@@ -2,7 +2,7 @@
 //! through the same rule functions as the lock-free engine. It is the comparison of the graph
 //! benches and the oracle of the differential test.
 
-use super::rules::{self, CYCLE, DEPENDENCY_FAILED, DUPLICATE_KEY, STALE};
+use super::rules::{self, CYCLE, DEPENDENCY_FAILED, DUPLICATE_KEY, SHUTDOWN, STALE};
 use super::{
     Admission, Bounds, Gate, GraphEngine, JobKey, JobOutcome, JobSpec, NodeRef, Occupancy, Ready,
 };
@@ -58,6 +58,8 @@ struct State {
     waiting: u32,
     ready: u32,
     running: u32,
+    /// Shut down: submissions and discoveries are refused.
+    shut: bool,
 }
 
 /// The mutex baseline graph engine.
@@ -347,6 +349,7 @@ impl GraphEngine for MutexGraph {
                 waiting: 0,
                 ready: 0,
                 running: 0,
+                shut: false,
             }),
             bounds,
         }
@@ -358,6 +361,9 @@ impl GraphEngine for MutexGraph {
 
     fn submit(&self, spec: &JobSpec<'_>, work: &mut Work) -> Result<Admission<NodeRef>, Error> {
         let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if s.shut {
+            return Err(SHUTDOWN);
+        }
         let own = rules::ident(spec.key);
         if matches!(s.keys.get(&own), Some(MKey::Live(_) | MKey::Done { .. })) {
             return Err(DUPLICATE_KEY);
@@ -380,6 +386,9 @@ impl GraphEngine for MutexGraph {
         work: &mut Work,
     ) -> Result<Admission<()>, Error> {
         let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if s.shut {
+            return Err(SHUTDOWN);
+        }
         for j in jobs {
             if matches!(
                 s.keys.get(&rules::ident(j.key)),
@@ -480,6 +489,9 @@ impl GraphEngine for MutexGraph {
         work: &mut Work,
     ) -> Result<Admission<()>, Error> {
         let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if s.shut {
+            return Err(SHUTDOWN);
+        }
         let n = match s.node(node) {
             Some(n) if n.st == St::Running => n,
             _ => return Err(STALE),
@@ -578,6 +590,24 @@ impl GraphEngine for MutexGraph {
             }
         }
         Ok(out)
+    }
+
+    fn shutdown(&self, work: &mut Work) {
+        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        s.shut = true;
+        let mut parked = Vec::new();
+        for k in s.keys.values_mut() {
+            if let MKey::Waiting(list) = k {
+                parked.append(list);
+                *k = MKey::None;
+            }
+        }
+        let mut failed = Vec::new();
+        for (target, _) in parked {
+            s.edges_used -= 1;
+            s.release(target, false, work, &mut failed);
+        }
+        s.end_failed(failed, work);
     }
 
     fn occupancy(&self) -> Occupancy {

@@ -14,6 +14,9 @@ pub(crate) const CYCLE: Error = Error::new(Code::InvalidArgument, Reason::Cycle)
 /// `already-exists / duplicate-key`.
 pub(crate) const DUPLICATE_KEY: Error = Error::new(Code::AlreadyExists, Reason::DuplicateKey);
 
+/// `unavailable / shutdown`: the graph was shut down (SPEC D02's error layer).
+pub(crate) const SHUTDOWN: Error = Error::new(Code::Unavailable, Reason::Shutdown);
+
 /// `not-found / stale-handle`: a handle whose job is gone, or never was in this graph.
 pub(crate) const STALE: Error = Error::new(Code::NotFound, Reason::StaleHandle);
 

@@ -95,7 +95,7 @@ pub(crate) fn d04_atomic_batch_admits_all_or_none<E: GraphEngine>() {
 /// won (the observer's both submits are duplicates) or the observer did (the batch is refused
 /// and the observer holds both keys); never one key each.
 pub(crate) fn d04_atomic_batch_is_never_seen_half_admitted<E: GraphEngine>() {
-    const ROUNDS: u64 = 1500;
+    const ROUNDS: u64 = if cfg!(miri) { 40 } else { 1500 };
     let g = builder(Limits::UNLIMITED)
         .nodes(4 * ROUNDS as u32)
         .edges(2 * ROUNDS as u32)

@@ -96,6 +96,10 @@ impl LockFreeGraph {
         work: &mut Work,
     ) -> Result<Admission<()>, Error> {
         let guard = self.lock();
+        // Relaxed: written under this lock.
+        if self.shut.load(Ordering::Relaxed) {
+            return Err(rules::SHUTDOWN);
+        }
         // Refusals first, before anything is claimed: a taken key, a cycle.
         for j in jobs {
             if let Some(k) = self.find_key(rules::ident(j.key), false) {

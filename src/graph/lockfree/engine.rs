@@ -379,6 +379,10 @@ impl GraphEngine for LockFreeGraph {
         Ok(out)
     }
 
+    fn shutdown(&self, work: &mut Work) {
+        self.shut_down(work);
+    }
+
     fn occupancy(&self) -> Occupancy {
         let g = &self.gauges;
         Occupancy {

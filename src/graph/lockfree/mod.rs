@@ -21,7 +21,7 @@ use super::rules::{self, CYCLE, DEPENDENCY_FAILED, DUPLICATE_KEY, STALE};
 use super::{
     Admission, Bounds, Gate, GraphEngine, JobKey, JobOutcome, JobSpec, NodeRef, Occupancy, Ready,
 };
-use crate::sync::{AtomicU32, AtomicU64, Ordering, UnsafeCell};
+use crate::sync::{AtomicBool, AtomicU32, AtomicU64, Ordering, UnsafeCell};
 use crate::{ClassId, Error, Priority, TenantId};
 use std::collections::HashSet;
 // The topology lock is loom's under `cfg(loom)`, so models that contend for it explore it.
@@ -179,6 +179,8 @@ pub struct LockFreeGraph {
     free_nodes: FreeList,
     free_edges: FreeList,
     topology: Mutex<()>,
+    /// Set (under the topology lock) by `shutdown`: no dependency parks on a key any more.
+    shut: AtomicBool,
     gauges: Gauges,
     bounds: Bounds,
 }
@@ -271,6 +273,7 @@ impl LockFreeGraph {
                 head: AtomicU64::new(word(0, 0)),
             },
             topology: Mutex::new(()),
+            shut: AtomicBool::new(false),
             gauges: Gauges::default(),
             bounds,
         }
@@ -554,6 +557,13 @@ impl LockFreeGraph {
                     if st & 0xff >= K_LIVE {
                         continue;
                     }
+                    // Relaxed: written under this lock.
+                    if self.shut.load(Ordering::Relaxed) {
+                        // Shut down: no producer will come; the gate fails at once.
+                        self.push_edge(e);
+                        self.release(me, false, work, &mut dummy);
+                        return;
+                    }
                     if st == K_NONE {
                         // Relaxed CAS is enough: a producer publishing concurrently CASes the
                         // same word and then takes the lock to adopt waiters.
@@ -651,6 +661,34 @@ impl LockFreeGraph {
                 e = next;
             }
         }
+    }
+
+    /// Shuts the graph down (SPEC D02's `shutdown`): under the topology lock, marks it shut
+    /// (later dependencies on a key without producer fail at once) and fails every parked
+    /// dependency, so a job that waits for a producer that will never come ends
+    /// `dependency-failed`. A walk of the key table: the rare path.
+    pub(super) fn shut_down(&self, work: &mut Work) {
+        let guard = self.lock();
+        self.shut.store(true, Ordering::Relaxed);
+        let mut failed = NIL;
+        for key in self.keys.iter() {
+            // Relaxed: waiter lists and `K_WAITING` change only under this lock.
+            if key.state.load(Ordering::Relaxed) != K_WAITING {
+                continue;
+            }
+            let mut w = key.waiters.swap(NIL, Ordering::Relaxed);
+            key.state.store(K_NONE, Ordering::Relaxed);
+            while w != NIL {
+                let edge = &self.edges[w as usize];
+                let next = edge.next.load(Ordering::Relaxed);
+                let target = NodeRef::unpack(edge.target.load(Ordering::Relaxed));
+                self.push_edge(w);
+                self.release(target, false, work, &mut failed);
+                w = next;
+            }
+        }
+        drop(guard);
+        self.end_failed(failed, work);
     }
 
     fn give_back_edges(&self, mut e: u32) {
