@@ -289,7 +289,7 @@ impl GraphBuilder {
                 room_sleepers: std::sync::atomic::AtomicU32::new(0),
                 shut: std::sync::atomic::AtomicBool::new(false),
                 capped: std::sync::atomic::AtomicBool::new(false),
-                caps: (0..bounds.nodes).map(|_| Mutex::new(None)).collect(),
+                caps: cap::CapSlots::new(bounds.nodes),
             }),
         })
     }
@@ -317,13 +317,9 @@ struct Inner<E> {
     shut: std::sync::atomic::AtomicBool,
     /// Whether any batch was submitted with a cap: until then no executor looks at `caps`.
     capped: std::sync::atomic::AtomicBool,
-    /// Per node slot: the cap of the capped batch whose job holds it (stale entries are told
-    /// apart by the node's generation and overwritten by the next capped batch).
-    caps: Box<[CapSlot]>,
+    /// Per node slot: the cap of the capped batch whose job holds it.
+    caps: cap::CapSlots,
 }
-
-/// The cap of the job on one node slot, with the job's node (generation included).
-type CapSlot = Mutex<Option<(NodeRef, ConcurrencyCap)>>;
 
 /// A dependency graph on the fair scheduler. Cheap to clone (one `Arc`).
 pub struct Graph<E: GraphEngine = LockFreeGraph> {
@@ -548,9 +544,8 @@ impl<E: GraphEngine> Graph<E> {
                 .capped
                 .store(true, std::sync::atomic::Ordering::Release);
             for &n in &nodes {
-                *self.inner.caps[n.idx as usize]
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner()) = Some((n, cap.clone()));
+                // SAFETY: `n` is admitted and not sealed yet (`CapSlots::set`).
+                unsafe { self.inner.caps.set(n, cap) };
             }
         }
         self.inner.engine.seal_batch(&nodes, &mut work);
@@ -561,19 +556,15 @@ impl<E: GraphEngine> Graph<E> {
         ))
     }
 
-    /// The batch cap of the job on `node`, if it was submitted in a capped batch.
+    /// The batch cap of the job on `node`, which this thread has just started, if it was
+    /// submitted in a capped batch.
     fn cap_of(&self, node: NodeRef) -> Option<ConcurrencyCap> {
         // Acquire: pairs with the Release store in `submit_batch_atomic`.
         if !self.inner.capped.load(std::sync::atomic::Ordering::Acquire) {
             return None;
         }
-        let slot = self.inner.caps[node.idx as usize]
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        match &*slot {
-            Some((n, cap)) if *n == node => Some(cap.clone()),
-            _ => None,
-        }
+        // SAFETY: called from `accept` right after `start` succeeded (`CapSlots::get`).
+        unsafe { self.inner.caps.get(node) }
     }
 
     /// Blocks until every job of `handles` has ended, then takes their outcomes (freeing their
