@@ -9,10 +9,11 @@
 //!   inert;
 //! - node `admit` and `done` heads: `gen << 32 | edge`, push-only stacks of dependent edges,
 //!   sealed by one swap to `SEALED_OK` or `SEALED_FAIL` by whoever admits or ends the node;
-//! - key `state`: `gen << 32 | node << 8 | tag` (no producer, waiters, live, or how it ended).
+//! - key `state`: `gen << 32 | node << 8 | tag` (no producer, waiters, live, or how it ended),
+//!   or `K_RESERVED` over "no producer" / "waiters" while an atomic batch publishes the key.
 //!
-//! The topology lock (see the module docs of `graph`) guards key waiter lists and the cycle
-//! check only.
+//! The topology lock (see the module docs of `graph`) guards key waiter lists, the cycle
+//! check, atomic batches (`batch.rs`) and the shutdown's walk of the key table.
 
 mod batch;
 mod engine;
