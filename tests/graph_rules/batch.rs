@@ -177,7 +177,16 @@ pub(crate) fn d41_batch_cap_bounds_the_batch_bodies<E: GraphEngine>() {
                             if capped {
                                 let now = live.fetch_add(1, Ordering::SeqCst) + 1;
                                 peak.fetch_max(now, Ordering::SeqCst);
-                                std::thread::sleep(std::time::Duration::from_millis(2));
+                                // Stay until a second body is in (bounded: the last one is
+                                // alone), so the cap is reached whatever the thread timing.
+                                let t = std::time::Instant::now();
+                                while live.load(Ordering::SeqCst) < 2
+                                    && t.elapsed() < std::time::Duration::from_millis(100)
+                                {
+                                    std::thread::yield_now();
+                                }
+                                peak.fetch_max(live.load(Ordering::SeqCst), Ordering::SeqCst);
+                                std::thread::sleep(std::time::Duration::from_millis(1));
                                 live.fetch_sub(1, Ordering::SeqCst);
                                 if job.key().key.0 % 3 == 0 {
                                     panic!("body fails");
