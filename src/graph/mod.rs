@@ -656,7 +656,7 @@ impl<E: GraphEngine> Graph<E> {
             priority,
         }) = inner.engine.pop_ready(work)
         {
-            if self.is_shut() {
+            if self.is_shutdown() {
                 // Shut down: the job never takes a permit; it ends here.
                 inner.engine.fail_ready(node, rules::SHUTDOWN, false, work);
                 continue;
@@ -681,20 +681,20 @@ impl<E: GraphEngine> Graph<E> {
                 inner.engine.fail_ready(node, e.error, true, work);
             }
         }
-        if self.is_shut() {
+        if self.is_shutdown() {
             self.reap(work);
         }
     }
 
     /// Whether [`shutdown`](Self::shutdown) was called. One atomic load.
     #[inline]
-    pub fn is_shut(&self) -> bool {
+    pub fn is_shutdown(&self) -> bool {
         // Acquire: pairs with the Release store in `shutdown`.
         self.inner.shut.load(std::sync::atomic::Ordering::Acquire)
     }
 
     fn check_open(&self) -> Result<(), Error> {
-        if self.is_shut() {
+        if self.is_shutdown() {
             Err(rules::SHUTDOWN)
         } else {
             Ok(())
@@ -765,7 +765,7 @@ impl<E: GraphEngine> Graph<E> {
     /// # Ok::<(), fairway::Error>(())
     /// ```
     pub fn shutdown(&self) {
-        // Release: pairs with the Acquire load in `is_shut`.
+        // Release: pairs with the Acquire load in `is_shutdown`.
         self.inner
             .shut
             .store(true, std::sync::atomic::Ordering::Release);
@@ -804,7 +804,7 @@ impl<E: GraphEngine> Graph<E> {
 
     /// An executor found nothing: after a shutdown, end what the scheduler gave back.
     fn none_left(&self) -> Option<RunningJob> {
-        if self.is_shut() {
+        if self.is_shutdown() {
             let mut work = E::Work::default();
             self.reap(&mut work);
             self.wake_waiters();
