@@ -184,7 +184,7 @@ impl GraphEngine for LockFreeGraph {
 
     fn admitted(&self, node: NodeRef, work: &mut Work) {
         let n = &self.nodes[node.idx as usize];
-        // Release: pairs with the Acquire of the executor's CAS in `start`.
+        // Release: pairs with the Acquire load in `start`.
         n.state.store(word(node.gen, S_QUEUED), Ordering::Release);
         let mut failed = NIL;
         self.seal(&n.admit, node.gen, true, work, &mut failed);
@@ -194,37 +194,38 @@ impl GraphEngine for LockFreeGraph {
 
     fn fail_ready(&self, node: NodeRef, error: Error, admitted: bool, work: &mut Work) {
         let n = &self.nodes[node.idx as usize];
-        dec(&self.gauges.ready);
+        self.gauges
+            .ready_running
+            .fetch_sub(READY_ONE, Ordering::Relaxed);
         n.state.store(word(node.gen, S_ENDING), Ordering::Relaxed);
         self.end(node, JobOutcome::Failed(error), admitted, work);
     }
 
     fn start(&self, node: NodeRef) -> bool {
         let n = &self.nodes[node.idx as usize];
-        // AcqRel: pairs with the Release store in `admitted`.
-        let ok = n
-            .state
-            .compare_exchange(
-                word(node.gen, S_QUEUED),
-                word(node.gen, S_RUNNING),
-                Ordering::AcqRel,
-                Ordering::Relaxed,
-            )
-            .is_ok();
-        if ok {
-            // Nothing else touches the count now: every gate was counted when it fired. The
-            // body holds one.
-            n.ctl
-                .store(word(node.gen, 0) | RUNNING | 1, Ordering::Relaxed);
-            dec(&self.gauges.ready);
-            inc(&self.gauges.running);
+        // Acquire: pairs with the Release store in `admitted`.
+        if n.state.load(Ordering::Acquire) != word(node.gen, S_QUEUED) {
+            return false;
         }
-        ok
+        // A load and a store, not a CAS: only the executor holding the job's one scheduler
+        // payload gets here, and nobody else writes a queued node's state (a shutdown ends
+        // only the payloads the scheduler gave back, which no executor holds).
+        n.state.store(word(node.gen, S_RUNNING), Ordering::Relaxed);
+        // Nothing else touches the count now: every gate was counted when it fired. The body
+        // holds one.
+        n.ctl
+            .store(word(node.gen, 0) | RUNNING | 1, Ordering::Relaxed);
+        // Ready to running in one RMW (the flush that counted it ready came before the hand-off).
+        self.gauges
+            .ready_running
+            .fetch_add(RUNNING_ONE - READY_ONE, Ordering::Relaxed);
+        true
     }
 
     fn complete(&self, node: NodeRef, outcome: JobOutcome, work: &mut Work) -> Result<(), Error> {
         let n = &self.nodes[node.idx as usize];
-        // Acquire: pairs with the Release CAS in `start`.
+        // Acquire: orders the body's outcome after what `start` saw (the Release store in
+        // `admitted`), for a completer on another thread than the starter.
         n.state
             .compare_exchange(
                 word(node.gen, S_RUNNING),
@@ -233,7 +234,9 @@ impl GraphEngine for LockFreeGraph {
                 Ordering::Relaxed,
             )
             .map_err(|_| STALE)?;
-        dec(&self.gauges.running);
+        self.gauges
+            .ready_running
+            .fetch_sub(RUNNING_ONE, Ordering::Relaxed);
         // SAFETY: the executor owns the running node's outcome cell; it is read by whoever
         // ends the node, after the hold is given up below (AcqRel).
         n.outcome.with_mut(|p| unsafe { *p = Some(outcome) });
@@ -402,6 +405,7 @@ impl GraphEngine for LockFreeGraph {
 
     fn occupancy(&self) -> Occupancy {
         let g = &self.gauges;
+        let ready_running = g.ready_running.load(Ordering::Relaxed);
         Occupancy {
             nodes_used: g.nodes.load(Ordering::Relaxed),
             nodes_total: self.bounds.nodes,
@@ -410,8 +414,8 @@ impl GraphEngine for LockFreeGraph {
             keys_used: g.keys.load(Ordering::Relaxed),
             keys_total: self.keys.len() as u32,
             waiting: g.waiting.load(Ordering::Relaxed),
-            ready: g.ready.load(Ordering::Relaxed),
-            running: g.running.load(Ordering::Relaxed),
+            ready: ready_running as u32,
+            running: (ready_running >> 32) as u32,
         }
     }
 }

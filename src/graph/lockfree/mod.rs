@@ -167,9 +167,15 @@ struct Gauges {
     edges: AtomicU32,
     keys: AtomicU32,
     waiting: AtomicU32,
-    ready: AtomicU32,
-    running: AtomicU32,
+    /// Ready jobs in the low half, running ones in the high half: a job that starts moves
+    /// from one to the other with one RMW.
+    ready_running: AtomicU64,
 }
+
+/// One ready job in `Gauges::ready_running`.
+const READY_ONE: u64 = 1;
+/// One running job in `Gauges::ready_running`.
+const RUNNING_ONE: u64 = 1 << 32;
 
 /// The lock-free graph engine (the product).
 pub struct LockFreeGraph {
@@ -427,7 +433,9 @@ impl LockFreeGraph {
             self.gauges
                 .waiting
                 .fetch_sub(work.readied, Ordering::Relaxed);
-            self.gauges.ready.fetch_add(work.readied, Ordering::Relaxed);
+            self.gauges
+                .ready_running
+                .fetch_add(u64::from(work.readied) * READY_ONE, Ordering::Relaxed);
             work.readied = 0;
         }
     }
