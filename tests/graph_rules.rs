@@ -10,6 +10,13 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
+#[path = "graph_rules/batch.rs"]
+mod batch;
+use batch::*;
+#[path = "graph_rules/shutdown.rs"]
+mod shutdown;
+use shutdown::*;
+
 /// Instantiates each generic rule test for the lock-free graph and the mutex graph.
 macro_rules! both_graphs {
     ($($name:ident),* $(,)?) => {
@@ -25,8 +32,15 @@ macro_rules! both_graphs {
 both_graphs!(
     d02_submit_admits_or_backpressures_and_errors_are_separate,
     d02_unknown_and_foreign_handles_are_refused,
+    d02_exhausted_node_generation_retires_the_slot_and_never_wraps,
+    d02_shutdown_gives_every_job_exactly_one_outcome,
+    d02_shutdown_wakes_waiters_and_waiting_submitters,
     d04_submit_batch_admits_one_by_one,
     d04_wait_batch_returns_every_outcome_in_input_order,
+    d04_atomic_batch_admits_all_or_none,
+    d04_atomic_batch_is_never_seen_half_admitted,
+    d41_batch_cap_bounds_the_batch_bodies,
+    d42_full_graph_makes_submitters_wait_or_retry_and_drops_nothing,
     d05_full_stores_backpressure_and_mutate_nothing,
     d05_waiting_submit_resumes_when_room_frees,
     d06_waiting_jobs_hold_no_quota,
@@ -161,6 +175,34 @@ fn d02_unknown_and_foreign_handles_are_refused<E: GraphEngine>() {
     let b = admit(&g, 2, &[]);
     assert_eq!(g.outcome(a).unwrap_err().reason(), Reason::StaleHandle);
     assert_eq!(g.outcome(b).unwrap(), None);
+}
+
+/// Node generations are checked: a slot freed at the last generation retires (never
+/// allocated again, counted as used) instead of wrapping, so no stale handle aliases a job.
+fn d02_exhausted_node_generation_retires_the_slot_and_never_wraps<E: GraphEngine>() {
+    let g = builder(Limits::UNLIMITED)
+        .nodes(2)
+        .first_node_generation(u32::MAX - 1)
+        .build_with::<E>()
+        .unwrap();
+    let mut old = Vec::new();
+    for key in 1..=4 {
+        let h = admit(&g, key, &[]);
+        assert!(!old.contains(&h), "a handle was reused");
+        assert_eq!(ready_handles(&g), vec![h]);
+        assert_eq!(g.take_outcome(h).unwrap(), Some(JobOutcome::Succeeded));
+        old.push(h);
+        // Each slot serves its last two generations, then retires.
+        let retired = (key / 2) as u32;
+        assert_eq!(g.occupancy().nodes_used, retired, "after job {key}");
+        for h in &old {
+            assert_eq!(g.outcome(*h).unwrap_err().reason(), Reason::StaleHandle);
+        }
+    }
+    // Both slots retired: the node store is full for good, and says so.
+    assert_eq!(g.submit(&spec(5, &[])).unwrap(), Admission::Backpressured);
+    let o = g.occupancy();
+    assert_eq!((o.nodes_used, o.nodes_total, o.waiting), (2, 2, 0));
 }
 
 fn d04_submit_batch_admits_one_by_one<E: GraphEngine>() {

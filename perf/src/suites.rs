@@ -12,11 +12,13 @@ use fairway_bench_support::pool::OneCell;
 use fairway_bench_support::sched::{engines, AdmitRefund, Mode, UncontendedCas};
 use fairway_bench_support::{ring, Measured, OpUser, SingleOp};
 
+use crate::graph;
 use crate::report::{Rep, Row};
 use crate::targets::rows;
+use fairway::{LockFreeGraph, MutexGraph};
 
 /// The named suites (`--suite`).
-pub const SUITES: [&str; 5] = ["default", "open-loop", "scaling", "peers", "all"];
+pub const SUITES: [&str; 6] = ["default", "open-loop", "scaling", "peers", "graph", "all"];
 
 /// Offered loads of the open-loop suite, % of the std baseline's capacity.
 const LOADS: [u32; 3] = [50, 80, 95];
@@ -40,6 +42,8 @@ pub enum Job {
     Fairness,
     /// The ring and its peers at a thread count.
     Ring(usize),
+    /// P8 (8) or P9 (9): the dependency graph, lock-free and mutex graph.
+    Graph(u8),
 }
 
 /// How long each kind of run lasts, and how many repetitions.
@@ -79,13 +83,15 @@ impl Job {
             Job::Open(load, t, c) => format!("open {load}% {t} thr {}", cells(c)),
             Job::Fairness => rows::FAIRNESS.into(),
             Job::Ring(t) => format!("ring {t} thr"),
+            Job::Graph(8) => rows::GRAPH_P8.into(),
+            Job::Graph(_) => rows::GRAPH_P9.into(),
         }
     }
 
     /// Length of one run of one arm.
     fn run_for(&self, s: &Settings) -> Duration {
         match self {
-            Job::Cycle | Job::Fast | Job::Single | Job::Cancel => s.single,
+            Job::Cycle | Job::Fast | Job::Single | Job::Cancel | Job::Graph(_) => s.single,
             Job::Closed(..) | Job::Open(..) => s.threaded,
             Job::Fairness => s.fairness,
             Job::Ring(_) => s.ring,
@@ -96,7 +102,7 @@ impl Job {
     fn estimate(&self, s: &Settings) -> f64 {
         let arms = match self {
             Job::Single | Job::Ring(_) => 4.0,
-            Job::Cancel => 2.0,
+            Job::Cancel | Job::Graph(_) => 2.0,
             _ => 3.0,
         };
         arms * (s.reps as f64 + 0.25) * self.run_for(s).as_secs_f64()
@@ -177,6 +183,18 @@ impl Job {
                 .into_iter()
                 .map(|e| arm(&name, e.name, Box::new(move |d| (e.fairness)(d))))
                 .collect(),
+            Job::Graph(p) => {
+                type Run = fn(Duration) -> Measured;
+                let (lf, std): (Run, Run) = if p == 8 {
+                    (graph::p8::<LockFreeGraph>, graph::p8::<MutexGraph>)
+                } else {
+                    (graph::p9::<LockFreeGraph>, graph::p9::<MutexGraph>)
+                };
+                vec![
+                    arm(&name, "lock-free", Box::new(lf)),
+                    arm(&name, "std Mutex", Box::new(std)),
+                ]
+            }
             Job::Ring(t) => ring::backends()
                 .into_iter()
                 .map(|(backend, run)| {
@@ -226,6 +244,8 @@ pub fn plan(suite: &str, threads: &[usize]) -> Result<Vec<Job>, String> {
             Job::Open(80, 2, 4),
             Job::Open(80, 8, 4),
             Job::Fairness,
+            Job::Graph(8),
+            Job::Graph(9),
         ],
         "open-loop" => [2, 8]
             .into_iter()
@@ -242,9 +262,10 @@ pub fn plan(suite: &str, threads: &[usize]) -> Result<Vec<Job>, String> {
             })
             .collect(),
         "peers" => vec![Job::Ring(1), Job::Ring(2), Job::Ring(8)],
+        "graph" => vec![Job::Graph(8), Job::Graph(9)],
         "all" => {
             let mut v = Vec::new();
-            for s in &SUITES[..4] {
+            for s in &SUITES[..5] {
                 v.extend(plan(s, threads)?);
             }
             v
@@ -351,7 +372,7 @@ mod tests {
     #[test]
     fn default_plan_has_every_target_row_once() {
         let p = plan("default", &[]).unwrap();
-        assert_eq!(p.len(), 9);
+        assert_eq!(p.len(), 11);
         let all = plan("all", &[1, 2, 8]).unwrap();
         for j in &p {
             assert_eq!(all.iter().filter(|x| *x == j).count(), 1, "{j:?}");

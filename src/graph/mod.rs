@@ -47,35 +47,59 @@
 //!
 //! # The lock-free engine and its one lock
 //!
-//! Nodes and edges live in fixed arenas allocated at build; node slots are generation-tagged.
-//! Each node keeps two push-only stacks of dependent edges (released at admission, and at the
-//! end) that whoever ends the node seals with one swap; a late linker sees the seal (or a newer
+//! Nodes and edges live in fixed arenas allocated at build; node slots are generation-tagged,
+//! and generations are checked: a slot freed at the last one retires (it is never allocated
+//! again and stays counted as used), so a stale handle never names a later job. Each node
+//! keeps two push-only stacks of dependent edges (released at admission, and at the end) that
+//! whoever ends the node seals with one swap; a late linker sees the seal (or a newer
 //! generation, after which the key table says how the producer ended) and counts its gate at
 //! once. Submit, link to an existing producer, complete and the hand-off take no lock and
 //! allocate nothing.
 //!
-//! One mutex, the **topology lock**, guards what is rare: registering a waiter on a key that has
-//! no producer yet (D11), adopting those waiters when the producer arrives, the cycle check
-//! that such an adoption or a discovery (D14) needs (D15, a walk of the dependency keys
-//! upstream, which allocates its visited set), and recording a discovered dependency's key. No
-//! user code, waker or drop of user data runs under it. A submit whose key has no waiters and
-//! whose dependencies all have producers never takes it.
+//! One mutex, the **topology lock**, guards what is rare:
+//!
+//! - registering a waiter on a key that has no producer yet (D11), adopting those waiters when
+//!   the producer arrives, the cycle check that such an adoption or a discovery (D14) needs
+//!   (D15, a walk of the dependency keys upstream, which allocates its visited set), and
+//!   recording a discovered dependency's key. A submit whose key has no waiters and whose
+//!   dependencies all have producers never takes it;
+//! - an atomic batch ([`Graph::submit_batch_atomic`], D04), from its first check to its
+//!   publication: it reserves every key of the batch, and whoever meets a reserved key goes to
+//!   the lock, so nobody sees part of a batch. Batches are the host's explicit choice of the
+//!   slow path (they also allocate);
+//! - [`Graph::shutdown`]'s walk of the key table that fails every parked dependency (once).
+//!
+//! No user code, waker or drop of user data runs under it.
+//!
+//! # Shutdown
+//!
+//! [`Graph::shutdown`] refuses new work, shuts the scheduler down and gives every job that has
+//! not ended exactly one outcome: queued jobs, and jobs that become ready from then on, end
+//! `unavailable / shutdown`; jobs waiting for a key without producer, and their dependents
+//! per gate, end `dependency-failed`; running jobs complete as usual. Payloads that the
+//! scheduler hands back later (a dispatch pass that was running during the shutdown) are
+//! collected by every later hand-off and by executors that find nothing.
 //!
 //! # What holds, and where it is tested
 //!
 //! On both engines (`tests/graph_rules.rs`, one generic test per rule through one macro): D02
-//! (three outcomes, errors apart, unknown and foreign handles), D04 (one-by-one batches,
-//! `wait_batch` in input order), D05 (full node, edge and key stores give `Backpressured` and
-//! change nothing; the waiting form resumes when room frees, D42), D06 (no quota while
-//! waiting; a ledger refusal fails the job, and its dependents per gate), D10 (every gate,
-//! transitive `dependency-failed`), D11, D12, D13, D14 (a dependency discovered while a job
-//! runs gates its end; union with earlier edges), D15 (self-dependency; a cycle through a
-//! waiting key, refused with nothing changed; two threads racing the halves of a cycle in
-//! `tests/graph_churn.rs`), D40 (a chain of 16 jobs on one cell), D50. D41's cap is
-//! engine-independent. `tests/graph_differential.rs` compares the engines after every operation
-//! of random sequences; `tests/graph_churn.rs` checks conservation at quiescence on threads and
-//! on tokio; `loom_link.rs` models link against complete, against slot reuse, and discovery
-//! against the producer completing.
+//! (three outcomes, errors apart, unknown and foreign handles, node generations that retire
+//! instead of wrapping, shutdown), D04 (one-by-one batches, all-or-none batches with
+//! refusals that change nothing, an observer that never sees half a batch, `wait_batch` in
+//! input order), D05 (full node, edge and key stores give `Backpressured` and change nothing;
+//! the waiting form resumes when room frees, D42), D06 (no quota while waiting; a ledger
+//! refusal fails the job, and its dependents per gate), D10 (every gate, transitive
+//! `dependency-failed`), D11, D12, D13, D14 (a dependency discovered while a job runs gates
+//! its end; union with earlier edges), D15 (self-dependency; a cycle through a waiting key or
+//! inside a batch, refused with nothing changed; two threads racing the halves of a cycle in
+//! `tests/graph_churn.rs`), D40 (a chain of 16 jobs on one cell), D41 (a batch's cap bounds
+//! its bodies on four executors, released on unwind), D50.
+//! `tests/graph_differential.rs` compares the engines after every operation of random
+//! sequences; `tests/graph_churn.rs` checks conservation at quiescence on threads and on
+//! tokio, and with a shutdown in the middle; the loom models (`loom_link.rs`,
+//! `loom_batch.rs`, `loom_shutdown.rs`) cover link against complete, against slot reuse,
+//! discovery against the producer completing, an atomic batch against an observer, and the
+//! ready hand-off against a shutdown.
 //!
 //! # Limits of this part (not built yet)
 //!
@@ -83,24 +107,25 @@
 //!   table's compaction (D01, D20–D24) come later; a second job on a key is refused
 //!   `already-exists / duplicate-key`, and key-table slots are never freed. Keys are at most
 //!   [`WorkKey::MAX`], stage tags 8 bits. A waiter on a key whose producer never comes waits
-//!   until the graph is dropped (removal, which fails such waiters, is part 2).
-//! - Not built: `DedupeJoined` is never produced (D03); `submit_batch_atomic` (D04; the
-//!   one-by-one `submit_batch` and `wait_batch` exist), so the [`ConcurrencyCap`] is a
-//!   standalone handle that job bodies share, not attached to a batch; priority inheritance and
-//!   cancellation through the graph (D30, D31); a graph shutdown: shutting the graph's
-//!   scheduler down while jobs are queued in it leaves those jobs without an outcome (the
-//!   scheduler drops their payloads), so shut it down only at quiescence.
+//!   until the graph is shut down (removal, which fails such waiters, is part 2).
+//! - Not built: `DedupeJoined` is never produced (D03); priority inheritance and cancellation
+//!   through the graph (D30, D31).
 //! - The ready depth is the node capacity: the graph's scheduler queues as many jobs per class
 //!   as there are nodes, so a job that became ready is never refused for queue space.
-//! - Node generations are 32 bits and wrap after 2^32 reuses of one slot.
-//! - A job refused for a cycle or a duplicate key in the rare race where the conflict appears
-//!   while it links keeps the edge slots it had linked onto live producers until those end;
-//!   the edges are inert (generation-checked).
+//! - A job (or a batch) refused for a cycle or a duplicate key in the rare race where the
+//!   conflict appears while it links keeps the edge slots it had linked onto live producers
+//!   until those end; the edges are inert (generation-checked).
+//! - After [`Graph::shutdown`], jobs must be pulled through the graph, not through
+//!   [`Graph::scheduler`] directly: a payload taken out behind the graph's back gets no outcome.
 
 mod cap;
 mod lockfree;
 #[cfg(all(test, loom))]
+mod loom_batch;
+#[cfg(all(test, loom))]
 mod loom_link;
+#[cfg(all(test, loom))]
+mod loom_shutdown;
 mod mutex;
 pub(crate) mod rules;
 mod types;
@@ -132,6 +157,15 @@ pub trait GraphEngine: sealed::Sealed + Send + Sync + Sized + 'static {
         work: &mut Self::Work,
     ) -> Result<Admission<NodeRef>, Error>;
     #[doc(hidden)]
+    fn submit_batch(
+        &self,
+        jobs: &[JobSpec<'_>],
+        out: &mut Vec<NodeRef>,
+        work: &mut Self::Work,
+    ) -> Result<Admission<()>, Error>;
+    #[doc(hidden)]
+    fn seal_batch(&self, nodes: &[NodeRef], work: &mut Self::Work);
+    #[doc(hidden)]
     fn pop_ready(&self, work: &mut Self::Work) -> Option<Ready>;
     #[doc(hidden)]
     fn admitted(&self, node: NodeRef, work: &mut Self::Work);
@@ -155,6 +189,8 @@ pub trait GraphEngine: sealed::Sealed + Send + Sync + Sized + 'static {
     ) -> Result<Admission<()>, Error>;
     #[doc(hidden)]
     fn outcome(&self, node: NodeRef, take: bool) -> Result<Option<JobOutcome>, Error>;
+    #[doc(hidden)]
+    fn shutdown(&self, work: &mut Self::Work);
     #[doc(hidden)]
     fn occupancy(&self) -> Occupancy;
     #[doc(hidden)]
@@ -198,6 +234,14 @@ impl GraphBuilder {
     /// The most dependencies one job may list (default 16).
     pub fn max_deps(mut self, n: u32) -> Self {
         self.bounds.max_deps = n;
+        self
+    }
+
+    /// The generation every node slot starts at (default 0). Only for tests that exercise
+    /// generation exhaustion without 2^32 reuses of a slot.
+    #[doc(hidden)]
+    pub fn first_node_generation(mut self, gen: u32) -> Self {
+        self.bounds.first_gen = gen;
         self
     }
 
@@ -264,6 +308,9 @@ impl GraphBuilder {
                 ended: (Mutex::new(()), Condvar::new()),
                 room_wakers: Mutex::new(Vec::new()),
                 room_sleepers: std::sync::atomic::AtomicU32::new(0),
+                shut: std::sync::atomic::AtomicBool::new(false),
+                capped: std::sync::atomic::AtomicBool::new(false),
+                caps: cap::CapSlots::new(bounds.nodes),
             }),
         })
     }
@@ -287,6 +334,12 @@ struct Inner<E> {
     /// Submitters waiting for capacity ([`Graph::submit_waiting`]) and their count.
     room_wakers: Mutex<Vec<std::task::Waker>>,
     room_sleepers: std::sync::atomic::AtomicU32,
+    /// Set by [`Graph::shutdown`].
+    shut: std::sync::atomic::AtomicBool,
+    /// Whether any batch was submitted with a cap: until then no executor looks at `caps`.
+    capped: std::sync::atomic::AtomicBool,
+    /// Per node slot: the cap of the capped batch whose job holds it.
+    caps: cap::CapSlots,
 }
 
 /// A dependency graph on the fair scheduler. Cheap to clone (one `Arc`).
@@ -322,6 +375,7 @@ impl Graph<LockFreeGraph> {
                 edges: 4096,
                 keys: 4096,
                 max_deps: 16,
+                first_gen: 0,
             },
         }
     }
@@ -334,10 +388,12 @@ impl<E: GraphEngine> Graph<E> {
     /// # Errors
     ///
     /// `invalid-argument / cycle` for a self-dependency or a cycle (D15), `invalid-argument /
-    /// key-range` or `too-many-dependencies`, `already-exists / duplicate-key`. A full store is
-    /// not an error but [`Admission::Backpressured`]. On any of these nothing was mutated.
+    /// key-range` or `too-many-dependencies`, `already-exists / duplicate-key`, `unavailable /
+    /// shutdown` after [`shutdown`](Self::shutdown). A full store is not an error but
+    /// [`Admission::Backpressured`]. On any of these nothing was mutated.
     pub fn submit(&self, spec: &JobSpec<'_>) -> Result<Admission<JobHandle>, Error> {
         rules::validate(spec, self.inner.engine.max_deps())?;
+        self.check_open()?;
         let mut work = E::Work::default();
         let out = self.inner.engine.submit(spec, &mut work)?;
         self.hand_off(&mut work);
@@ -433,6 +489,105 @@ impl<E: GraphEngine> Graph<E> {
         jobs.iter().map(|j| self.submit(j)).collect()
     }
 
+    /// Admits every job of `jobs` or none (SPEC D04): capacity for the whole batch is taken
+    /// first, and no other operation sees part of the batch — it becomes visible at once, and
+    /// only then do its jobs' counts drop, so the first of them becomes ready only after every
+    /// one is in the graph. Jobs of the batch may depend on each other in any order. If `cap`
+    /// is given, every job of the batch runs its body under it (SPEC D41, see
+    /// [`RunningJob::run`]).
+    ///
+    /// Handles come back in input order; pass them to [`wait_batch`](Self::wait_batch).
+    /// Unlike [`submit`](Self::submit) this takes the graph's topology lock (see the module
+    /// docs) and allocates.
+    ///
+    /// # Errors
+    ///
+    /// As [`submit`](Self::submit) for any job of the batch, and `already-exists /
+    /// duplicate-key` for two jobs of the batch with one key; a cycle may run through several
+    /// jobs of the batch. A full store gives [`Admission::Backpressured`]. On any of these no
+    /// job of the batch was admitted and nothing was mutated.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use fairway::admission::{ClassSpec, Ledger, LedgerConfig};
+    /// use fairway::graph::{Admission, ConcurrencyCap, Dependency, Gate, Graph, JobKey, JobOutcome, JobSpec};
+    /// use fairway::{ClassId, TenantId};
+    ///
+    /// let ledger = Ledger::new(LedgerConfig::new(vec![ClassSpec::new("cpu")], 1))?;
+    /// let graph = Graph::builder(ledger).class(2).build()?;
+    /// let job = |key, deps| JobSpec {
+    ///     key: JobKey::new(key),
+    ///     tenant: TenantId(0),
+    ///     class: ClassId(0),
+    ///     priority: 0,
+    ///     deps,
+    /// };
+    /// let after_1 = [Dependency { key: JobKey::new(1), gate: Gate::OnSuccess }];
+    /// let cap = ConcurrencyCap::new(1)?;
+    /// let batch = [job(2, &after_1), job(1, &[])];
+    /// let Admission::Admitted(handles) = graph.submit_batch_atomic(&batch, Some(&cap))? else {
+    ///     unreachable!("room for both")
+    /// };
+    /// while let Some(running) = graph.try_next(ClassId(0)) {
+    ///     running.run(|| { /* the body, one of the batch at a time */ });
+    ///     graph.complete(running, JobOutcome::Succeeded)?;
+    /// }
+    /// assert_eq!(graph.wait_batch(&handles)?, [JobOutcome::Succeeded; 2]);
+    /// # Ok::<(), fairway::Error>(())
+    /// ```
+    pub fn submit_batch_atomic(
+        &self,
+        jobs: &[JobSpec<'_>],
+        cap: Option<&ConcurrencyCap>,
+    ) -> Result<Admission<Vec<JobHandle>>, Error> {
+        let max = self.inner.engine.max_deps();
+        let mut keys = std::collections::HashSet::with_capacity(jobs.len());
+        for j in jobs {
+            rules::validate(j, max)?;
+            if !keys.insert(j.key) {
+                return Err(rules::DUPLICATE_KEY);
+            }
+        }
+        self.check_open()?;
+        let mut nodes = Vec::with_capacity(jobs.len());
+        let mut work = E::Work::default();
+        if let Admission::Backpressured = self
+            .inner
+            .engine
+            .submit_batch(jobs, &mut nodes, &mut work)?
+        {
+            return Ok(Admission::Backpressured);
+        }
+        if let Some(cap) = cap {
+            // Before the seal: no job of the batch can reach an executor yet.
+            self.inner
+                .capped
+                .store(true, std::sync::atomic::Ordering::Release);
+            for &n in &nodes {
+                // SAFETY: `n` is admitted and not sealed yet (`CapSlots::set`).
+                unsafe { self.inner.caps.set(n, cap) };
+            }
+        }
+        self.inner.engine.seal_batch(&nodes, &mut work);
+        self.hand_off(&mut work);
+        self.wake_waiters();
+        Ok(Admission::Admitted(
+            nodes.into_iter().map(|n| self.handle(n)).collect(),
+        ))
+    }
+
+    /// The batch cap of the job on `node`, which this thread has just started, if it was
+    /// submitted in a capped batch.
+    fn cap_of(&self, node: NodeRef) -> Option<ConcurrencyCap> {
+        // Acquire: pairs with the Release store in `submit_batch_atomic`.
+        if !self.inner.capped.load(std::sync::atomic::Ordering::Acquire) {
+            return None;
+        }
+        // SAFETY: called from `accept` right after `start` succeeded (`CapSlots::get`).
+        unsafe { self.inner.caps.get(node) }
+    }
+
     /// Blocks until every job of `handles` has ended, then takes their outcomes (freeing their
     /// slots) and returns them in input order (SPEC D04): never a partial set.
     ///
@@ -501,6 +656,11 @@ impl<E: GraphEngine> Graph<E> {
             priority,
         }) = inner.engine.pop_ready(work)
         {
+            if self.is_shutdown() {
+                // Shut down: the job never takes a permit; it ends here.
+                inner.engine.fail_ready(node, rules::SHUTDOWN, false, work);
+                continue;
+            }
             let request = AdmissionRequest::new(RequestId(node.packed()), tenant)
                 .class(class)
                 .priority(priority);
@@ -521,6 +681,99 @@ impl<E: GraphEngine> Graph<E> {
                 inner.engine.fail_ready(node, e.error, true, work);
             }
         }
+        if self.is_shutdown() {
+            self.reap(work);
+        }
+    }
+
+    /// Whether [`shutdown`](Self::shutdown) was called. One atomic load.
+    #[inline]
+    pub fn is_shutdown(&self) -> bool {
+        // Acquire: pairs with the Release store in `shutdown`.
+        self.inner.shut.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    fn check_open(&self) -> Result<(), Error> {
+        if self.is_shutdown() {
+            Err(rules::SHUTDOWN)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// After shutdown: ends the jobs whose payloads the scheduler gave back (queued, or
+    /// granted and never taken) with `unavailable / shutdown`, and whatever that releases.
+    fn reap(&self, work: &mut E::Work) {
+        loop {
+            let back = self.inner.scheduler.take_undelivered();
+            if back.is_empty() {
+                return;
+            }
+            for task in back {
+                // They took their permit (the scheduler refunded it): admitted.
+                self.inner
+                    .engine
+                    .fail_ready(task.node, rules::SHUTDOWN, true, work);
+            }
+            // Their dependents: refused at once, as the graph is shut.
+            while let Some(r) = self.inner.engine.pop_ready(work) {
+                self.inner
+                    .engine
+                    .fail_ready(r.node, rules::SHUTDOWN, false, work);
+            }
+        }
+    }
+
+    /// Shuts the graph down: no job is admitted any more (`unavailable / shutdown`), the
+    /// scheduler is shut down, and every job that has not ended gets exactly one outcome —
+    /// queued jobs and jobs that become ready from now on end `unavailable / shutdown`, jobs
+    /// waiting for a key without producer (or for jobs that end so) end `dependency-failed`.
+    /// Running jobs run on: their [`complete`](Self::complete) still records their outcome
+    /// and ends their dependents the same way. Every permit goes back to the ledger and every
+    /// node and edge slot is freed as outcomes are collected. Idempotent.
+    ///
+    /// Executors' [`next`](Self::next) and [`next_blocking`](Self::next_blocking) return
+    /// `None` from now on. The scheduler's own methods (from [`scheduler`](Self::scheduler))
+    /// should not be used to pull graph jobs after this: what they took out would have no
+    /// outcome.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use fairway::admission::{ClassSpec, Ledger, LedgerConfig};
+    /// use fairway::graph::{Admission, Dependency, Gate, Graph, JobKey, JobSpec};
+    /// use fairway::{ClassId, Reason, TenantId};
+    ///
+    /// let ledger = Ledger::new(LedgerConfig::new(vec![ClassSpec::new("cpu")], 1))?;
+    /// let graph = Graph::builder(ledger.clone()).class(1).build()?;
+    /// let job = |key, deps| JobSpec {
+    ///     key: JobKey::new(key),
+    ///     tenant: TenantId(0),
+    ///     class: ClassId(0),
+    ///     priority: 0,
+    ///     deps,
+    /// };
+    /// let Admission::Admitted(queued) = graph.submit(&job(1, &[]))? else { unreachable!() };
+    /// let on_9 = [Dependency { key: JobKey::new(9), gate: Gate::Sequential }];
+    /// let Admission::Admitted(waiting) = graph.submit(&job(2, &on_9))? else { unreachable!() };
+    /// graph.shutdown();
+    /// let ended = graph.wait_batch(&[queued, waiting])?;
+    /// assert!(ended.iter().all(|o| !o.is_success()));
+    /// assert!(ledger.usage().is_zero());
+    /// assert_eq!(graph.occupancy().nodes_used, 0);
+    /// assert_eq!(graph.submit(&job(3, &[])).unwrap_err().reason(), Reason::Shutdown);
+    /// # Ok::<(), fairway::Error>(())
+    /// ```
+    pub fn shutdown(&self) {
+        // Release: pairs with the Acquire load in `is_shutdown`.
+        self.inner
+            .shut
+            .store(true, std::sync::atomic::Ordering::Release);
+        self.inner.scheduler.shutdown();
+        let mut work = E::Work::default();
+        self.inner.engine.shutdown(&mut work);
+        self.hand_off(&mut work);
+        self.wake_waiters();
     }
 
     fn accept(&self, job: crate::Job<Task>) -> Option<RunningJob> {
@@ -529,6 +782,7 @@ impl<E: GraphEngine> Graph<E> {
                 handle: self.handle(job.payload.node),
                 key: job.payload.key,
                 assignment: job.assignment,
+                cap: self.cap_of(job.payload.node),
             })
         } else {
             job.assignment.release();
@@ -539,18 +793,32 @@ impl<E: GraphEngine> Graph<E> {
     /// The next ready job of `class`, if one can be granted now.
     pub fn try_next(&self, class: ClassId) -> Option<RunningJob> {
         loop {
-            let job = self.inner.scheduler.try_next(class).ok().flatten()?;
+            let Some(job) = self.inner.scheduler.try_next(class).ok().flatten() else {
+                return self.none_left();
+            };
             if let Some(r) = self.accept(job) {
                 return Some(r);
             }
         }
     }
 
+    /// An executor found nothing: after a shutdown, end what the scheduler gave back.
+    fn none_left(&self) -> Option<RunningJob> {
+        if self.is_shutdown() {
+            let mut work = E::Work::default();
+            self.reap(&mut work);
+            self.wake_waiters();
+        }
+        None
+    }
+
     /// Waits (asynchronously) for the next ready job of `class`; `None` once the scheduler is
     /// shut down.
     pub async fn next(&self, class: ClassId) -> Option<RunningJob> {
         loop {
-            let job = self.inner.scheduler.next(class).await.ok().flatten()?;
+            let Some(job) = self.inner.scheduler.next(class).await.ok().flatten() else {
+                return self.none_left();
+            };
             if let Some(r) = self.accept(job) {
                 return Some(r);
             }
@@ -560,7 +828,9 @@ impl<E: GraphEngine> Graph<E> {
     /// Blocks for the next ready job of `class`; `None` once the scheduler is shut down.
     pub fn next_blocking(&self, class: ClassId) -> Option<RunningJob> {
         loop {
-            let job = self.inner.scheduler.next_blocking(class).ok().flatten()?;
+            let Some(job) = self.inner.scheduler.next_blocking(class).ok().flatten() else {
+                return self.none_left();
+            };
             if let Some(r) = self.accept(job) {
                 return Some(r);
             }
@@ -597,6 +867,7 @@ impl<E: GraphEngine> Graph<E> {
     /// edge or key store is full; on any refusal nothing changed.
     pub fn discover(&self, job: &RunningJob, deps: &[Dependency]) -> Result<Admission<()>, Error> {
         let node = self.node_of(job.handle)?;
+        self.check_open()?;
         for d in deps {
             if d.key.key.0 > WorkKey::MAX {
                 return Err(Error::new(Code::InvalidArgument, Reason::KeyRange));

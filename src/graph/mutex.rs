@@ -2,7 +2,7 @@
 //! through the same rule functions as the lock-free engine. It is the comparison of the graph
 //! benches and the oracle of the differential test.
 
-use super::rules::{self, CYCLE, DEPENDENCY_FAILED, DUPLICATE_KEY, STALE};
+use super::rules::{self, CYCLE, DEPENDENCY_FAILED, DUPLICATE_KEY, SHUTDOWN, STALE};
 use super::{
     Admission, Bounds, Gate, GraphEngine, JobKey, JobOutcome, JobSpec, NodeRef, Occupancy, Ready,
 };
@@ -58,6 +58,8 @@ struct State {
     waiting: u32,
     ready: u32,
     running: u32,
+    /// Shut down: submissions and discoveries are refused.
+    shut: bool,
 }
 
 /// The mutex baseline graph engine.
@@ -180,96 +182,41 @@ impl State {
         self.release_list(done, outcome.is_success(), work, failed);
     }
 
-    fn closes_cycle(&self, own: u64, deps: &[u64]) -> bool {
-        let mut stack: Vec<u64> = deps.to_vec();
-        let mut seen = HashSet::new();
-        while let Some(ident) = stack.pop() {
-            if ident == own {
-                return true;
-            }
-            if !seen.insert(ident) {
-                continue;
-            }
-            if let Some(MKey::Live(p)) = self.keys.get(&ident) {
-                stack.extend_from_slice(&self.nodes[p.idx as usize].deps);
-            }
-        }
-        false
-    }
-}
-
-impl GraphEngine for MutexGraph {
-    type Work = Work;
-
-    fn with_bounds(bounds: Bounds) -> Self {
-        let nodes = (0..bounds.nodes)
-            .map(|_| MNode {
-                gen: 0,
-                st: St::Free,
-                remaining: 0,
-                failed: false,
-                tenant: TenantId(0),
-                class: ClassId(0),
-                priority: 0,
-                job_key: JobKey::new(0),
-                key: 0,
-                deps: Vec::new(),
-                admit: Vec::new(),
-                admit_sealed: None,
-                done: Vec::new(),
-                outcome: None,
-                body: None,
-            })
-            .collect();
-        Self {
-            state: Mutex::new(State {
-                nodes,
-                free: (0..bounds.nodes).rev().collect(),
-                edges_used: 0,
-                keys: HashMap::new(),
-                waiting: 0,
-                ready: 0,
-                running: 0,
-            }),
-            bounds,
-        }
-    }
-
-    fn max_deps(&self) -> usize {
-        self.bounds.max_deps as usize
-    }
-
-    fn submit(&self, spec: &JobSpec<'_>, work: &mut Work) -> Result<Admission<NodeRef>, Error> {
-        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        let own = rules::ident(spec.key);
-        if matches!(s.keys.get(&own), Some(MKey::Live(_) | MKey::Done { .. })) {
-            return Err(DUPLICATE_KEY);
-        }
-        let deps: Vec<u64> = spec.deps.iter().map(|d| rules::ident(d.key)).collect();
-        // A key with waiters: refuse a cycle before anything else (as the lock-free engine).
-        if matches!(s.keys.get(&own), Some(MKey::Waiting(_))) && s.closes_cycle(own, &deps) {
-            return Err(CYCLE);
-        }
-        if s.free.is_empty() || s.edges_used as usize + spec.deps.len() > self.bounds.edges as usize
+    /// Whether the stores have room for `jobs` (nodes, edges, keys); claims the key entries.
+    fn room_for(&mut self, jobs: &[JobSpec<'_>], bounds: &Bounds) -> bool {
+        let edges: usize = jobs.iter().map(|j| j.deps.len()).sum();
+        if self.free.len() < jobs.len() || self.edges_used as usize + edges > bounds.edges as usize
         {
-            return Ok(Admission::Backpressured);
+            return false;
         }
-        let cap = self.bounds.keys as usize;
-        for ident in core::iter::once(own).chain(spec.deps.iter().map(|d| rules::ident(d.key))) {
-            if !s.keys.contains_key(&ident) {
-                if s.keys.len() >= cap {
-                    return Ok(Admission::Backpressured);
+        let cap = bounds.keys as usize;
+        for j in jobs {
+            for ident in core::iter::once(rules::ident(j.key))
+                .chain(j.deps.iter().map(|d| rules::ident(d.key)))
+            {
+                if !self.keys.contains_key(&ident) {
+                    if self.keys.len() >= cap {
+                        return false;
+                    }
+                    self.keys.insert(ident, MKey::None);
                 }
-                s.keys.insert(ident, MKey::None);
             }
         }
-        let idx = s.free.pop().expect("checked above");
-        let gen = s.nodes[idx as usize].gen;
+        true
+    }
+
+    /// Sets up one checked job (room reserved) and links its edges, counting at once the gates
+    /// of producers that have ended; `held` adds an atomic batch's count, given up by
+    /// `seal_batch`. [`publish_one`](Self::publish_one) then publishes it.
+    fn link_one(&mut self, spec: &JobSpec<'_>, deps: Vec<u64>, held: bool) -> NodeRef {
+        let own = rules::ident(spec.key);
+        let idx = self.free.pop().expect("checked above");
+        let gen = self.nodes[idx as usize].gen;
         let me = NodeRef { idx, gen };
         {
-            let n = &mut s.nodes[idx as usize];
+            let n = &mut self.nodes[idx as usize];
             n.st = St::Waiting;
-            n.remaining = spec.deps.len() as u32;
+            n.remaining = spec.deps.len() as u32 + u32::from(held);
             n.failed = false;
             n.tenant = spec.tenant;
             n.class = spec.class;
@@ -280,15 +227,15 @@ impl GraphEngine for MutexGraph {
             n.admit_sealed = None;
             n.outcome = None;
         }
-        s.waiting += 1;
+        self.waiting += 1;
         let mut immediate: Vec<bool> = Vec::new();
         for d in spec.deps {
             let ident = rules::ident(d.key);
             let mut parked = false;
-            match s.keys.get_mut(&ident) {
+            match self.keys.get_mut(&ident) {
                 Some(MKey::Live(p)) => {
                     let p = *p;
-                    let pn = &mut s.nodes[p.idx as usize];
+                    let pn = &mut self.nodes[p.idx as usize];
                     if rules::on_admission_list(d.gate) {
                         if let Some(ok) = pn.admit_sealed {
                             immediate.push(rules::gate_met(d.gate, ok));
@@ -315,12 +262,26 @@ impl GraphEngine for MutexGraph {
                 None => unreachable!("inserted above"),
             }
             if parked {
-                s.edges_used += 1;
+                self.edges_used += 1;
             }
         }
-        // Publish, adopting the key's waiters.
-        if let Some(MKey::Waiting(list)) = s.keys.insert(own, MKey::Live(me)) {
-            let n = &mut s.nodes[idx as usize];
+        {
+            let n = &mut self.nodes[idx as usize];
+            for met in immediate {
+                n.remaining -= 1;
+                n.failed |= !met;
+            }
+        }
+        me
+    }
+
+    /// Publishes a linked job's key, adopting the key's waiters, and fires the job if every
+    /// gate already holds (an atomic batch's jobs still hold their count here).
+    fn publish_one(&mut self, me: NodeRef, work: &mut Work) {
+        let idx = me.idx;
+        let own = self.nodes[idx as usize].key;
+        if let Some(MKey::Waiting(list)) = self.keys.insert(own, MKey::Live(me)) {
+            let n = &mut self.nodes[idx as usize];
             // Adopted in the lock-free engine's order: the first waiter is released first
             // among them, after the jobs that link later.
             for (t, g) in list.into_iter().rev() {
@@ -332,18 +293,142 @@ impl GraphEngine for MutexGraph {
             }
         }
         let mut failed = Vec::new();
-        {
-            let n = &mut s.nodes[idx as usize];
-            for met in immediate {
-                n.remaining -= 1;
-                n.failed |= !met;
+        if self.nodes[idx as usize].remaining == 0 {
+            self.fire(me, work, &mut failed);
+        }
+        self.end_failed(failed, work);
+    }
+
+    fn closes_cycle(&self, own: u64, deps: &[u64]) -> bool {
+        let mut stack: Vec<u64> = deps.to_vec();
+        let mut seen = HashSet::new();
+        while let Some(ident) = stack.pop() {
+            if ident == own {
+                return true;
+            }
+            if !seen.insert(ident) {
+                continue;
+            }
+            if let Some(MKey::Live(p)) = self.keys.get(&ident) {
+                stack.extend_from_slice(&self.nodes[p.idx as usize].deps);
             }
         }
-        if s.nodes[idx as usize].remaining == 0 {
-            s.fire(me, work, &mut failed);
+        false
+    }
+}
+
+impl GraphEngine for MutexGraph {
+    type Work = Work;
+
+    fn with_bounds(bounds: Bounds) -> Self {
+        let nodes = (0..bounds.nodes)
+            .map(|_| MNode {
+                gen: bounds.first_gen,
+                st: St::Free,
+                remaining: 0,
+                failed: false,
+                tenant: TenantId(0),
+                class: ClassId(0),
+                priority: 0,
+                job_key: JobKey::new(0),
+                key: 0,
+                deps: Vec::new(),
+                admit: Vec::new(),
+                admit_sealed: None,
+                done: Vec::new(),
+                outcome: None,
+                body: None,
+            })
+            .collect();
+        Self {
+            state: Mutex::new(State {
+                nodes,
+                free: (0..bounds.nodes).rev().collect(),
+                edges_used: 0,
+                keys: HashMap::new(),
+                waiting: 0,
+                ready: 0,
+                running: 0,
+                shut: false,
+            }),
+            bounds,
         }
-        s.end_failed(failed, work);
+    }
+
+    fn max_deps(&self) -> usize {
+        self.bounds.max_deps as usize
+    }
+
+    fn submit(&self, spec: &JobSpec<'_>, work: &mut Work) -> Result<Admission<NodeRef>, Error> {
+        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if s.shut {
+            return Err(SHUTDOWN);
+        }
+        let own = rules::ident(spec.key);
+        if matches!(s.keys.get(&own), Some(MKey::Live(_) | MKey::Done { .. })) {
+            return Err(DUPLICATE_KEY);
+        }
+        let deps: Vec<u64> = spec.deps.iter().map(|d| rules::ident(d.key)).collect();
+        // A key with waiters: refuse a cycle before anything else (as the lock-free engine).
+        if matches!(s.keys.get(&own), Some(MKey::Waiting(_))) && s.closes_cycle(own, &deps) {
+            return Err(CYCLE);
+        }
+        if !s.room_for(core::slice::from_ref(spec), &self.bounds) {
+            return Ok(Admission::Backpressured);
+        }
+        let me = s.link_one(spec, deps, false);
+        s.publish_one(me, work);
         Ok(Admission::Admitted(me))
+    }
+
+    fn submit_batch(
+        &self,
+        jobs: &[JobSpec<'_>],
+        out: &mut Vec<NodeRef>,
+        work: &mut Work,
+    ) -> Result<Admission<()>, Error> {
+        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if s.shut {
+            return Err(SHUTDOWN);
+        }
+        for j in jobs {
+            if matches!(
+                s.keys.get(&rules::ident(j.key)),
+                Some(MKey::Live(_) | MKey::Done { .. })
+            ) {
+                return Err(DUPLICATE_KEY);
+            }
+        }
+        let in_batch: HashMap<u64, &[super::Dependency]> =
+            jobs.iter().map(|j| (rules::ident(j.key), j.deps)).collect();
+        if rules::batch_closes_cycle(&in_batch, |k| match s.keys.get(&k) {
+            Some(MKey::Live(p)) => Some(s.nodes[p.idx as usize].deps.clone()),
+            _ => None,
+        }) {
+            return Err(CYCLE);
+        }
+        if !s.room_for(jobs, &self.bounds) {
+            return Ok(Admission::Backpressured);
+        }
+        // Link every job, then publish every key (a dependency inside the batch waits on its
+        // key and is adopted), as the lock-free graph does.
+        for spec in jobs {
+            let deps = spec.deps.iter().map(|d| rules::ident(d.key)).collect();
+            out.push(s.link_one(spec, deps, true));
+        }
+        for &me in out.iter() {
+            s.publish_one(me, work);
+        }
+        Ok(Admission::Admitted(()))
+    }
+
+    fn seal_batch(&self, nodes: &[NodeRef], work: &mut Work) {
+        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        for &me in nodes {
+            let mut failed = Vec::new();
+            s.release(me, true, work, &mut failed);
+            s.end_failed(failed, work);
+        }
     }
 
     fn pop_ready(&self, work: &mut Work) -> Option<Ready> {
@@ -411,6 +496,9 @@ impl GraphEngine for MutexGraph {
         work: &mut Work,
     ) -> Result<Admission<()>, Error> {
         let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if s.shut {
+            return Err(SHUTDOWN);
+        }
         let n = match s.node(node) {
             Some(n) if n.st == St::Running => n,
             _ => return Err(STALE),
@@ -501,11 +589,32 @@ impl GraphEngine for MutexGraph {
         let out = n.outcome;
         if take {
             n.st = St::Free;
-            n.gen = n.gen.wrapping_add(1);
             n.deps.clear();
-            s.free.push(node.idx);
+            // An exhausted slot retires (never allocated again, still counted as used).
+            if let Some(g) = NodeRef::next_gen(n.gen) {
+                n.gen = g;
+                s.free.push(node.idx);
+            }
         }
         Ok(out)
+    }
+
+    fn shutdown(&self, work: &mut Work) {
+        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        s.shut = true;
+        let mut parked = Vec::new();
+        for k in s.keys.values_mut() {
+            if let MKey::Waiting(list) = k {
+                parked.append(list);
+                *k = MKey::None;
+            }
+        }
+        let mut failed = Vec::new();
+        for (target, _) in parked {
+            s.edges_used -= 1;
+            s.release(target, false, work, &mut failed);
+        }
+        s.end_failed(failed, work);
     }
 
     fn occupancy(&self) -> Occupancy {

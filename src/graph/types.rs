@@ -108,6 +108,18 @@ pub struct NodeRef {
 }
 
 impl NodeRef {
+    /// The last generation a node slot can have: a slot freed at this generation is retired,
+    /// never allocated again, so generations never wrap (a stale handle never aliases a job).
+    pub(crate) const MAX_GEN: u32 = u32::MAX;
+
+    /// The generation after `gen`, or `None` if the slot is exhausted and retires.
+    #[inline]
+    pub(crate) fn next_gen(gen: u32) -> Option<u32> {
+        // MAX_GEN is the widest value of the 32-bit field: the checked add is the bound.
+        const _: () = assert!(NodeRef::MAX_GEN == u32::MAX);
+        gen.checked_add(1)
+    }
+
     #[inline]
     pub(crate) fn packed(self) -> u64 {
         u64::from(self.gen) << 32 | u64::from(self.idx)
@@ -177,6 +189,7 @@ pub struct RunningJob {
     pub(super) handle: JobHandle,
     pub(super) key: JobKey,
     pub(super) assignment: Assignment,
+    pub(super) cap: Option<ConcurrencyCap>,
 }
 
 impl RunningJob {
@@ -196,6 +209,22 @@ impl RunningJob {
     #[inline]
     pub fn assignment(&self) -> &Assignment {
         &self.assignment
+    }
+
+    /// The concurrency cap of the batch the job came in, if it was submitted with one
+    /// ([`Graph::submit_batch_atomic`], SPEC D41).
+    #[inline]
+    pub fn cap(&self) -> Option<&ConcurrencyCap> {
+        self.cap.as_ref()
+    }
+
+    /// Runs the job's body: under its batch's cap if it has one (a permit taken right before
+    /// `body` and given back when it returns or unwinds, SPEC D41), else at once.
+    pub fn run<R>(&self, body: impl FnOnce() -> R) -> R {
+        match &self.cap {
+            Some(cap) => cap.run(body),
+            None => body(),
+        }
     }
 }
 
@@ -218,4 +247,6 @@ pub struct Bounds {
     pub(crate) edges: u32,
     pub(crate) keys: u32,
     pub(crate) max_deps: u32,
+    /// The generation every node slot starts at (0; near [`NodeRef::MAX_GEN`] in tests).
+    pub(crate) first_gen: u32,
 }

@@ -90,35 +90,7 @@ impl GraphEngine for LockFreeGraph {
         } else {
             &many
         };
-        // Initialise the node; published by the key's Release store (or the edges' pushes).
-        // SAFETY: the node is free and ours until published.
-        n.info.with_mut(|p| unsafe {
-            *p = Info {
-                key: spec.key,
-                tenant: spec.tenant,
-                class: spec.class,
-                priority: spec.priority,
-                key_slot: own_slot,
-            }
-        });
-        // SAFETY: as above.
-        n.outcome.with_mut(|p| unsafe { *p = None });
-        let base = idx as usize * self.bounds.max_deps as usize;
-        for (i, d) in spec.deps.iter().enumerate() {
-            self.dep_keys[base + i].store(rules::ident(d.key), Ordering::Relaxed);
-        }
-        n.dep_count.store(spec.deps.len() as u32, Ordering::Relaxed);
-        // Release: a linker still holding the slot's previous generation (from the key table)
-        // that loads these (Acquire) must then see that generation's end in its key; the free
-        // list's Release/Acquire orders that end before this store.
-        n.admit.store(word(gen, NIL), Ordering::Release);
-        n.done.store(word(gen, NIL), Ordering::Release);
-        // Release: the first RMW of `ctl`'s release sequence; readers of the info acquire it.
-        n.ctl
-            .store(word(gen, spec.deps.len() as u32 + 1), Ordering::Release);
-        // Release: pairs with the generation check of the cycle walk.
-        n.state.store(word(gen, S_WAITING), Ordering::Release);
-        inc(&self.gauges.waiting);
+        self.init_node(me, spec, own_slot);
 
         let own = &self.keys[own_slot as usize];
         // Link every edge first, then publish: the last job of a would-be cycle to publish finds
@@ -163,21 +135,7 @@ impl GraphEngine for LockFreeGraph {
                 continue;
             }
             // Under the lock: adopt the key's waiters into this node's lists, then publish.
-            let mut w = own.waiters.swap(NIL, Ordering::Relaxed);
-            while w != NIL {
-                let edge = &self.edges[w as usize];
-                let next = edge.next.load(Ordering::Relaxed);
-                let gate = rules::gate_from(edge.gate.load(Ordering::Relaxed));
-                let head = if rules::on_admission_list(gate) {
-                    &n.admit
-                } else {
-                    &n.done
-                };
-                edge.next
-                    .store(low_of(head.load(Ordering::Relaxed)), Ordering::Relaxed);
-                head.store(word(gen, w), Ordering::Relaxed);
-                w = next;
-            }
+            self.adopt_waiters(own, me);
             // Release: publishes the node and the adopted lists (pairs with linkers' Acquire).
             own.state.store(key_live(me), Ordering::Release);
             break;
@@ -191,7 +149,21 @@ impl GraphEngine for LockFreeGraph {
         Ok(Admission::Admitted(me))
     }
 
+    fn submit_batch(
+        &self,
+        jobs: &[JobSpec<'_>],
+        out: &mut Vec<NodeRef>,
+        work: &mut Work,
+    ) -> Result<Admission<()>, Error> {
+        self.batch(jobs, out, work)
+    }
+
+    fn seal_batch(&self, nodes: &[NodeRef], work: &mut Work) {
+        LockFreeGraph::seal_batch(self, nodes, work);
+    }
+
     fn pop_ready(&self, work: &mut Work) -> Option<Ready> {
+        self.flush(work);
         let idx = work.ready;
         if idx == NIL {
             return None;
@@ -212,7 +184,7 @@ impl GraphEngine for LockFreeGraph {
 
     fn admitted(&self, node: NodeRef, work: &mut Work) {
         let n = &self.nodes[node.idx as usize];
-        // Release: pairs with the Acquire of the executor's CAS in `start`.
+        // Release: pairs with the Acquire load in `start`.
         n.state.store(word(node.gen, S_QUEUED), Ordering::Release);
         let mut failed = NIL;
         self.seal(&n.admit, node.gen, true, work, &mut failed);
@@ -222,37 +194,38 @@ impl GraphEngine for LockFreeGraph {
 
     fn fail_ready(&self, node: NodeRef, error: Error, admitted: bool, work: &mut Work) {
         let n = &self.nodes[node.idx as usize];
-        dec(&self.gauges.ready);
+        self.gauges
+            .ready_running
+            .fetch_sub(READY_ONE, Ordering::Relaxed);
         n.state.store(word(node.gen, S_ENDING), Ordering::Relaxed);
         self.end(node, JobOutcome::Failed(error), admitted, work);
     }
 
     fn start(&self, node: NodeRef) -> bool {
         let n = &self.nodes[node.idx as usize];
-        // AcqRel: pairs with the Release store in `admitted`.
-        let ok = n
-            .state
-            .compare_exchange(
-                word(node.gen, S_QUEUED),
-                word(node.gen, S_RUNNING),
-                Ordering::AcqRel,
-                Ordering::Relaxed,
-            )
-            .is_ok();
-        if ok {
-            // Nothing else touches the count now: every gate was counted when it fired. The
-            // body holds one.
-            n.ctl
-                .store(word(node.gen, 0) | RUNNING | 1, Ordering::Relaxed);
-            dec(&self.gauges.ready);
-            inc(&self.gauges.running);
+        // Acquire: pairs with the Release store in `admitted`.
+        if n.state.load(Ordering::Acquire) != word(node.gen, S_QUEUED) {
+            return false;
         }
-        ok
+        // A load and a store, not a CAS: only the executor holding the job's one scheduler
+        // payload gets here, and nobody else writes a queued node's state (a shutdown ends
+        // only the payloads the scheduler gave back, which no executor holds).
+        n.state.store(word(node.gen, S_RUNNING), Ordering::Relaxed);
+        // Nothing else touches the count now: every gate was counted when it fired. The body
+        // holds one.
+        n.ctl
+            .store(word(node.gen, 0) | RUNNING | 1, Ordering::Relaxed);
+        // Ready to running in one RMW (the flush that counted it ready came before the hand-off).
+        self.gauges
+            .ready_running
+            .fetch_add(RUNNING_ONE - READY_ONE, Ordering::Relaxed);
+        true
     }
 
     fn complete(&self, node: NodeRef, outcome: JobOutcome, work: &mut Work) -> Result<(), Error> {
         let n = &self.nodes[node.idx as usize];
-        // Acquire: pairs with the Release CAS in `start`.
+        // Acquire: orders the body's outcome after what `start` saw (the Release store in
+        // `admitted`), for a completer on another thread than the starter.
         n.state
             .compare_exchange(
                 word(node.gen, S_RUNNING),
@@ -261,10 +234,28 @@ impl GraphEngine for LockFreeGraph {
                 Ordering::Relaxed,
             )
             .map_err(|_| STALE)?;
-        dec(&self.gauges.running);
+        self.gauges
+            .ready_running
+            .fetch_sub(RUNNING_ONE, Ordering::Relaxed);
         // SAFETY: the executor owns the running node's outcome cell; it is read by whoever
         // ends the node, after the hold is given up below (AcqRel).
         n.outcome.with_mut(|p| unsafe { *p = Some(outcome) });
+        // No gate discovered while it ran (the common case): the body's count is the last,
+        // and the job ends here.
+        let body_only = word(node.gen, 0) | RUNNING | 1;
+        // AcqRel: as the RMWs of `release` (the count's release sequence).
+        if n.ctl
+            .compare_exchange(
+                body_only,
+                body_only - 1,
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            )
+            .is_ok()
+        {
+            self.end(node, outcome, true, work);
+            return Ok(());
+        }
         inc(&self.gauges.waiting);
         let mut failed = NIL;
         // Give up the body's hold: ends the node now unless discovered gates are pending.
@@ -389,26 +380,32 @@ impl GraphEngine for LockFreeGraph {
         // until the slot is reused, which needs the CAS below.
         let out = n.outcome.with(|p| unsafe { *p });
         if take {
-            let g = node.gen.wrapping_add(1);
+            let g = NodeRef::next_gen(node.gen);
             // AcqRel: one collector wins; its Release orders the outcome read before the slot
             // goes back to the free list (whose push is Release too).
             if n.state
-                .compare_exchange(st, word(g, S_FREE), Ordering::AcqRel, Ordering::Relaxed)
+                .compare_exchange(
+                    st,
+                    word(g.unwrap_or(node.gen), S_FREE),
+                    Ordering::AcqRel,
+                    Ordering::Relaxed,
+                )
                 .is_err()
             {
                 return Err(STALE);
             }
-            n.ctl.store(word(g, 0), Ordering::Relaxed);
-            // Release: as in `free_slot`.
-            n.admit.store(word(g, NIL), Ordering::Release);
-            n.done.store(word(g, NIL), Ordering::Release);
-            self.push_node(node.idx);
+            self.recycle(node, g);
         }
         Ok(out)
     }
 
+    fn shutdown(&self, work: &mut Work) {
+        self.shut_down(work);
+    }
+
     fn occupancy(&self) -> Occupancy {
         let g = &self.gauges;
+        let ready_running = g.ready_running.load(Ordering::Relaxed);
         Occupancy {
             nodes_used: g.nodes.load(Ordering::Relaxed),
             nodes_total: self.bounds.nodes,
@@ -417,8 +414,8 @@ impl GraphEngine for LockFreeGraph {
             keys_used: g.keys.load(Ordering::Relaxed),
             keys_total: self.keys.len() as u32,
             waiting: g.waiting.load(Ordering::Relaxed),
-            ready: g.ready.load(Ordering::Relaxed),
-            running: g.running.load(Ordering::Relaxed),
+            ready: ready_running as u32,
+            running: (ready_running >> 32) as u32,
         }
     }
 }

@@ -9,21 +9,27 @@
 //!   inert;
 //! - node `admit` and `done` heads: `gen << 32 | edge`, push-only stacks of dependent edges,
 //!   sealed by one swap to `SEALED_OK` or `SEALED_FAIL` by whoever admits or ends the node;
-//! - key `state`: `gen << 32 | node << 8 | tag` (no producer, waiters, live, or how it ended).
+//! - key `state`: `gen << 32 | node << 8 | tag` (no producer, waiters, live, or how it ended),
+//!   or `K_RESERVED` over "no producer" / "waiters" while an atomic batch publishes the key.
 //!
-//! The topology lock (see the module docs of `graph`) guards key waiter lists and the cycle
-//! check only.
+//! The topology lock (see the module docs of `graph`) guards key waiter lists, the cycle
+//! check, atomic batches (`batch.rs`) and the shutdown's walk of the key table.
 
+mod batch;
 mod engine;
 
 use super::rules::{self, CYCLE, DEPENDENCY_FAILED, DUPLICATE_KEY, STALE};
 use super::{
     Admission, Bounds, Gate, GraphEngine, JobKey, JobOutcome, JobSpec, NodeRef, Occupancy, Ready,
 };
-use crate::sync::{AtomicU32, AtomicU64, Ordering, UnsafeCell};
+use crate::sync::{AtomicBool, AtomicU32, AtomicU64, Ordering, UnsafeCell};
 use crate::{ClassId, Error, Priority, TenantId};
 use std::collections::HashSet;
-use std::sync::Mutex;
+// The topology lock is loom's under `cfg(loom)`, so models that contend for it explore it.
+#[cfg(loom)]
+use loom::sync::{Mutex, MutexGuard};
+#[cfg(not(loom))]
+use std::sync::{Mutex, MutexGuard};
 
 const NIL: u32 = u32::MAX;
 const SEALED_OK: u32 = u32::MAX - 1;
@@ -49,6 +55,10 @@ const K_LIVE: u64 = 2;
 const K_DONE_OK: u64 = 3;
 const K_DONE_FAIL_ADMITTED: u64 = 4;
 const K_DONE_FAIL_UNADMITTED: u64 = 5;
+/// Set over `K_NONE` or `K_WAITING` while an atomic batch that will publish this key holds
+/// the topology lock: every path that finds such a key takes the lock, so it sees the batch
+/// either committed (the key live) or refused (the bit cleared), never in between.
+const K_RESERVED: u64 = 1 << 8;
 
 #[inline]
 fn word(gen: u32, low: u32) -> u64 {
@@ -157,9 +167,15 @@ struct Gauges {
     edges: AtomicU32,
     keys: AtomicU32,
     waiting: AtomicU32,
-    ready: AtomicU32,
-    running: AtomicU32,
+    /// Ready jobs in the low half, running ones in the high half: a job that starts moves
+    /// from one to the other with one RMW.
+    ready_running: AtomicU64,
 }
+
+/// One ready job in `Gauges::ready_running`.
+const READY_ONE: u64 = 1;
+/// One running job in `Gauges::ready_running`.
+const RUNNING_ONE: u64 = 1 << 32;
 
 /// The lock-free graph engine (the product).
 pub struct LockFreeGraph {
@@ -170,6 +186,8 @@ pub struct LockFreeGraph {
     free_nodes: FreeList,
     free_edges: FreeList,
     topology: Mutex<()>,
+    /// Set (under the topology lock) by `shutdown`: no dependency parks on a key any more.
+    shut: AtomicBool,
     gauges: Gauges,
     bounds: Bounds,
 }
@@ -193,11 +211,16 @@ impl core::fmt::Debug for LockFreeGraph {
 #[derive(Debug)]
 pub struct Work {
     ready: u32,
+    /// Jobs made ready whose gauges have not moved yet (see `flush`).
+    readied: u32,
 }
 
 impl Default for Work {
     fn default() -> Self {
-        Self { ready: NIL }
+        Self {
+            ready: NIL,
+            readied: 0,
+        }
     }
 }
 
@@ -216,10 +239,10 @@ impl LockFreeGraph {
         let n = bounds.nodes;
         let nodes: Box<[Node]> = (0..n)
             .map(|i| Node {
-                state: AtomicU64::new(word(0, S_FREE)),
-                ctl: AtomicU64::new(0),
-                admit: AtomicU64::new(word(0, NIL)),
-                done: AtomicU64::new(word(0, NIL)),
+                state: AtomicU64::new(word(bounds.first_gen, S_FREE)),
+                ctl: AtomicU64::new(word(bounds.first_gen, 0)),
+                admit: AtomicU64::new(word(bounds.first_gen, NIL)),
+                done: AtomicU64::new(word(bounds.first_gen, NIL)),
                 next: AtomicU32::new(if i + 1 < n { i + 1 } else { NIL }),
                 dep_count: AtomicU32::new(0),
                 info: UnsafeCell::new(Info {
@@ -262,12 +285,13 @@ impl LockFreeGraph {
                 head: AtomicU64::new(word(0, 0)),
             },
             topology: Mutex::new(()),
+            shut: AtomicBool::new(false),
             gauges: Gauges::default(),
             bounds,
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, ()> {
+    fn lock(&self) -> MutexGuard<'_, ()> {
         self.topology.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -362,8 +386,9 @@ impl LockFreeGraph {
                         } else {
                             node.state
                                 .store(word(target.gen, S_READY), Ordering::Relaxed);
-                            dec(&self.gauges.waiting);
-                            inc(&self.gauges.ready);
+                            // The waiting and ready gauges move once per operation, in
+                            // `pop_ready` (`flush`), not once per job.
+                            work.readied += 1;
                             node.next.store(work.ready, Ordering::Relaxed);
                             work.ready = target.idx;
                         }
@@ -376,16 +401,42 @@ impl LockFreeGraph {
     }
 
     /// Releases every edge of a sealed list, freeing the edges.
+    ///
+    /// The list is already a chain of edges ending in `NIL`: it goes back to the free list
+    /// whole, with one CAS and one gauge update, not one per edge.
     fn release_list(&self, mut e: u32, ok: bool, work: &mut Work, failed: &mut u32) {
+        let first = e;
+        let mut last = NIL;
+        let mut count = 0;
         while e < SEALED_FAIL {
             let edge = &self.edges[e as usize];
             // Relaxed: these were published by the Release push and acquired by the seal swap.
             let next = edge.next.load(Ordering::Relaxed);
             let target = NodeRef::unpack(edge.target.load(Ordering::Relaxed));
             let gate = rules::gate_from(edge.gate.load(Ordering::Relaxed));
-            self.push_edge(e);
             self.release(target, rules::gate_met(gate, ok), work, failed);
+            last = e;
+            count += 1;
             e = next;
+        }
+        if count > 0 {
+            let tail = &self.edges[last as usize];
+            self.free_edges
+                .push(first, |n| tail.next.store(n, Ordering::Relaxed));
+            self.gauges.edges.fetch_sub(count, Ordering::Relaxed);
+        }
+    }
+
+    /// Moves the gauges of the jobs that `work` made ready (waiting to ready) in one update.
+    pub(super) fn flush(&self, work: &mut Work) {
+        if work.readied != 0 {
+            self.gauges
+                .waiting
+                .fetch_sub(work.readied, Ordering::Relaxed);
+            self.gauges
+                .ready_running
+                .fetch_add(u64::from(work.readied) * READY_ONE, Ordering::Relaxed);
+            work.readied = 0;
         }
     }
 
@@ -472,6 +523,11 @@ impl LockFreeGraph {
     /// Links edge `e` (dependent `me`, `gate`) to the producer of key slot `k`, or counts it at
     /// once if the producer has ended, or parks it on the key if there is no producer yet.
     fn link(&self, e: u32, k: u32, gate: Gate, me: NodeRef, work: &mut Work) {
+        self.link_with(e, k, gate, me, work, false);
+    }
+
+    /// [`link`](Self::link), by a caller that already holds the topology lock if `locked`.
+    fn link_with(&self, e: u32, k: u32, gate: Gate, me: NodeRef, work: &mut Work, locked: bool) {
         let edge = &self.edges[e as usize];
         edge.target.store(me.packed(), Ordering::Relaxed);
         edge.gate.store(rules::gate_code(gate), Ordering::Relaxed);
@@ -534,11 +590,18 @@ impl LockFreeGraph {
                     return;
                 }
                 _ => {
-                    let _guard = self.lock();
+                    let _guard = (!locked).then(|| self.lock());
                     // Acquire: as the load above (a producer may have published meanwhile).
                     let st = key.state.load(Ordering::Acquire);
                     if st & 0xff >= K_LIVE {
                         continue;
+                    }
+                    // Relaxed: written under this lock.
+                    if self.shut.load(Ordering::Relaxed) {
+                        // Shut down: no producer will come; the gate fails at once.
+                        self.push_edge(e);
+                        self.release(me, false, work, &mut dummy);
+                        return;
                     }
                     if st == K_NONE {
                         // Relaxed CAS is enough: a producer publishing concurrently CASes the
@@ -577,37 +640,47 @@ impl LockFreeGraph {
             if !seen.insert(ident) {
                 continue;
             }
-            let Some(k) = self.find_key(ident, false) else {
-                continue;
-            };
-            // Acquire: pairs with the producer's publication (Release), after which its
-            // dependency keys are visible.
-            let st = self.keys[k as usize].state.load(Ordering::Acquire);
-            if st & 0xff != K_LIVE {
-                continue;
-            }
-            let idx = (st as u32) >> 8;
-            let gen = gen_of(st);
-            let n = &self.nodes[idx as usize];
-            // Acquire: as the key load; the count was written before the publication.
-            let count = n.dep_count.load(Ordering::Acquire) as usize;
-            let base = idx as usize * self.bounds.max_deps as usize;
-            let mut found = Vec::with_capacity(count);
-            for d in &self.dep_keys[base..base + count.min(self.bounds.max_deps as usize)] {
-                found.push(d.load(Ordering::Relaxed));
-            }
-            // Acquire: if the node is still the same generation, the keys read belong to it.
-            if gen_of(n.state.load(Ordering::Acquire)) == gen {
+            if let Some(found) = self.live_deps(ident) {
                 stack.extend(found);
             }
         }
         false
     }
 
+    /// The dependency keys of the live producer of key `ident`, if it has one.
+    fn live_deps(&self, ident: u64) -> Option<Vec<u64>> {
+        let k = self.find_key(ident, false)?;
+        // Acquire: pairs with the producer's publication (Release), after which its
+        // dependency keys are visible.
+        let st = self.keys[k as usize].state.load(Ordering::Acquire);
+        if st & 0xff != K_LIVE {
+            return None;
+        }
+        let idx = (st as u32) >> 8;
+        let gen = gen_of(st);
+        let n = &self.nodes[idx as usize];
+        // Acquire: as the key load; the count was written before the publication.
+        let count = n.dep_count.load(Ordering::Acquire) as usize;
+        let base = idx as usize * self.bounds.max_deps as usize;
+        let mut found = Vec::with_capacity(count);
+        for d in &self.dep_keys[base..base + count.min(self.bounds.max_deps as usize)] {
+            found.push(d.load(Ordering::Relaxed));
+        }
+        // Acquire: if the node is still the same generation, the keys read belong to it.
+        (gen_of(n.state.load(Ordering::Acquire)) == gen).then_some(found)
+    }
+
     /// Undoes a submission refused after some edges were linked: the node's generation moves
     /// on (so linked edges are inert), its waiter edges are unparked.
     fn retire_refused(&self, me: NodeRef, dep_slots: &[u32]) {
-        let _guard = self.lock();
+        let guard = self.lock();
+        self.unpark(me, dep_slots);
+        drop(guard);
+        self.free_slot(me);
+    }
+
+    /// Under the topology lock: takes the edges of `me` off the waiter lists of `dep_slots`.
+    fn unpark(&self, me: NodeRef, dep_slots: &[u32]) {
         for &k in dep_slots {
             let key = &self.keys[k as usize];
             let mut prev: Option<u32> = None;
@@ -627,8 +700,34 @@ impl LockFreeGraph {
                 e = next;
             }
         }
-        drop(_guard);
-        self.free_slot(me);
+    }
+
+    /// Shuts the graph down (SPEC D02's `shutdown`): under the topology lock, marks it shut
+    /// (later dependencies on a key without producer fail at once) and fails every parked
+    /// dependency, so a job that waits for a producer that will never come ends
+    /// `dependency-failed`. A walk of the key table: the rare path.
+    pub(super) fn shut_down(&self, work: &mut Work) {
+        let guard = self.lock();
+        self.shut.store(true, Ordering::Relaxed);
+        let mut failed = NIL;
+        for key in self.keys.iter() {
+            // Relaxed: waiter lists and `K_WAITING` change only under this lock.
+            if key.state.load(Ordering::Relaxed) != K_WAITING {
+                continue;
+            }
+            let mut w = key.waiters.swap(NIL, Ordering::Relaxed);
+            key.state.store(K_NONE, Ordering::Relaxed);
+            while w != NIL {
+                let edge = &self.edges[w as usize];
+                let next = edge.next.load(Ordering::Relaxed);
+                let target = NodeRef::unpack(edge.target.load(Ordering::Relaxed));
+                self.push_edge(w);
+                self.release(target, false, work, &mut failed);
+                w = next;
+            }
+        }
+        drop(guard);
+        self.end_failed(failed, work);
     }
 
     fn give_back_edges(&self, mut e: u32) {
@@ -641,13 +740,27 @@ impl LockFreeGraph {
 
     fn free_slot(&self, me: NodeRef) {
         let n = &self.nodes[me.idx as usize];
-        let g = me.gen.wrapping_add(1);
+        let g = NodeRef::next_gen(me.gen);
+        n.state
+            .store(word(g.unwrap_or(me.gen), S_FREE), Ordering::Relaxed);
+        self.recycle(me, g);
+    }
+
+    /// Gives a node slot whose state word is already free at generation `next` back to the free
+    /// list, or retires it when its generation is exhausted (`next` is `None`): a retired slot
+    /// keeps its last generation, free, with a zero count (edges still naming it are inert),
+    /// and is never allocated again, so generations never wrap. It stays counted as used.
+    pub(super) fn recycle(&self, me: NodeRef, next: Option<u32>) {
+        let n = &self.nodes[me.idx as usize];
+        let Some(g) = next else {
+            n.ctl.store(word(me.gen, 0), Ordering::Relaxed);
+            return;
+        };
         n.ctl.store(word(g, 0), Ordering::Relaxed);
         // Release: a late linker that loads the new generation (Acquire) then sees the key's
         // end state.
         n.admit.store(word(g, NIL), Ordering::Release);
         n.done.store(word(g, NIL), Ordering::Release);
-        n.state.store(word(g, S_FREE), Ordering::Relaxed);
         self.push_node(me.idx);
     }
 }
