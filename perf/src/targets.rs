@@ -347,6 +347,8 @@ pub fn verdict(t: &Target, rows: &[Row]) -> Option<Verdict> {
             }
         }
     };
+    // A repetition without a figure (a fairness run that reached no full window) is not judged.
+    let values: Vec<f64> = values.into_iter().filter(|v| !v.is_nan()).collect();
     if values.is_empty() {
         return None;
     }
