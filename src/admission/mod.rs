@@ -346,13 +346,16 @@ impl Layout {
         }
     }
 
-    /// The word's delta for `amounts[kind]`, `kind` in `kinds`, packed ones only. Every amount
-    /// must be at most its limit (so it fits its field).
-    #[inline]
-    fn delta(&self, amounts: &[u64; KINDS], kinds: core::ops::Range<usize>) -> u64 {
+    /// The word's delta for `amounts[kind]`, `kind` in `start..end`, of the `N` packed
+    /// resources (`N == self.packed`; a constant, so the loop unrolls). Every amount must be at
+    /// most its limit (so it fits its field).
+    #[inline(always)]
+    fn delta<const N: usize>(&self, amounts: &[u64; KINDS], start: usize, end: usize) -> u64 {
         let mut d = 0;
-        for kind in kinds.start..kinds.end.min(self.packed) {
-            d |= amounts[kind] << self.shift[kind];
+        for kind in 0..N {
+            if kind >= start && kind < end {
+                d |= amounts[kind] << self.shift[kind];
+            }
         }
         d
     }
@@ -394,16 +397,73 @@ impl Counters {
 
     /// Reserves every amount in `amounts` against `layout`'s limits, all or nothing; on refusal
     /// returns the index of the first refused resource, with nothing left reserved.
-    #[inline]
+    #[inline(always)]
     fn reserve(&self, amounts: &[u64; KINDS], layout: &Layout) -> core::result::Result<(), usize> {
-        let packed = layout.packed;
+        if amounts[CPU_UNITS] | amounts[MEMORY_UNITS] == 0 && amounts[QUEUE_SLOTS] == 1 {
+            return self.reserve_slot(amounts[CONCURRENCY], layout);
+        }
+        self.reserve_units(amounts, layout)
+    }
+
+    /// [`reserve`](Self::reserve) of a request with CPU or memory units (out of line, so the
+    /// common request's path stays small enough to inline).
+    #[inline(never)]
+    fn reserve_units(
+        &self,
+        amounts: &[u64; KINDS],
+        layout: &Layout,
+    ) -> core::result::Result<(), usize> {
+        match layout.packed {
+            2 => self.reserve_n::<2>(amounts, layout),
+            3 => self.reserve_n::<3>(amounts, layout),
+            _ => self.reserve_n::<4>(amounts, layout),
+        }
+    }
+
+    /// [`reserve`](Self::reserve) of one queue slot, `concurrency` (0 or 1) and nothing else:
+    /// the common request, whose fields are the word's first two, at fixed places.
+    #[inline(always)]
+    fn reserve_slot(&self, concurrency: u64, layout: &Layout) -> core::result::Result<(), usize> {
+        debug_assert!(concurrency <= 1);
+        let shift = layout.shift[CONCURRENCY];
+        let delta = 1 | (concurrency << shift);
+        // Relaxed: as in `reserve_n`.
+        let mut current = self.packed.load(Ordering::Relaxed);
+        loop {
+            if current & layout.mask[QUEUE_SLOTS] >= layout.limits[QUEUE_SLOTS] {
+                return Err(QUEUE_SLOTS);
+            }
+            if concurrency
+                > layout.limits[CONCURRENCY] - ((current >> shift) & layout.mask[CONCURRENCY])
+            {
+                return Err(CONCURRENCY);
+            }
+            match self.packed.compare_exchange_weak(
+                current,
+                current + delta,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return Ok(()),
+                Err(actual) => current = actual,
+            }
+        }
+    }
+
+    /// [`reserve`](Self::reserve) with `N == layout.packed`.
+    #[inline(always)]
+    fn reserve_n<const N: usize>(
+        &self,
+        amounts: &[u64; KINDS],
+        layout: &Layout,
+    ) -> core::result::Result<(), usize> {
         // Only used once every packed amount has passed its limit check below.
-        let delta = layout.delta(amounts, 0..packed);
+        let delta = layout.delta::<N>(amounts, 0, N);
         // Relaxed (load and both CAS orderings): the counters are plain quantities; the CAS on
         // their one location is what keeps each field within its limit (see the module docs).
         let mut current = self.packed.load(Ordering::Relaxed);
         loop {
-            for kind in 0..packed {
+            for kind in 0..N {
                 let held = (current >> layout.shift[kind]) & layout.mask[kind];
                 // `held <= limit` (invariant), so no underflow.
                 if amounts[kind] > layout.limits[kind] - held {
@@ -420,9 +480,9 @@ impl Counters {
                 Err(actual) => current = actual,
             }
         }
-        for kind in packed..KINDS {
+        for kind in N..KINDS {
             if !try_add(self.apart(kind), amounts[kind], layout.limits[kind]) {
-                self.refund(amounts, 0..kind, layout);
+                self.refund_n::<N>(amounts, 0, kind, layout);
                 return Err(kind);
             }
         }
@@ -430,21 +490,65 @@ impl Counters {
     }
 
     /// Gives back `amounts[kind]` for every `kind` in `kinds`.
-    #[inline]
+    #[inline(always)]
     fn refund(&self, amounts: &[u64; KINDS], kinds: core::ops::Range<usize>, layout: &Layout) {
-        let delta = layout.delta(amounts, kinds.clone());
+        let (start, end) = (kinds.start, kinds.end);
+        if amounts[CPU_UNITS] | amounts[MEMORY_UNITS] == 0 || end <= CPU_UNITS {
+            // Queue slot and concurrency only: the word's first two fields, at fixed places.
+            let q = if start == QUEUE_SLOTS && end > QUEUE_SLOTS {
+                amounts[QUEUE_SLOTS]
+            } else {
+                0
+            };
+            let c = if start <= CONCURRENCY && end > CONCURRENCY {
+                amounts[CONCURRENCY]
+            } else {
+                0
+            };
+            let delta = q | (c << layout.shift[CONCURRENCY]);
+            // Relaxed: the counters are plain quantities (see the module docs).
+            let before = self.packed.fetch_sub(delta, Ordering::Relaxed);
+            debug_assert!(
+                before & layout.mask[QUEUE_SLOTS] >= q,
+                "refund of more than was reserved"
+            );
+            return;
+        }
+        self.refund_units(amounts, start, end, layout);
+    }
+
+    /// [`refund`](Self::refund) with CPU or memory units (out of line, as `reserve_units`).
+    #[inline(never)]
+    fn refund_units(&self, amounts: &[u64; KINDS], start: usize, end: usize, layout: &Layout) {
+        match layout.packed {
+            2 => self.refund_n::<2>(amounts, start, end, layout),
+            3 => self.refund_n::<3>(amounts, start, end, layout),
+            _ => self.refund_n::<4>(amounts, start, end, layout),
+        }
+    }
+
+    /// [`refund`](Self::refund) of `start..end` with `N == layout.packed`.
+    #[inline(always)]
+    fn refund_n<const N: usize>(
+        &self,
+        amounts: &[u64; KINDS],
+        start: usize,
+        end: usize,
+        layout: &Layout,
+    ) {
+        let delta = layout.delta::<N>(amounts, start, end);
         if delta != 0 {
             // Relaxed: the counters are plain quantities (see the module docs).
             let before = self.packed.fetch_sub(delta, Ordering::Relaxed);
             debug_assert!(
-                (kinds.start..kinds.end.min(layout.packed))
+                (start..end.min(N))
                     .all(|k| { (before >> layout.shift[k]) & layout.mask[k] >= amounts[k] }),
                 "refund of more than was reserved"
             );
         }
-        for kind in kinds.start.max(layout.packed)..kinds.end {
+        for kind in N..KINDS {
             let amount = amounts[kind];
-            if amount != 0 {
+            if kind >= start && kind < end && amount != 0 {
                 // Relaxed: as above.
                 let before = self.apart(kind).fetch_sub(amount, Ordering::Relaxed);
                 debug_assert!(before >= amount, "refund of more than was reserved");
