@@ -507,7 +507,8 @@ impl<T: Send + 'static> Judge for GrantJudge<'_, T> {
             Ok((old, _)) => {
                 c.left_queue(ticket.tenant);
                 self.after.left = true;
-                c.stats.record_grant(waited);
+                // The token holder is the only writer of the wait counters.
+                c.stats.record_grant_exclusive(waited);
                 if State(old).is_pull() {
                     c.publish_ready(key.to_u64(), self.after);
                 } else {

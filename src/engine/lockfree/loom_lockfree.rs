@@ -250,6 +250,9 @@ fn f17_enqueue_racing_release_is_never_lost() {
         let outcome = waiter.join().unwrap();
         releaser.join().unwrap();
         assert_quiescent(&rig);
+        // The held cell's grant and the waiter's, each counted once whichever way it went: a
+        // fast-path grant (an RMW from any thread) or a pass's (the token holder's plain write).
+        assert_eq!(rig.engine.snapshot().grants, 2);
         outcomes.hit(outcome);
     });
     outcomes.assert_exactly(&["fast-path", "granted-after-wake", "granted-on-first-poll"]);
@@ -420,6 +423,8 @@ fn q01_two_producers_one_free_cell() {
             .filter(|&f| f)
             .count();
         assert_quiescent(&rig);
+        // One fast-path grant may race the pass that grants the other: both are counted.
+        assert_eq!(rig.engine.snapshot().grants, 2);
         outcomes.hit(match fast {
             2 => "both-fast",
             1 => "one-queued",

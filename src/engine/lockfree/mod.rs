@@ -247,7 +247,7 @@ impl<T: Send + 'static> LockFreeClass<T> {
         let now = self.recent_now.load(Ordering::Relaxed);
         match self.acquire(ticket, now) {
             Ok(lease) => {
-                self.stats.record_grant(0);
+                self.stats.record_grant();
                 Ok(lease)
             }
             Err(e) => {
