@@ -117,7 +117,7 @@ impl<T: Send + 'static> LockFreeClass<T> {
                     }
                 }
             }
-            let again = self.pass(force);
+            let again = self.pass(force, false);
             force = false;
             if !again {
                 return;
@@ -126,13 +126,36 @@ impl<T: Send + 'static> LockFreeClass<T> {
     }
 
     /// One bounded pass. The caller holds the token; it is released before returning. Returns
-    /// whether another pass may be needed.
-    fn pass(&self, compact: bool) -> bool {
+    /// whether another pass may be needed. `reserved`: the caller also holds one cell credit
+    /// (taken out of `FREE` with the token, see `pass_with_credit`), which the pass grants first
+    /// or gives back.
+    fn pass(&self, compact: bool, reserved: bool) -> bool {
         let mut budget = PASS_BUDGET;
         let prev = self.with_token(|policy, after| {
-            self.run_pass(policy, &mut budget, compact, after);
+            let mut reserved = reserved;
+            self.run_pass(policy, &mut budget, compact, after, &mut reserved);
+            if reserved {
+                // Not used: back before the token goes (a thread that sees it and finds the
+                // token held marks DIRTY, and this holder runs again).
+                self.unreserve_cell();
+                // Relaxed: read by the models after joining the threads.
+                #[cfg(all(test, loom))]
+                self.credit_passes[1].fetch_add(1, Ordering::Relaxed);
+            }
         });
         prev.dirty() || budget == 0
+    }
+
+    /// Runs a pass for a caller that took the token together with a cell credit in one RMW
+    /// (`release_then`: a released cell with work queued goes to the pass that grants it,
+    /// without its credit being published and taken back), then kicks as long as passes are due.
+    pub(super) fn pass_with_credit(&self) {
+        // Relaxed: read by the models after joining the threads.
+        #[cfg(all(test, loom))]
+        self.credit_passes[0].fetch_add(1, Ordering::Relaxed);
+        if self.pass(false, true) {
+            self.kick();
+        }
     }
 
     /// Runs `f` on the policy, then releases the dispatch token (consuming `DIRTY`, and setting
@@ -168,7 +191,14 @@ impl<T: Send + 'static> LockFreeClass<T> {
         prev
     }
 
-    fn run_pass(&self, policy: &mut Policy, budget: &mut u32, compact: bool, after: &mut After<T>) {
+    fn run_pass(
+        &self,
+        policy: &mut Policy,
+        budget: &mut u32,
+        compact: bool,
+        after: &mut After<T>,
+        reserved: &mut bool,
+    ) {
         self.flush_overflow(after);
         self.drain_inbox(policy, after);
         // Acquire: pairs with the Release RMWs of releasers and producers.
@@ -210,7 +240,8 @@ impl<T: Send + 'static> LockFreeClass<T> {
             },
             budget,
         );
-        while *budget > 0 && self.reserve_cell() {
+        // A credit the caller reserved goes first; each credit is granted or given back below.
+        while *budget > 0 && (core::mem::take(reserved) || self.reserve_cell()) {
             let mut judge = GrantJudge {
                 class: self,
                 now,

@@ -264,6 +264,7 @@ fn f17_enqueue_racing_release_is_never_lost() {
 #[test]
 fn f31_cancel_racing_grant_exactly_one_wins() {
     let outcomes: &'static Outcomes = Box::leak(Box::new(Outcomes::new()));
+    let credit: &'static Outcomes = Box::leak(Box::new(Outcomes::new()));
     model(move || {
         let rig = rig(1);
         let held = hold(&rig.engine, 1);
@@ -296,12 +297,35 @@ fn f31_cancel_racing_grant_exactly_one_wins() {
         };
         assert_quiescent(&rig);
         outcomes.hit(outcome);
+        // The releaser found the request queued and the token free, took the token with the
+        // cell's credit and granted it, or found the request cancelled by then and gave the
+        // credit back; or it gave the credit back at once (the token was taken, or nothing
+        // was queued any more). Every way, the credit came back (`assert_quiescent`).
+        // Relaxed: the threads are joined.
+        let [kept, returned] = rig
+            .engine
+            .credit_passes
+            .each_ref()
+            .map(|c| c.load(Ordering::Relaxed));
+        credit.hit(match (kept, returned, outcome) {
+            (1, 0, "granted") => "kept-and-granted",
+            (1, 1, _) => "kept-and-returned",
+            (1, 0, _) => "kept-grant-lost-to-cancel",
+            (0, 0, _) => "given-back",
+            other => panic!("impossible {other:?}"),
+        });
     });
     outcomes.assert_exactly(&[
         "cancelled-left-to-pass",
         "cancelled-unqueued-now",
         "cancelled-grant-lost-cas",
         "granted",
+    ]);
+    credit.assert_exactly(&[
+        "kept-and-granted",
+        "kept-and-returned",
+        "kept-grant-lost-to-cancel",
+        "given-back",
     ]);
 }
 
@@ -352,6 +376,7 @@ fn f31_cancel_racing_the_pass_that_grants_another() {
 #[test]
 fn f42_dropped_future_racing_grant_returns_the_cell_once() {
     let outcomes: &'static Outcomes = Box::leak(Box::new(Outcomes::new()));
+    let credit: &'static Outcomes = Box::leak(Box::new(Outcomes::new()));
     model(move || {
         let rig = rig(1);
         let held = hold(&rig.engine, 1);

@@ -60,6 +60,7 @@ use crate::raw::ring::Ring;
 use crate::stats::{saturating_add, ClassStats};
 use crate::sync::{AtomicU32, AtomicU64, Ordering, UnsafeCell};
 use crate::{CellId, ClassId, Code, Error, Reason, TenantId};
+use core::convert::Infallible;
 use core::task::{Context, Poll};
 use ctl::{Ctl, CtlCell};
 use dispatch::After;
@@ -110,6 +111,10 @@ pub struct LockFreeClass<T> {
     /// its inbox drain (models only).
     #[cfg(all(test, loom))]
     unqueued_now: crate::sync::AtomicUsize,
+    /// Passes run with a credit a releaser kept (`pass_with_credit`), and how many of them gave
+    /// it back unused (models only).
+    #[cfg(all(test, loom))]
+    credit_passes: [crate::sync::AtomicUsize; 2],
 }
 
 // SAFETY: `policy` and `overflow` are only accessed by the holder of the dispatch token (TOKEN
@@ -329,6 +334,11 @@ impl<T: Send + 'static> ClassEngine<T> for LockFreeClass<T> {
             lost_grants: crate::sync::AtomicUsize::new(0),
             #[cfg(all(test, loom))]
             unqueued_now: crate::sync::AtomicUsize::new(0),
+            #[cfg(all(test, loom))]
+            credit_passes: [
+                crate::sync::AtomicUsize::new(0),
+                crate::sync::AtomicUsize::new(0),
+            ],
             pool: s.pool,
             clock: s.clock,
         })
@@ -537,14 +547,22 @@ impl<T: Send + 'static> ClassEngine<T> for LockFreeClass<T> {
         self.clear_lease_since(&lease);
         self.pool.release(lease);
         then();
-        // Release: the pool holds the cell again before the credit is visible; pairs with the
-        // Acquire CAS that takes a credit (fast path, `reserve_cell`). Acquire: this RMW is also
-        // the ordering point `kick_from` needs (see there), so the kick starts from its value
-        // instead of reading `ctl` again.
-        let old = self.ctl.give_credit(Ordering::AcqRel);
-        if old.queued() > 0 {
-            self.kick_from(false, Some(old.give_credit()));
-        }
+        // With work queued and the token free, the credit goes to a pass run here
+        // (`hand_credit_to_pass`); otherwise one `fetch_add` gives it back.
+        // Relaxed: a hint; the RMW decides.
+        let old = if Self::may_hand_credit(self.ctl.load(Ordering::Relaxed)) {
+            self.hand_credit_to_pass()
+        } else {
+            // Release: the pool holds the cell again before the credit is visible; pairs with
+            // the Acquire CAS that takes a credit (fast path, `reserve_cell`). Acquire: this RMW
+            // is also the ordering point `kick_from` needs (see there), so the kick starts from
+            // its value instead of reading `ctl` again.
+            let old = self.ctl.give_credit(Ordering::AcqRel);
+            if old.queued() > 0 {
+                self.kick_from(false, Some(old.give_credit()));
+            }
+            old
+        };
         self.wake_drainers(old);
     }
 
@@ -682,6 +700,40 @@ impl<T: Send + 'static> ClassEngine<T> for LockFreeClass<T> {
 }
 
 impl<T: Send + 'static> LockFreeClass<T> {
+    /// Whether a releaser seeing `cur` may take the token with its cell's credit.
+    #[inline]
+    fn may_hand_credit(cur: Ctl) -> bool {
+        !cur.token() && cur.queued() > 0 && !cur.closed()
+    }
+
+    /// A released cell's credit when work is queued, in one RMW: if the token is still free,
+    /// take it and keep the credit for the pass run here, which grants that credit first (the
+    /// credit is never published only to be taken back, and the token costs no RMW of its
+    /// own); otherwise give the credit back and kick as `release_then` does. Returns `ctl` as
+    /// the RMW found it. Out of line: the release without queued work stays small.
+    #[inline(never)]
+    fn hand_credit_to_pass(&self) -> Ctl {
+        // AcqRel. Release: the pool holds the cell again before a given-back credit is visible
+        // (pairs with the Acquire CAS that takes a credit: fast path, `reserve_cell`). Acquire:
+        // taking the token pairs with the Release that gave it up; and this RMW is the ordering
+        // point `kick_from` needs (see there).
+        let Ok((old, took)) = self
+            .ctl
+            .update(Ordering::AcqRel, |cur| -> Result<_, Infallible> {
+                Ok(if Self::may_hand_credit(cur) {
+                    (cur.take_token(), (cur, true))
+                } else {
+                    (cur.give_credit(), (cur, false))
+                })
+            });
+        if took {
+            self.pass_with_credit();
+        } else if old.queued() > 0 {
+            self.kick_from(false, Some(old.give_credit()));
+        }
+        old
+    }
+
     /// Wakes drainers (and executors, who share the waiter slots) if `old`, the value of `ctl`
     /// that an RMW of the caller's replaced, says admissions have stopped: the change may be the
     /// last one a drain waits for. The RMW orders the change before `wake_all`.
