@@ -303,11 +303,9 @@ impl<T: Send + 'static> LockFreeClass<T> {
         let tenant = self.tenant_of(key);
         // The queue keeps its reference through the CAS and until the owner's waker or the
         // content is taken: the owner may see the ended stage and drop its own reference at once.
-        let won = self
-            .arena
-            .update(key, |s| State(s).end_by_owner(stage))
-            .is_ok();
-        if won {
+        let moved = self.arena.update(key, |s| State(s).end_by_owner(stage));
+        let won = moved.is_ok();
+        if let Ok((old, _)) = moved {
             // Pull mode: refund the permit and set the payload aside before the count below, so
             // a drainer that sees the queue empty also sees the quota refunded and the payload
             // kept.
@@ -319,25 +317,25 @@ impl<T: Send + 'static> LockFreeClass<T> {
                 Stage::Cancelled => saturating_add(&self.stats.cancellations, 1),
                 _ => saturating_add(&self.stats.rejections, 1),
             }
-            self.collect_ended(key, stage, after);
+            self.collect_ended(key, stage, State(old), after);
             // The owner still holds HREF (pull: we took the content and dropped HREF for it).
         }
         self.drop_ref(key, QREF);
         won
     }
 
-    /// After an entry was ended by us: wake its owner, or for pull mode take the content (to be
-    /// dropped after the pass) and drop the content's reference.
-    pub(super) fn collect_ended(&self, key: Key, stage: Stage, after: &mut After<T>) {
+    /// After an entry was ended by us (our CAS found `old`): wake its owner, or for pull mode
+    /// take the content (to be dropped after the pass) and drop the content's reference.
+    pub(super) fn collect_ended(&self, key: Key, stage: Stage, old: State, after: &mut After<T>) {
         let e = self.entry(key);
-        if self.state(key).is_some_and(State::is_pull) {
+        if old.is_pull() {
             self.take_content(key, stage, after);
             // SAFETY: read-only after publication; we hold HREF until the line below.
             if let Some(live) = e.ticket.with(|t| unsafe { (*t).live }) {
                 self.ids.remove(live);
             }
             self.drop_ref(key, HREF);
-        } else if let Some(w) = crate::sync::take_waker(&e.waker) {
+        } else if let Some(w) = self.take_waker(key, old) {
             after.wake_later(w);
         }
     }
@@ -543,7 +541,8 @@ impl<T: Send + 'static> Judge for GrantJudge<'_, T> {
                 if State(old).is_pull() {
                     c.publish_ready(key.to_u64(), self.after);
                 } else {
-                    if let Some(w) = crate::sync::take_waker(&e.waker) {
+                    // The waker hand-off was part of the CAS: no RMW of its own.
+                    if let Some(w) = c.take_waker(key, State(old)) {
                         self.after.wake_later(w);
                     }
                     c.drop_ref(key, QREF);

@@ -258,6 +258,51 @@ fn f17_enqueue_racing_release_is_never_lost() {
     outcomes.assert_exactly(&["fast-path", "granted-after-wake", "granted-on-first-poll"]);
 }
 
+/// The waker hand-off in the entry's state word (`WAITING`): the owner has left a waker with a
+/// first poll and polls again with another one (taking the cell back, replacing the waker,
+/// setting `WAITING` again) while a releaser's pass grants the entry. Whichever CAS wins, the
+/// owner is never left asleep (loom reports a deadlock if the wake is lost), the grant is taken
+/// once, and no waker stays in the slot.
+#[test]
+fn f17_repoll_replacing_the_waker_racing_the_grant() {
+    let outcomes: &'static Outcomes = Box::leak(Box::new(Outcomes::new()));
+    model(move || {
+        let rig = rig(1);
+        let held = hold(&rig.engine, 1);
+        let key = queue(&rig.engine, 2, 1);
+        assert!(matches!(poll_once(&rig.engine, key), Polled::Pending));
+        let owner = {
+            let engine = rig.engine.clone();
+            loom::thread::spawn(move || {
+                let (lease, first) = wait_granted(&engine, key);
+                engine.release(lease);
+                if first {
+                    "granted-on-repoll"
+                } else {
+                    "granted-after-wake"
+                }
+            })
+        };
+        let releaser = {
+            let engine = rig.engine.clone();
+            loom::thread::spawn(move || engine.release(held))
+        };
+        let outcome = owner.join().unwrap();
+        releaser.join().unwrap();
+        assert_quiescent(&rig);
+        // SAFETY: the threads are joined and the slot is free: nobody else touches it.
+        let left = rig
+            .engine
+            .arena
+            .get(0)
+            .waker
+            .with(|w| unsafe { (*w).is_some() });
+        assert!(!left, "a waker stayed in a freed slot");
+        outcomes.hit(outcome);
+    });
+    outcomes.assert_exactly(&["granted-after-wake", "granted-on-repoll"]);
+}
+
 /// SPEC F31/F30: the owner cancels a queued request while another thread releases the cell it
 /// waits for. Exactly one of cancel and grant wins; a grant is taken exactly once; a grant that
 /// loses its CAS to the cancel gives the cell straight back.
@@ -376,7 +421,6 @@ fn f31_cancel_racing_the_pass_that_grants_another() {
 #[test]
 fn f42_dropped_future_racing_grant_returns_the_cell_once() {
     let outcomes: &'static Outcomes = Box::leak(Box::new(Outcomes::new()));
-    let credit: &'static Outcomes = Box::leak(Box::new(Outcomes::new()));
     model(move || {
         let rig = rig(1);
         let held = hold(&rig.engine, 1);

@@ -142,6 +142,60 @@ impl<T: Send + 'static> LockFreeClass<T> {
         ((key.index as usize) < self.arena.capacity()).then_some(key)
     }
 
+    /// Leaves the owner's waker in the slot of the queued entry `key` and sets `WAITING`, so
+    /// that whoever moves the entry out of `QUEUED` takes it and wakes it (see [`entry`]): one
+    /// CAS, or two when a waker left by an earlier poll must be replaced. `Err` with the state
+    /// found when the entry has moved on (its mover took any waker we had left). The caller
+    /// holds `HREF`.
+    fn wait_for_move(&self, key: Key, cx: &Context<'_>) -> Result<(), State> {
+        let e = self.entry(key);
+        let refused = |r: crate::raw::arena::Refused| match r {
+            crate::raw::arena::Refused::Rejected(s) => State(s),
+            crate::raw::arena::Refused::Stale => State(Stage::Failed as u8),
+        };
+        let s = self.state(key).unwrap_or(State(Stage::Failed as u8));
+        if !s.is_queued() {
+            return Err(s);
+        }
+        // Queued without WAITING (as read here; only we set it, so a later mover finds it clear
+        // too and leaves the cell alone), or with it: then ours, from an earlier poll.
+        if s.waiting() {
+            // An earlier poll's waker: take the cell back (clearing WAITING) to replace it.
+            self.arena
+                .update(key, |s| State(s).unwait())
+                .map_err(refused)?;
+            // SAFETY: WAITING is clear and the entry queued: the cell is ours (see `Entry`).
+            drop(e.waker.with_mut(|w| unsafe { (*w).take() }));
+        }
+        // SAFETY: WAITING is clear (nobody else sets it) and was clear in the last queued state
+        // we read, so no mover takes the cell: it is the owner's.
+        e.waker
+            .with_mut(|w| unsafe { *w = Some(cx.waker().clone()) });
+        // AcqRel (inside `update`): Release publishes the waker to the mover, whose CAS from
+        // this state is Acquire.
+        self.arena
+            .update(key, |s| State(s).wait())
+            .map(drop)
+            .map_err(|r| {
+                // Moved on before we set WAITING: nobody took the waker; it is still ours.
+                // SAFETY: WAITING was never set for this write, so the cell is ours.
+                drop(e.waker.with_mut(|w| unsafe { (*w).take() }));
+                refused(r)
+            })
+    }
+
+    /// The owner's waker, for whoever just moved `key` out of `QUEUED` from state `old`: present
+    /// only if `old` had `WAITING`.
+    #[inline]
+    fn take_waker(&self, key: Key, old: State) -> Option<core::task::Waker> {
+        if !old.waiting() {
+            return None;
+        }
+        // SAFETY: our CAS moved the entry out of QUEUED|WAITING, which makes the waker ours
+        // (see `Entry`); its Acquire saw the owner's write.
+        self.entry(key).waker.with_mut(|w| unsafe { (*w).take() })
+    }
+
     /// Clears reference bit `bit`; frees the slot if it was the last one.
     fn drop_ref(&self, key: Key, bit: u8) {
         // One CAS: clearing the last reference bit frees the slot in the same RMW.
@@ -412,28 +466,27 @@ impl<T: Send + 'static> ClassEngine<T> for LockFreeClass<T> {
         let Some(mut s) = self.state(key).filter(|s| s.owner_holds()) else {
             return stale();
         };
-        let mut registered = false;
         if s.is_queued() {
-            crate::sync::register_waker(&e.waker, cx.waker());
-            registered = true;
-            // Re-check after registering: a grant between the first load and the registration
-            // would otherwise be missed (its waker `take` could have run before `register`).
-            s = self.state(key).unwrap_or(State(Stage::Failed as u8));
-            if s.is_queued() {
-                // Cooperative progress (F18): run a pass if one is due and nobody runs one.
-                // A load, not the RMW of `kick`: that RMW orders a caller's fresh publication
-                // against releasers, and a poller has published nothing a pass must see (a
-                // grant racing the registration is caught by the re-check above). Saves one
-                // RMW on `ctl` per pending poll.
-                // Relaxed: a hint; `kick` re-reads `ctl` with an RMW before acting on it.
-                let cur = self.ctl.load(Ordering::Relaxed);
-                if !cur.token() && cur.wants_pass() {
-                    self.kick();
+            match self.wait_for_move(key, cx) {
+                Ok(()) => {
+                    // Cooperative progress (F18): run a pass if one is due and nobody runs one.
+                    // A load, not the RMW of `kick`: that RMW orders a caller's fresh
+                    // publication against releasers, and a poller has published nothing a pass
+                    // must see (a grant racing the registration finds WAITING, or made our
+                    // WAITING CAS fail). Saves one RMW on `ctl` per pending poll.
+                    // Relaxed: a hint; `kick` re-reads `ctl` with an RMW before acting on it.
+                    let cur = self.ctl.load(Ordering::Relaxed);
+                    if !cur.token() && cur.wants_pass() {
+                        self.kick();
+                    }
+                    // A pass that moved the entry took the waker (and wakes it: a spurious wake
+                    // of this task, harmless).
                     s = self.state(key).unwrap_or(State(Stage::Failed as u8));
+                    if s.is_queued() {
+                        return Polled::Pending;
+                    }
                 }
-                if s.is_queued() {
-                    return Polled::Pending;
-                }
+                Err(moved) => s = moved,
             }
         }
         let out = match s.stage() {
@@ -462,12 +515,6 @@ impl<T: Send + 'static> ClassEngine<T> for LockFreeClass<T> {
                 Polled::Ended(Ended::Failed(dispatch::failure(error)))
             }
         };
-        if registered {
-            // The stage moved on while we registered, so the mover may have found no waker to
-            // take: take ours back, or the slot's next owner would inherit it and a grant made
-            // before its first poll would wake this task instead.
-            drop(crate::sync::take_waker(&e.waker));
-        }
         self.drop_ref(key, HREF);
         out
     }
@@ -483,7 +530,9 @@ impl<T: Send + 'static> ClassEngine<T> for LockFreeClass<T> {
             .arena
             .update(key, |s| State(s).end_by_owner(Stage::ended(why)));
         let lease = match res {
-            Ok(_) => {
+            Ok((old, _)) => {
+                // Our own waker, if we left one: we are its mover.
+                drop(self.take_waker(key, State(old)));
                 // Ended while queued: no cell is involved, so the quota goes back now, before
                 // the count below (a drain that sees the queue empty sees it refunded).
                 drop(permit.take());
@@ -510,9 +559,8 @@ impl<T: Send + 'static> ClassEngine<T> for LockFreeClass<T> {
             }
             Err(_) => None,
         };
-        // The owner leaves: a waker it registered while queued must not reach the slot's next
-        // owner.
-        drop(crate::sync::take_waker(&self.entry(key).waker));
+        // A waker we left while queued went to whoever moved the entry on (or back to us
+        // above): none stays in the slot for its next owner.
         self.drop_ref(key, HREF);
         lease
     }
@@ -520,7 +568,8 @@ impl<T: Send + 'static> ClassEngine<T> for LockFreeClass<T> {
     fn cancel(&self, raw: u64) -> Result<(), Error> {
         let not_found = Error::new(Code::NotFound, Reason::UnknownRequest);
         let key = self.key(raw).ok_or(not_found)?;
-        self.arena
+        let (old, _) = self
+            .arena
             .update(key, |s| State(s).cancel_by_handle())
             .map_err(|_| not_found)?;
         // `CREF` (taken by the CAS) keeps the slot ours until the end of this call: the owner and
@@ -529,7 +578,7 @@ impl<T: Send + 'static> ClassEngine<T> for LockFreeClass<T> {
         // Take the content (pull mode: refund the permit, drop the payload) before the count
         // below, so a drain that sees the queue empty sees the quota refunded.
         let mut after = After::new();
-        self.collect_ended(key, Stage::Cancelled, &mut after);
+        self.collect_ended(key, Stage::Cancelled, State(old), &mut after);
         after.contents.clear();
         let old = self.left_queue(tenant);
         saturating_add(&self.stats.cancellations, 1);
