@@ -93,7 +93,7 @@ fn grant_returns_queue_slot_to_concurrent_admission() {
 /// then the rest). The CPU limit of 3 admits the second request only after the first's refund;
 /// the fields never carry into each other, and everything is back to zero at the end.
 #[test]
-fn packed_word_reserves_and_refunds_fields_independently() {
+fn f51_packed_word_reserves_and_refunds_fields_independently() {
     let outcomes: &'static Outcomes = Box::leak(Box::new(Outcomes::new()));
     model(move || {
         let limits = Limits {
