@@ -117,7 +117,7 @@ impl<T: Send + 'static> LockFreeClass<T> {
                     }
                 }
             }
-            let again = self.pass(force, false);
+            let again = self.pass(force, Kept::Nothing);
             force = false;
             if !again {
                 return;
@@ -126,15 +126,24 @@ impl<T: Send + 'static> LockFreeClass<T> {
     }
 
     /// One bounded pass. The caller holds the token; it is released before returning. Returns
-    /// whether another pass may be needed. `reserved`: the caller also holds one cell credit
-    /// (taken out of `FREE` with the token, see `pass_with_credit`), which the pass grants first
-    /// or gives back.
-    fn pass(&self, compact: bool, reserved: bool) -> bool {
+    /// whether another pass may be needed. `kept`: a cell credit the caller holds (taken out of
+    /// `FREE` with the token, see `pass_kept`), with the cell itself for the built-in pool, which
+    /// the pass grants first or gives back.
+    fn pass(&self, compact: bool, kept: Kept) -> bool {
         let mut budget = PASS_BUDGET;
         let prev = self.with_token(|policy, after| {
-            let mut reserved = reserved;
-            self.run_pass(policy, &mut budget, compact, after, &mut reserved);
-            if reserved {
+            let mut kept = kept;
+            self.run_pass(policy, &mut budget, compact, after, &mut kept);
+            let unused = match kept {
+                Kept::Nothing => false,
+                Kept::Credit => true,
+                Kept::Cell(lease) => {
+                    // The pool holds the cell again before its credit is visible.
+                    self.give_back_unused(lease);
+                    true
+                }
+            };
+            if unused {
                 // Not used: back before the token goes (a thread that sees it and finds the
                 // token held marks DIRTY, and this holder runs again).
                 self.unreserve_cell();
@@ -148,12 +157,13 @@ impl<T: Send + 'static> LockFreeClass<T> {
 
     /// Runs a pass for a caller that took the token together with a cell credit in one RMW
     /// (`release_then`: a released cell with work queued goes to the pass that grants it,
-    /// without its credit being published and taken back), then kicks as long as passes are due.
-    pub(super) fn pass_with_credit(&self) {
+    /// without its credit being published and taken back, and with the built-in pool without
+    /// the cell going back to the pool and out again), then kicks as long as passes are due.
+    pub(super) fn pass_kept(&self, kept: Kept) {
         // Relaxed: read by the models after joining the threads.
         #[cfg(all(test, loom))]
         self.credit_passes[0].fetch_add(1, Ordering::Relaxed);
-        if self.pass(false, true) {
+        if self.pass(false, kept) {
             self.kick();
         }
     }
@@ -197,7 +207,7 @@ impl<T: Send + 'static> LockFreeClass<T> {
         budget: &mut u32,
         compact: bool,
         after: &mut After<T>,
-        reserved: &mut bool,
+        kept: &mut Kept,
     ) {
         self.flush_overflow(after);
         self.drain_inbox(policy, after);
@@ -240,16 +250,29 @@ impl<T: Send + 'static> LockFreeClass<T> {
             },
             budget,
         );
-        // A credit the caller reserved goes first; each credit is granted or given back below.
-        while *budget > 0 && (core::mem::take(reserved) || self.reserve_cell()) {
+        // A credit (and cell) the caller kept goes first; each credit is granted or given back
+        // below.
+        while *budget > 0 {
+            let held = match core::mem::replace(kept, Kept::Nothing) {
+                Kept::Nothing if self.reserve_cell() => None,
+                Kept::Nothing => break,
+                Kept::Credit => None,
+                Kept::Cell(lease) => Some(lease),
+            };
             let mut judge = GrantJudge {
                 class: self,
                 now,
                 after,
                 stop: false,
                 keep_credit: false,
+                held,
             };
             let granted = policy.select(now, &mut judge, budget);
+            if let Some(lease) = judge.held.take() {
+                // The kept cell was not granted: the pool holds it again before its credit
+                // goes back (below) or serves the next select.
+                self.give_back_unused(lease);
+            }
             if granted.is_none() {
                 if !judge.keep_credit {
                     self.unreserve_cell();
@@ -481,6 +504,19 @@ struct GrantJudge<'a, T> {
     stop: bool,
     /// The credit was consumed by a cell that left service; do not give it back.
     keep_credit: bool,
+    /// A released cell the caller kept for this credit (built-in pool): granted before the pool
+    /// is asked.
+    held: Option<Lease>,
+}
+
+/// What a caller of `pass` holds besides the token.
+pub(super) enum Kept {
+    Nothing,
+    /// One cell credit, taken out of `FREE` with the token.
+    Credit,
+    /// One cell credit and its cell, released by its last holder and not yet back in the pool
+    /// (the built-in pool only: the cell goes from one request to the next).
+    Cell(Lease),
 }
 
 impl<T: Send + 'static> Judge for GrantJudge<'_, T> {
@@ -506,7 +542,11 @@ impl<T: Send + 'static> Judge for GrantJudge<'_, T> {
         }
         // SAFETY: read-only after publication (see `Entry`).
         let (ticket, at) = unsafe { (e.ticket.with(|t| *t), e.enqueued_at.with(|a| *a)) };
-        let lease = match c.acquire(&ticket, self.now) {
+        let held = self.held.take();
+        let lease = match held.map_or_else(
+            || c.acquire(&ticket, self.now),
+            |l| Ok(c.reuse(l, &ticket, self.now)),
+        ) {
             Ok(l) => l,
             Err(err) => {
                 self.stop = true;

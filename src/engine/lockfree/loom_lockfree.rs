@@ -28,15 +28,27 @@ impl Clock for Frozen {
     }
 }
 
-/// One class under test and a handle on its pool, to check the pool's counters at the end.
+/// One class under test.
 struct Rig {
     engine: Arc<LockFreeClass<u32>>,
-    pool: std::sync::Arc<FixedCellPool>,
     cells: u32,
 }
 
+/// A class whose cells come from a `FixedCellPool` given as a host's pool (every release and
+/// acquire goes through the pool).
 fn rig(cells: u32) -> Rig {
-    let pool = std::sync::Arc::new(FixedCellPool::new(ClassId(0), cells).unwrap());
+    rig_with(cells, false)
+}
+
+/// `rig`, or with `built_in` the scheduler's own pool (a release with work queued hands its cell
+/// straight to the pass it runs).
+fn rig_with(cells: u32, built_in: bool) -> Rig {
+    let pool = FixedCellPool::new(ClassId(0), cells).unwrap();
+    let pool = if built_in {
+        crate::pool::ClassPool::Fixed(pool)
+    } else {
+        crate::pool::ClassPool::Host(std::sync::Arc::new(pool))
+    };
     let ledger = Ledger::new(LedgerConfig::new(vec![ClassSpec::new("a")], 2)).unwrap();
     let engine = LockFreeClass::new(ClassSetup {
         class: ClassId(0),
@@ -46,13 +58,12 @@ fn rig(cells: u32) -> Rig {
         queue_capacity: 2,
         max_tenants: 2,
         starvation_after: u64::MAX,
-        pool: crate::pool::ClassPool::Host(pool.clone()),
+        pool,
         clock: std::sync::Arc::new(Frozen),
     })
     .unwrap();
     Rig {
         engine: Arc::new(engine),
-        pool,
         cells,
     }
 }
@@ -170,7 +181,7 @@ fn assert_quiescent(rig: &Rig) {
         !cur.token() && !cur.dirty(),
         "token or DIRTY left set: {cur:?}"
     );
-    let pool = rig.pool.counters();
+    let pool = engine.pool.counters();
     assert_eq!(
         pool.available, rig.cells,
         "a cell never came back: {pool:?}"
@@ -217,9 +228,20 @@ fn lost_grants(rig: &Rig) -> usize {
 /// pass or its own poll's kick — before it parks or by waking it.
 #[test]
 fn f17_enqueue_racing_release_is_never_lost() {
+    enqueue_racing_release(false);
+}
+
+/// As `f17_enqueue_racing_release_is_never_lost`, with the built-in pool (the released cell
+/// goes straight to the pass that grants the waiter, or back to the pool).
+#[test]
+fn f17_enqueue_racing_a_release_that_hands_its_cell_over() {
+    enqueue_racing_release(true);
+}
+
+fn enqueue_racing_release(built_in: bool) {
     let outcomes: &'static Outcomes = Box::leak(Box::new(Outcomes::new()));
     model(move || {
-        let rig = rig(1);
+        let rig = rig_with(1, built_in);
         let held = hold(&rig.engine, 1);
         let waiter = {
             let engine = rig.engine.clone();
@@ -308,10 +330,22 @@ fn f17_repoll_replacing_the_waker_racing_the_grant() {
 /// loses its CAS to the cancel gives the cell straight back.
 #[test]
 fn f31_cancel_racing_grant_exactly_one_wins() {
+    cancel_racing_grant(false);
+}
+
+/// As `f31_cancel_racing_grant_exactly_one_wins`, with the built-in pool: the releaser hands
+/// its cell straight to the pass it runs, which grants it, or gives it back to the pool (and
+/// then its credit) when the cancel won.
+#[test]
+fn f31_cancel_racing_the_grant_of_a_handed_over_cell() {
+    cancel_racing_grant(true);
+}
+
+fn cancel_racing_grant(built_in: bool) {
     let outcomes: &'static Outcomes = Box::leak(Box::new(Outcomes::new()));
     let credit: &'static Outcomes = Box::leak(Box::new(Outcomes::new()));
     model(move || {
-        let rig = rig(1);
+        let rig = rig_with(1, built_in);
         let held = hold(&rig.engine, 1);
         let key = queue(&rig.engine, 2, 1);
         let owner = {

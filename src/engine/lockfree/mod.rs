@@ -594,25 +594,14 @@ impl<T: Send + 'static> ClassEngine<T> for LockFreeClass<T> {
 
     fn release_then(&self, lease: Lease, then: impl FnOnce()) {
         self.clear_lease_since(&lease);
+        // Relaxed: a hint; the RMWs decide.
+        if Self::may_hand_credit(self.ctl.load(Ordering::Relaxed)) {
+            // Work queued and the token free: the cell (or its credit) goes to a pass run here.
+            return self.release_to_pass(lease, then);
+        }
         self.pool.release(lease);
         then();
-        // With work queued and the token free, the credit goes to a pass run here
-        // (`hand_credit_to_pass`); otherwise one `fetch_add` gives it back.
-        // Relaxed: a hint; the RMW decides.
-        let old = if Self::may_hand_credit(self.ctl.load(Ordering::Relaxed)) {
-            self.hand_credit_to_pass()
-        } else {
-            // Release: the pool holds the cell again before the credit is visible; pairs with
-            // the Acquire CAS that takes a credit (fast path, `reserve_cell`). Acquire: this RMW
-            // is also the ordering point `kick_from` needs (see there), so the kick starts from
-            // its value instead of reading `ctl` again.
-            let old = self.ctl.give_credit(Ordering::AcqRel);
-            if old.queued() > 0 {
-                self.kick_from(false, Some(old.give_credit()));
-            }
-            old
-        };
-        self.wake_drainers(old);
+        self.give_credit_back();
     }
 
     fn quarantine_then(&self, lease: Lease, reason: &'static str, then: impl FnOnce()) {
@@ -755,12 +744,11 @@ impl<T: Send + 'static> LockFreeClass<T> {
         !cur.token() && cur.queued() > 0 && !cur.closed()
     }
 
-    /// A released cell's credit when work is queued, in one RMW: if the token is still free,
-    /// take it and keep the credit for the pass run here, which grants that credit first (the
-    /// credit is never published only to be taken back, and the token costs no RMW of its
-    /// own); otherwise give the credit back and kick as `release_then` does. Returns `ctl` as
-    /// the RMW found it. Out of line: the release without queued work stays small.
-    #[inline(never)]
+    /// A released cell's credit when work is queued (a host's pool), in one RMW: if the token is
+    /// still free, take it and keep the credit for the pass run here, which grants that credit
+    /// first (the credit is never published only to be taken back, and the token costs no RMW
+    /// of its own); otherwise give the credit back and kick as `release_then` does. Returns
+    /// `ctl` as the RMW found it.
     fn hand_credit_to_pass(&self) -> Ctl {
         // AcqRel. Release: the pool holds the cell again before a given-back credit is visible
         // (pairs with the Acquire CAS that takes a credit: fast path, `reserve_cell`). Acquire:
@@ -776,11 +764,88 @@ impl<T: Send + 'static> LockFreeClass<T> {
                 })
             });
         if took {
-            self.pass_with_credit();
+            self.pass_kept(dispatch::Kept::Credit);
         } else if old.queued() > 0 {
             self.kick_from(false, Some(old.give_credit()));
         }
         old
+    }
+
+    /// A release that saw work queued and the token free. With the built-in pool, the released
+    /// cell itself goes to a pass run here, which grants it first (no pool release and acquire,
+    /// no credit published and taken back); the pool is settled (the cell is the next
+    /// request's) before `then` refunds the quota (SPEC F44). With a host's pool the cell goes
+    /// back to the pool and only its credit to the pass (`hand_credit_to_pass`). If the token
+    /// was taken meanwhile, as any release. Out of line: the release without queued work stays
+    /// small.
+    #[inline(never)]
+    fn release_to_pass(&self, lease: Lease, then: impl FnOnce()) {
+        if self.pool.is_fixed() {
+            if let Ok(old) = self.take_token_keeping_credit() {
+                then();
+                self.pass_kept(dispatch::Kept::Cell(lease));
+                self.wake_drainers(old);
+                return;
+            }
+            self.pool.release(lease);
+            then();
+            self.give_credit_back();
+            return;
+        }
+        self.pool.release(lease);
+        then();
+        let old = self.hand_credit_to_pass();
+        self.wake_drainers(old);
+    }
+
+    /// Returns a released cell's credit (the pool has the cell again) and kicks if work is
+    /// queued.
+    #[inline]
+    fn give_credit_back(&self) {
+        // Release: the pool holds the cell again before the credit is visible; pairs with the
+        // Acquire CAS that takes a credit (fast path, `reserve_cell`). Acquire: this RMW is also
+        // the ordering point `kick_from` needs (see there), so the kick starts from its value
+        // instead of reading `ctl` again.
+        let old = self.ctl.give_credit(Ordering::AcqRel);
+        if old.queued() > 0 {
+            self.kick_from(false, Some(old.give_credit()));
+        }
+        self.wake_drainers(old);
+    }
+
+    /// Takes the token and keeps a released cell's credit, in one CAS, if the word still says
+    /// work is queued, the token is free and the class open; else returns the word as found.
+    /// Returns `ctl` as the CAS found it.
+    fn take_token_keeping_credit(&self) -> Result<Ctl, Ctl> {
+        // Relaxed: only a guess; the CAS decides.
+        let mut cur = self.ctl.load(Ordering::Relaxed);
+        loop {
+            if !Self::may_hand_credit(cur) {
+                return Err(cur);
+            }
+            // AcqRel. Acquire: taking the token pairs with the Release that gave it up.
+            // Release: as every RMW of a releaser on `ctl` (see `kick_from`).
+            match self.ctl.compare_exchange_weak(
+                cur,
+                cur.take_token(),
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return Ok(cur),
+                Err(actual) => cur = actual,
+            }
+        }
+    }
+
+    /// A lease of `kept`'s cell for `ticket` (the built-in pool's lease is built from the
+    /// request, as its acquire builds it), its lease age starting at `now`.
+    fn reuse(&self, kept: Lease, ticket: &Ticket, now: u64) -> Lease {
+        let lease = Lease::new(&ticket.lease_request(self.class), kept.cell());
+        if let Some(s) = self.lease_since.get(lease.cell().0 as usize) {
+            // Relaxed: an observation for snapshots.
+            s.store(now, Ordering::Relaxed);
+        }
+        lease
     }
 
     /// Wakes drainers (and executors, who share the waiter slots) if `old`, the value of `ctl`
