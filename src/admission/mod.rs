@@ -12,7 +12,7 @@
 //!
 //! # Mechanism
 //!
-//! Each holder's counters are packed into one `AtomicU64` ([`Layout`]): queue slots and
+//! Each holder's counters are packed into one `AtomicU64` (`Layout`): queue slots and
 //! concurrency always (their limits are `u32`), CPU and memory units too when their limits leave
 //! room, each in a field as wide as its limit. An admission reserves with one compare-and-swap
 //! loop per holder that checks every packed field against its limit and never moves one past it;
