@@ -6,6 +6,7 @@
 #                                                admit-refund cas pool tokio
 #   perf/callgrind.sh --p7                       P7's O(1) check: cancel-4096 vs cancel-1,
 #                                                ≤ 1.05x instructions (exit status 1 if not)
+#   FAIRWAY_PERF_BIN=path perf/callgrind.sh ...  count in that binary instead of building one
 #
 # Each row is built and warmed outside the measured region; `fairway-perf --instr ROW` then runs
 # it N times (default 100000) inside one function, `measured`, and callgrind collects only
@@ -20,7 +21,7 @@ while [[ $# -gt 0 ]]; do
     case $1 in
         --ops) ops=$2; shift 2 ;;
         --p7) p7=true; rows=(cancel-1 cancel-4096); shift ;;
-        -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
         *) rows+=("$1"); shift ;;
     esac
 done
@@ -30,8 +31,9 @@ if [[ ${#rows[@]} -eq 0 ]]; then
 fi
 command -v valgrind >/dev/null || { echo "valgrind is needed (apt-get install valgrind)" >&2; exit 2; }
 
-cargo build --release --quiet -p fairway-perf
-bin=target/release/fairway-perf
+# FAIRWAY_PERF_BIN: a fairway-perf binary built earlier (e.g. of the tree before a change).
+bin=${FAIRWAY_PERF_BIN:-target/release/fairway-perf}
+[[ -n ${FAIRWAY_PERF_BIN:-} ]] || cargo build --release --quiet -p fairway-perf
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 

@@ -107,8 +107,15 @@ pub(crate) struct ClassStats {
     pub(crate) cancellations: AtomicU64,
     pub(crate) expirations: AtomicU64,
     refused_at_acceptance: AtomicU64,
+    /// Grants that did not wait, recorded by any thread ([`record_grant`](Self::record_grant));
+    /// counted in bucket 0 by snapshots.
+    fast_grants: AtomicU64,
+    /// Written only by the holder of the class's exclusive section (see
+    /// [`record_grant_exclusive`](Self::record_grant_exclusive)).
     pub(crate) wait_total: AtomicU64,
+    /// As `wait_total`.
     pub(crate) wait_max: AtomicU64,
+    /// As `wait_total`.
     buckets: Box<[AtomicU64]>,
 }
 
@@ -119,6 +126,7 @@ impl ClassStats {
             cancellations: AtomicU64::new(0),
             expirations: AtomicU64::new(0),
             refused_at_acceptance: AtomicU64::new(0),
+            fast_grants: AtomicU64::new(0),
             wait_total: AtomicU64::new(0),
             wait_max: AtomicU64::new(0),
             buckets: (0..STORED).map(|_| AtomicU64::new(0)).collect(),
@@ -140,17 +148,35 @@ impl ClassStats {
         saturating_add(&self.refused_at_acceptance, 1);
     }
 
-    /// Records one grant after waiting `wait` nanoseconds.
+    /// Records one grant that did not wait (the fast path), from any thread: one RMW.
     #[inline]
+    pub(crate) fn record_grant(&self) {
+        saturating_add(&self.fast_grants, 1);
+    }
+
+    /// Records one grant after waiting `wait` nanoseconds, without a read-modify-write.
     ///
-    /// The grant count is the sum of the buckets, so a grant that did not wait (the fast path)
-    /// costs one read-modify-write.
-    pub(crate) fn record_grant(&self, wait: u64) {
-        saturating_add(&self.buckets[bucket_of(wait).min(STORED - 1)], 1);
+    /// The caller must be the only writer of the wait counters at this moment: it holds the
+    /// class's exclusive section (the lock-free engine's dispatch token, the baseline's lock),
+    /// whose acquisition (Acquire) and release (Release) order one holder's writes before the
+    /// next one's reads. Readers (snapshots) load them separately (SPEC F62). Every other thread
+    /// records through [`record_grant`](Self::record_grant).
+    #[inline]
+    pub(crate) fn record_grant_exclusive(&self, wait: u64) {
+        // Relaxed: statistics only; single writer (see above).
+        let add = |a: &AtomicU64, n: u64| {
+            a.store(
+                a.load(Ordering::Relaxed).saturating_add(n),
+                Ordering::Relaxed,
+            )
+        };
+        add(&self.buckets[bucket_of(wait).min(STORED - 1)], 1);
         if wait > 0 {
-            saturating_add(&self.wait_total, wait);
-            // Relaxed: statistics only.
-            self.wait_max.fetch_max(wait, Ordering::Relaxed);
+            add(&self.wait_total, wait);
+            // Relaxed: as above.
+            if wait > self.wait_max.load(Ordering::Relaxed) {
+                self.wait_max.store(wait, Ordering::Relaxed);
+            }
         }
     }
 
@@ -212,7 +238,7 @@ impl ClassStats {
         out.grants = self
             .buckets
             .iter()
-            .fold(0u64, |n, b| n.saturating_add(get(b)));
+            .fold(get(&self.fast_grants), |n, b| n.saturating_add(get(b)));
         out.rejections = get(&self.rejections);
         out.cancellations = get(&self.cancellations);
         out.expirations = get(&self.expirations);
@@ -229,7 +255,11 @@ impl ClassStats {
         h.auto(true);
         for (b, c) in self.buckets.iter().enumerate() {
             // Relaxed: statistics only.
-            let c = c.load(Ordering::Relaxed);
+            let mut c = c.load(Ordering::Relaxed);
+            if b == 0 {
+                // Relaxed: as above.
+                c = c.saturating_add(self.fast_grants.load(Ordering::Relaxed));
+            }
             if c > 0 {
                 // Cannot fail: the histogram auto-resizes.
                 let _ = h.record_n(bucket_floor(b), c);
@@ -253,6 +283,27 @@ mod tests {
             assert!(floor <= v, "{v} {floor}");
             assert!(v - floor <= v / SUB, "bucket too wide at {v}");
         }
+    }
+
+    #[test]
+    fn f60_fast_and_waited_grants_both_count() {
+        let s = ClassStats::new();
+        for _ in 0..3 {
+            s.record_grant();
+        }
+        s.record_grant_exclusive(0);
+        s.record_grant_exclusive(1_000);
+        s.record_grant_exclusive(250);
+        let snap = s.snapshot(PoolCounters::default(), 0, 0, None);
+        assert_eq!(snap.grants, 6);
+        assert_eq!(snap.wait_total, Duration::from_nanos(1_250));
+        assert_eq!(snap.wait_max, Duration::from_nanos(1_000));
+        // Four grants without a wait (three fast, one through a pass) in the lowest bucket.
+        assert_eq!(snap.wait_histogram.count_at(0), 4);
+        assert_eq!(snap.wait_histogram.len(), 6);
+        s.wait_total.store(u64::MAX - 1, Ordering::Relaxed);
+        s.record_grant_exclusive(5);
+        assert_eq!(s.wait_total.load(Ordering::Relaxed), u64::MAX, "saturates");
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! process, interleaved, following the method of the project's performance notes (PERF.md).
 //!
 //! ```text
-//! cargo run --release -p fairway-perf [-- --suite default|open-loop|scaling|peers|graph|all]
+//! cargo run --release -p fairway-perf [-- --suite default|open-loop|scaling|peers|graph|all|request]
 //!     [--json] [--markdown] [--check] [--out FILE] [--reps N] [--ms N] [--quick]
 //!     [--threads 1,2,4,8,16] [--plots DIR]
 //! fairway-perf --compare A.json B.json
@@ -50,7 +50,8 @@ const USAGE: &str =
   --suite NAME     default (one row per PERF.md target), open-loop (50/80/95 % load at 2 and 8
                    threads, with plots), scaling (wait, pull and open-loop rows at --threads),
                    peers (the ring against crossbeam and locked deques), graph (the dependency
-                   graph's P8 and P9 rows), all
+                   graph's P8 and P9 rows), all, request (the request path's rows only: P1, P13,
+                   P7, P3)
   --json           print the report as JSON (no progress on stderr)
   --markdown       print the targets as the README's Markdown table
   --check          exit with status 1 when a target misses (on the run's median)

@@ -18,7 +18,15 @@ use crate::targets::rows;
 use fairway::{LockFreeGraph, MutexGraph};
 
 /// The named suites (`--suite`).
-pub const SUITES: [&str; 6] = ["default", "open-loop", "scaling", "peers", "graph", "all"];
+pub const SUITES: [&str; 7] = [
+    "default",
+    "open-loop",
+    "scaling",
+    "peers",
+    "graph",
+    "all",
+    "request",
+];
 
 /// Offered loads of the open-loop suite, % of the std baseline's capacity.
 const LOADS: [u32; 3] = [50, 80, 95];
@@ -263,8 +271,11 @@ pub fn plan(suite: &str, threads: &[usize]) -> Result<Vec<Job>, String> {
             .collect(),
         "peers" => vec![Job::Ring(1), Job::Ring(2), Job::Ring(8)],
         "graph" => vec![Job::Graph(8), Job::Graph(9)],
+        // The request path's rows (P1, P13, P7, P3): the before/after check of a change to it.
+        "request" => vec![Job::Cycle, Job::Fast, Job::Single, Job::Cancel, pull(2)],
         "all" => {
             let mut v = Vec::new();
+            // "request" is a subset of "default".
             for s in &SUITES[..5] {
                 v.extend(plan(s, threads)?);
             }
@@ -378,6 +389,9 @@ mod tests {
             assert_eq!(all.iter().filter(|x| *x == j).count(), 1, "{j:?}");
         }
         assert!(plan("frobnicate", &[]).is_err());
+        for j in plan("request", &[]).unwrap() {
+            assert!(p.contains(&j), "{j:?}");
+        }
     }
 
     #[test]

@@ -87,3 +87,56 @@ fn grant_returns_queue_slot_to_concurrent_admission() {
     });
     outcomes.assert_exactly(&["queued-after-grant", "refused-before-grant"]);
 }
+
+/// All four resources packed in one word per holder (small limits): one thread admits (CPU 2,
+/// memory 1) while another holds a permit and ends it field by field (the queue slot at grant,
+/// then the rest). The CPU limit of 3 admits the second request only after the first's refund;
+/// the fields never carry into each other, and everything is back to zero at the end.
+#[test]
+fn f51_packed_word_reserves_and_refunds_fields_independently() {
+    let outcomes: &'static Outcomes = Box::leak(Box::new(Outcomes::new()));
+    model(move || {
+        let limits = Limits {
+            queue_slots: 3,
+            concurrency: 3,
+            cpu_units: 3,
+            memory_units: 3,
+        };
+        let ledger = Ledger::new(
+            LedgerConfig::new(vec![ClassSpec::new("a").limits(limits)], 1).tenant_limits(limits),
+        )
+        .unwrap();
+        assert_eq!(ledger.0.tenant_layout.packed, KINDS);
+        let request = |id| {
+            AdmissionRequest::new(RequestId(id), TenantId(0))
+                .cpu_units(2)
+                .memory_units(1)
+        };
+        let first = ledger.admit(request(1)).unwrap();
+        let ender = loom::thread::spawn(move || drop(first.into_execution()));
+        let other = ledger.clone();
+        let admitter = loom::thread::spawn(move || {
+            let r = other.admit(request(2)).map_err(|e| e.reason());
+            if let Ok(p) = &r {
+                // Exactly this permit's units: the first has been refunded in full.
+                let u = other.usage().tenants[0];
+                assert_eq!(
+                    (u.queue_slots, u.concurrency, u.cpu_units, u.memory_units),
+                    (1, 1, 2, 1)
+                );
+                assert_eq!(p.cpu_units(), 2);
+            }
+            r.map(drop)
+        });
+        ender.join().unwrap();
+        let result = admitter.join().unwrap();
+        assert!(ledger.usage().is_zero(), "{:?}", ledger.usage());
+        outcomes.hit(match result {
+            Ok(()) => "admitted-after-refund",
+            // By the tenant, or by the class when the tenant's word was already refunded.
+            Err(crate::Reason::TenantCpuUnits | crate::Reason::ClassCpuUnits) => "refused-cpu",
+            Err(_) => "unexpected-refusal",
+        });
+    });
+    outcomes.assert_exactly(&["admitted-after-refund", "refused-cpu"]);
+}

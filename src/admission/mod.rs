@@ -12,11 +12,15 @@
 //!
 //! # Mechanism
 //!
-//! Every limit is one `AtomicU64` counter, reserved with a compare-and-swap loop that never moves
-//! it past its limit, and refunded with one `fetch_sub`. No lock, no allocation: an admission is
-//! at most eight successful RMWs (four for the tenant, four for the class; a zero CPU or memory
-//! amount skips its counter) plus one reference-count increment for the permit's link to its
-//! ledger, and a refund is the same number of `fetch_sub`s.
+//! Each holder's counters are packed into one `AtomicU64` (`Layout`): queue slots and
+//! concurrency always (their limits are `u32`), CPU and memory units too when their limits leave
+//! room, each in a field as wide as its limit. An admission reserves with one compare-and-swap
+//! loop per holder that checks every packed field against its limit and never moves one past it;
+//! a refund is one `fetch_sub` per holder. A resource whose limit does not fit keeps a counter of
+//! its own (reserved after the word, skipped for a zero amount). No lock, no allocation: an
+//! admission is two successful RMWs (tenant and class) when everything is packed or the request
+//! reserves no CPU or memory units, at most six otherwise, plus one reference-count increment for
+//! the permit's link to its ledger; a refund is the same number of `fetch_sub`s.
 //!
 //! All counter operations are `Relaxed`. The counters publish no other memory: each is a number
 //! that must never exceed its limit, and atomicity of the RMWs on that one location (its
@@ -26,8 +30,9 @@
 //!
 //! # Transient overcount
 //!
-//! A request is admitted only if *all* its counters fit. They are reserved one after the other and
-//! rolled back if a later one is refused, so a concurrent admission may observe a counter briefly
+//! A request is admitted only if *all* its counters fit. The tenant's and then the class's are
+//! reserved one after the other (and, within one holder, the packed word before the counters kept
+//! apart) and rolled back if a later one is refused, so a concurrent admission may observe a counter briefly
 //! raised by a request that is about to roll back, and be refused because of it. Nothing is ever
 //! over-reserved (no counter exceeds its limit at any moment) and nothing stays reserved by a
 //! refused request; the only effect is that, under contention at the very edge of a limit, a
@@ -286,34 +291,198 @@ impl LedgerUsage {
     }
 }
 
-/// The four counters of one holder (a tenant or a class), indexed by resource
-/// ([`QUEUE_SLOTS`], [`CONCURRENCY`], [`CPU_UNITS`], [`MEMORY_UNITS`]).
+/// How one holder's limits map onto its counters: the first `packed` resources (queue slots and
+/// concurrency always, then CPU units and memory units while their limits still fit) share one
+/// word, each in a field just wide enough for its limit; the others keep a word of their own.
 ///
-/// Invariant: each counter is the sum of the amounts reserved and not yet refunded by live
-/// permits (plus, transiently, the amounts of an admission that is rolling back), and never
-/// exceeds its limit.
-#[derive(Debug)]
-struct Counters([AtomicU64; KINDS]);
+/// With everything packed, an admission is one CAS per holder and a refund one `fetch_sub`, and
+/// the queue-slot and concurrency limits (both at most `u32::MAX`) always share a word, so a
+/// request without CPU or memory units costs one RMW per holder either way.
+///
+/// Invariant: a packed field never exceeds its limit, which fits its width, so adding an amount
+/// that passed the limit check never carries into the next field, and a refund (of at most what
+/// was reserved) never borrows from it.
+#[derive(Debug, Clone, Copy)]
+struct Layout {
+    limits: [u64; KINDS],
+    /// Bit offset of each packed field in the word.
+    shift: [u32; KINDS],
+    /// Width mask of each packed field (after shifting down).
+    mask: [u64; KINDS],
+    /// Resources `0..packed` are in the word; `packed..KINDS` have their own counters.
+    packed: usize,
+}
 
-#[cfg(not(loom))]
-const _: () = assert!(core::mem::size_of::<Counters>() == 32);
-
-impl Counters {
-    fn new() -> Self {
-        Self(core::array::from_fn(|_| AtomicU64::new(0)))
+#[allow(
+    clippy::needless_range_loop,
+    reason = "a resource index reads several parallel arrays"
+)]
+impl Layout {
+    fn new(limits: [u64; KINDS]) -> Self {
+        let (mut shift, mut mask) = ([0; KINDS], [0; KINDS]);
+        let (mut used, mut packed) = (0u32, 0);
+        for kind in 0..KINDS {
+            let width = 64 - limits[kind].leading_zeros();
+            // Queue slots and concurrency are `u32` limits: they always fit together. Only a
+            // prefix is packed, so a refusal is still reported for the first resource in order.
+            if used + width > 64 {
+                break;
+            }
+            shift[kind] = used;
+            mask[kind] = if width == 64 {
+                u64::MAX
+            } else {
+                (1 << width) - 1
+            };
+            used += width;
+            packed = kind + 1;
+        }
+        debug_assert!(packed > CONCURRENCY);
+        Self {
+            limits,
+            shift,
+            mask,
+            packed,
+        }
     }
 
-    /// Reserves every amount in `amounts` against `limits`, all or nothing; on refusal returns the
-    /// index of the refused resource, with nothing left reserved.
+    /// The word's delta for `amounts[kind]`, `kind` in `start..end`, of the `N` packed
+    /// resources (`N == self.packed`; a constant, so the loop unrolls). Every amount must be at
+    /// most its limit (so it fits its field).
+    #[inline(always)]
+    fn delta<const N: usize>(&self, amounts: &[u64; KINDS], start: usize, end: usize) -> u64 {
+        let mut d = 0;
+        for kind in 0..N {
+            if kind >= start && kind < end {
+                d |= amounts[kind] << self.shift[kind];
+            }
+        }
+        d
+    }
+}
+
+/// The counters of one holder (a tenant or a class): the packed word and one word per resource
+/// that does not fit it (see [`Layout`]; unused ones stay 0).
+///
+/// Invariant: each resource's count is the sum of the amounts reserved and not yet refunded by
+/// live permits (plus, transiently, the amounts of an admission that is rolling back), and never
+/// exceeds its limit.
+#[derive(Debug)]
+struct Counters {
+    packed: AtomicU64,
+    /// CPU units and memory units, when they do not fit in `packed`.
+    apart: [AtomicU64; 2],
+}
+
+#[cfg(not(loom))]
+const _: () = assert!(core::mem::size_of::<Counters>() == 24);
+
+#[allow(
+    clippy::needless_range_loop,
+    reason = "a resource index reads several parallel arrays"
+)]
+impl Counters {
+    fn new() -> Self {
+        Self {
+            packed: AtomicU64::new(0),
+            apart: [AtomicU64::new(0), AtomicU64::new(0)],
+        }
+    }
+
+    /// The word of resource `kind` when it is not packed.
     #[inline]
-    fn reserve(
+    fn apart(&self, kind: usize) -> &AtomicU64 {
+        &self.apart[kind - CPU_UNITS]
+    }
+
+    /// Reserves every amount in `amounts` against `layout`'s limits, all or nothing; on refusal
+    /// returns the index of the first refused resource, with nothing left reserved.
+    #[inline(always)]
+    fn reserve(&self, amounts: &[u64; KINDS], layout: &Layout) -> core::result::Result<(), usize> {
+        if amounts[CPU_UNITS] | amounts[MEMORY_UNITS] == 0 && amounts[QUEUE_SLOTS] == 1 {
+            return self.reserve_slot(amounts[CONCURRENCY], layout);
+        }
+        self.reserve_units(amounts, layout)
+    }
+
+    /// [`reserve`](Self::reserve) of a request with CPU or memory units (out of line, so the
+    /// common request's path stays small enough to inline).
+    #[inline(never)]
+    fn reserve_units(
         &self,
         amounts: &[u64; KINDS],
-        limits: &[u64; KINDS],
+        layout: &Layout,
     ) -> core::result::Result<(), usize> {
-        for kind in 0..KINDS {
-            if !try_add(&self.0[kind], amounts[kind], limits[kind]) {
-                self.refund(amounts, 0..kind);
+        match layout.packed {
+            2 => self.reserve_n::<2>(amounts, layout),
+            3 => self.reserve_n::<3>(amounts, layout),
+            _ => self.reserve_n::<4>(amounts, layout),
+        }
+    }
+
+    /// [`reserve`](Self::reserve) of one queue slot, `concurrency` (0 or 1) and nothing else:
+    /// the common request, whose fields are the word's first two, at fixed places.
+    #[inline(always)]
+    fn reserve_slot(&self, concurrency: u64, layout: &Layout) -> core::result::Result<(), usize> {
+        debug_assert!(concurrency <= 1);
+        let shift = layout.shift[CONCURRENCY];
+        let delta = 1 | (concurrency << shift);
+        // Relaxed: as in `reserve_n`.
+        let mut current = self.packed.load(Ordering::Relaxed);
+        loop {
+            if current & layout.mask[QUEUE_SLOTS] >= layout.limits[QUEUE_SLOTS] {
+                return Err(QUEUE_SLOTS);
+            }
+            if concurrency
+                > layout.limits[CONCURRENCY] - ((current >> shift) & layout.mask[CONCURRENCY])
+            {
+                return Err(CONCURRENCY);
+            }
+            match self.packed.compare_exchange_weak(
+                current,
+                current + delta,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return Ok(()),
+                Err(actual) => current = actual,
+            }
+        }
+    }
+
+    /// [`reserve`](Self::reserve) with `N == layout.packed`.
+    #[inline(always)]
+    fn reserve_n<const N: usize>(
+        &self,
+        amounts: &[u64; KINDS],
+        layout: &Layout,
+    ) -> core::result::Result<(), usize> {
+        // Only used once every packed amount has passed its limit check below.
+        let delta = layout.delta::<N>(amounts, 0, N);
+        // Relaxed (load and both CAS orderings): the counters are plain quantities; the CAS on
+        // their one location is what keeps each field within its limit (see the module docs).
+        let mut current = self.packed.load(Ordering::Relaxed);
+        loop {
+            for kind in 0..N {
+                let held = (current >> layout.shift[kind]) & layout.mask[kind];
+                // `held <= limit` (invariant), so no underflow.
+                if amounts[kind] > layout.limits[kind] - held {
+                    return Err(kind);
+                }
+            }
+            match self.packed.compare_exchange_weak(
+                current,
+                current + delta,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => break,
+                Err(actual) => current = actual,
+            }
+        }
+        for kind in N..KINDS {
+            if !try_add(self.apart(kind), amounts[kind], layout.limits[kind]) {
+                self.refund_n::<N>(amounts, 0, kind, layout);
                 return Err(kind);
             }
         }
@@ -321,21 +490,82 @@ impl Counters {
     }
 
     /// Gives back `amounts[kind]` for every `kind` in `kinds`.
-    #[inline]
-    fn refund(&self, amounts: &[u64; KINDS], kinds: core::ops::Range<usize>) {
-        for kind in kinds {
+    #[inline(always)]
+    fn refund(&self, amounts: &[u64; KINDS], kinds: core::ops::Range<usize>, layout: &Layout) {
+        let (start, end) = (kinds.start, kinds.end);
+        if amounts[CPU_UNITS] | amounts[MEMORY_UNITS] == 0 || end <= CPU_UNITS {
+            // Queue slot and concurrency only: the word's first two fields, at fixed places.
+            let q = if start == QUEUE_SLOTS && end > QUEUE_SLOTS {
+                amounts[QUEUE_SLOTS]
+            } else {
+                0
+            };
+            let c = if start <= CONCURRENCY && end > CONCURRENCY {
+                amounts[CONCURRENCY]
+            } else {
+                0
+            };
+            let delta = q | (c << layout.shift[CONCURRENCY]);
+            // Relaxed: the counters are plain quantities (see the module docs).
+            let before = self.packed.fetch_sub(delta, Ordering::Relaxed);
+            debug_assert!(
+                before & layout.mask[QUEUE_SLOTS] >= q,
+                "refund of more than was reserved"
+            );
+            return;
+        }
+        self.refund_units(amounts, start, end, layout);
+    }
+
+    /// [`refund`](Self::refund) with CPU or memory units (out of line, as `reserve_units`).
+    #[inline(never)]
+    fn refund_units(&self, amounts: &[u64; KINDS], start: usize, end: usize, layout: &Layout) {
+        match layout.packed {
+            2 => self.refund_n::<2>(amounts, start, end, layout),
+            3 => self.refund_n::<3>(amounts, start, end, layout),
+            _ => self.refund_n::<4>(amounts, start, end, layout),
+        }
+    }
+
+    /// [`refund`](Self::refund) of `start..end` with `N == layout.packed`.
+    #[inline(always)]
+    fn refund_n<const N: usize>(
+        &self,
+        amounts: &[u64; KINDS],
+        start: usize,
+        end: usize,
+        layout: &Layout,
+    ) {
+        let delta = layout.delta::<N>(amounts, start, end);
+        if delta != 0 {
+            // Relaxed: the counters are plain quantities (see the module docs).
+            let before = self.packed.fetch_sub(delta, Ordering::Relaxed);
+            debug_assert!(
+                (start..end.min(N))
+                    .all(|k| { (before >> layout.shift[k]) & layout.mask[k] >= amounts[k] }),
+                "refund of more than was reserved"
+            );
+        }
+        for kind in N..KINDS {
             let amount = amounts[kind];
-            if amount != 0 {
-                // Relaxed: the counter is a plain quantity (see the module docs).
-                let before = self.0[kind].fetch_sub(amount, Ordering::Relaxed);
+            if kind >= start && kind < end && amount != 0 {
+                // Relaxed: as above.
+                let before = self.apart(kind).fetch_sub(amount, Ordering::Relaxed);
                 debug_assert!(before >= amount, "refund of more than was reserved");
             }
         }
     }
 
-    fn sample(&self) -> Usage {
+    fn sample(&self, layout: &Layout) -> Usage {
         // Relaxed: a diagnostic sample; callers order it against drops themselves.
-        let [q, c, cpu, mem] = [0, 1, 2, 3].map(|k| self.0[k].load(Ordering::Relaxed));
+        let word = self.packed.load(Ordering::Relaxed);
+        let [q, c, cpu, mem] = core::array::from_fn(|k| {
+            if k < layout.packed {
+                (word >> layout.shift[k]) & layout.mask[k]
+            } else {
+                self.apart(k).load(Ordering::Relaxed)
+            }
+        });
         Usage {
             queue_slots: q,
             concurrency: c,
@@ -371,7 +601,7 @@ fn try_add(counter: &AtomicU64, amount: u64, limit: u64) -> bool {
 struct Class {
     name: &'static str,
     explicit_only: bool,
-    limits: [u64; KINDS],
+    layout: Layout,
     counters: CachePadded<Counters>,
 }
 
@@ -381,7 +611,7 @@ struct Inner {
     classes: Box<[Class]>,
     /// Indexed by [`TenantId`]; `max_tenants` entries.
     tenants: Box<[Counters]>,
-    tenant_limits: [u64; KINDS],
+    tenant_layout: Layout,
     /// Whether some class may be chosen by [`ClassChoice::Any`].
     any_eligible: bool,
     clock: std::sync::Arc<dyn Clock>,
@@ -456,7 +686,7 @@ impl Ledger {
             .map(|c| Class {
                 name: c.name,
                 explicit_only: c.explicit_only,
-                limits: c.limits.as_array(),
+                layout: Layout::new(c.limits.as_array()),
                 counters: CachePadded::new(Counters::new()),
             })
             .collect();
@@ -464,7 +694,7 @@ impl Ledger {
         Ok(Ledger(Arc::new(Inner {
             classes,
             tenants,
-            tenant_limits: tenant_limits.as_array(),
+            tenant_layout: Layout::new(tenant_limits.as_array()),
             any_eligible,
             clock,
         })))
@@ -528,13 +758,13 @@ impl Ledger {
 
         let amounts = [1, 1, cpu_units, memory_units];
         tenant_counters
-            .reserve(&amounts, &inner.tenant_limits)
+            .reserve(&amounts, &inner.tenant_layout)
             .map_err(|kind| Error::new(Code::ResourceExhausted, TENANT_REASONS[kind]))?;
 
         let mut first_refusal = None;
         let mut try_class = |index: usize| -> bool {
             let class = &inner.classes[index];
-            match class.counters.reserve(&amounts, &class.limits) {
+            match class.counters.reserve(&amounts, &class.layout) {
                 Ok(()) => true,
                 Err(kind) => {
                     first_refusal.get_or_insert(kind);
@@ -555,7 +785,7 @@ impl Ledger {
             }
         };
         let Some(class) = chosen else {
-            tenant_counters.refund(&amounts, 0..KINDS);
+            tenant_counters.refund(&amounts, 0..KINDS, &inner.tenant_layout);
             let kind = first_refusal.unwrap_or(QUEUE_SLOTS);
             return Err(Error::new(Code::ResourceExhausted, CLASS_REASONS[kind]));
         };
@@ -582,8 +812,12 @@ impl Ledger {
     #[inline]
     pub fn usage(&self) -> LedgerUsage {
         LedgerUsage {
-            classes: self.0.classes.iter().map(|c| c.counters.sample()).collect(),
-            tenants: self.0.tenants.iter().map(Counters::sample).collect(),
+            classes: (self.0.classes.iter())
+                .map(|c| c.counters.sample(&c.layout))
+                .collect(),
+            tenants: (self.0.tenants.iter())
+                .map(|t| t.sample(&self.0.tenant_layout))
+                .collect(),
         }
     }
 
@@ -647,10 +881,9 @@ impl Ledger {
         kinds: core::ops::Range<usize>,
     ) {
         let inner = &*self.0;
-        inner.tenants[tenant.0 as usize].refund(amounts, kinds.clone());
-        inner.classes[usize::from(class.0)]
-            .counters
-            .refund(amounts, kinds);
+        inner.tenants[tenant.0 as usize].refund(amounts, kinds.clone(), &inner.tenant_layout);
+        let class = &inner.classes[usize::from(class.0)];
+        class.counters.refund(amounts, kinds, &class.layout);
     }
 
     /// Whether `self` and `other` are the same ledger.

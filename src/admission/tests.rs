@@ -159,6 +159,68 @@ fn f50_limit_exceeded_reserves_nothing() {
 }
 
 #[test]
+fn layout_packs_a_prefix_of_the_resources_that_fit() {
+    let packed = |q: u32, c: u32, cpu: u64, mem: u64| {
+        let l = Layout::new([q.into(), c.into(), cpu, mem]);
+        (l.packed, l.shift)
+    };
+    // Unlimited: queue slots and concurrency share the word, CPU and memory are apart.
+    assert_eq!(
+        packed(u32::MAX, u32::MAX, u64::MAX, u64::MAX),
+        (2, [0, 32, 0, 0])
+    );
+    // Small limits: all four in one word, each field as wide as its limit.
+    assert_eq!(packed(3, 4, 8, 255), (4, [0, 2, 5, 9]));
+    // CPU does not fit: memory is not packed either (a prefix only, so refusals keep their
+    // order), although it would fit.
+    assert_eq!(packed(1000, 1000, u64::MAX, 1).0, 2);
+    assert_eq!(packed(u32::MAX, 0xffff, 0xffff, 1).0, 3);
+    assert_eq!(packed(0, 0, u64::MAX, 1).0, 3);
+}
+
+#[test]
+fn f50_packed_fields_fill_to_their_limit_without_carry() {
+    // Every field of the tenant's word exactly full (limits 2^k - 1; the class's CPU apart):
+    // admitting to the limit and one unit past it must refuse the right resource, never carry
+    // into the next field, and refund to zero.
+    let limits = Limits {
+        queue_slots: 3,
+        concurrency: 3,
+        cpu_units: 15,
+        memory_units: 255,
+    };
+    let class = Limits {
+        cpu_units: u64::MAX - 1,
+        ..limits
+    };
+    let l = ledger(vec![spec("a", false, class)], 1, limits);
+    let r = |id, cpu, mem| req(id, 0).cpu_units(cpu).memory_units(mem);
+    let a = l.admit(r(1, 15, 200)).unwrap();
+    let b = l.admit(r(2, 0, 55)).unwrap();
+    let tenant = l.usage().tenants[0];
+    assert_eq!(
+        (
+            tenant.queue_slots,
+            tenant.concurrency,
+            tenant.cpu_units,
+            tenant.memory_units
+        ),
+        (2, 2, 15, 255)
+    );
+    let refused = |cpu, mem| reason(l.admit(r(9, cpu, mem)));
+    assert_eq!(refused(1, 0).1, "tenant-cpu-units");
+    assert_eq!(refused(0, 1).1, "tenant-memory-units");
+    assert_eq!(refused(16, 256).1, "tenant-cpu-units");
+    let c = l.admit(r(3, 0, 0)).unwrap();
+    assert_eq!(refused(0, 0).1, "tenant-queue-slots");
+    let c = c.into_execution();
+    assert_eq!(refused(0, 0).1, "tenant-concurrency");
+    assert_eq!(l.usage().tenants[0].queue_slots, 2);
+    drop((a, b, c));
+    assert!(l.usage().is_zero(), "{:?}", l.usage());
+}
+
+#[test]
 fn f51_permit_refunds_exactly_once() {
     let l = ledger(
         vec![spec("a", false, Limits::UNLIMITED)],

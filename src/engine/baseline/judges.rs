@@ -99,7 +99,8 @@ impl<T: Send + 'static, L: BaselineLock> Judge for GrantJudge<'_, '_, T, L> {
         self.class
             .ledger
             .refund_queue_slot(TenantId(ticket.tenant), self.class.class);
-        self.class.stats.record_grant(waited);
+        // Under the class lock: the only writer.
+        self.class.stats.record_grant_exclusive(waited);
         if pull {
             self.inner.ready.push_back(key);
             *self.pulled = true;

@@ -390,7 +390,8 @@ impl<T: Send + 'static, L: BaselineLock> ClassEngine<T> for BaselineClass<T, L> 
                 let at = inner.recent_now;
                 return match self.acquire(inner, &ticket, at) {
                     Ok(lease) => {
-                        self.stats.record_grant(0);
+                        // Under the class lock: the only writer.
+                        self.stats.record_grant_exclusive(0);
                         Ok((Enqueued::Granted(lease), None))
                     }
                     Err(e) => {
@@ -482,7 +483,8 @@ impl<T: Send + 'static, L: BaselineLock> ClassEngine<T> for BaselineClass<T, L> 
             let at = inner.recent_now;
             match self.acquire(inner, ticket, at) {
                 Ok(lease) => {
-                    self.stats.record_grant(0);
+                    // Under the class lock: the only writer.
+                    self.stats.record_grant_exclusive(0);
                     Ok(Some(lease))
                 }
                 Err(e) => {

@@ -117,7 +117,7 @@ impl<T: Send + 'static> LockFreeClass<T> {
                     }
                 }
             }
-            let again = self.pass(force);
+            let again = self.pass(force, Kept::Nothing);
             force = false;
             if !again {
                 return;
@@ -126,13 +126,46 @@ impl<T: Send + 'static> LockFreeClass<T> {
     }
 
     /// One bounded pass. The caller holds the token; it is released before returning. Returns
-    /// whether another pass may be needed.
-    fn pass(&self, compact: bool) -> bool {
+    /// whether another pass may be needed. `kept`: a cell credit the caller holds (taken out of
+    /// `FREE` with the token, see `pass_kept`), with the cell itself for the built-in pool, which
+    /// the pass grants first or gives back.
+    fn pass(&self, compact: bool, kept: Kept) -> bool {
         let mut budget = PASS_BUDGET;
         let prev = self.with_token(|policy, after| {
-            self.run_pass(policy, &mut budget, compact, after);
+            let mut kept = kept;
+            self.run_pass(policy, &mut budget, compact, after, &mut kept);
+            let unused = match kept {
+                Kept::Nothing => false,
+                Kept::Credit => true,
+                Kept::Cell(lease) => {
+                    // The pool holds the cell again before its credit is visible.
+                    self.give_back_unused(lease);
+                    true
+                }
+            };
+            if unused {
+                // Not used: back before the token goes (a thread that sees it and finds the
+                // token held marks DIRTY, and this holder runs again).
+                self.unreserve_cell();
+                // Relaxed: read by the models after joining the threads.
+                #[cfg(all(test, loom))]
+                self.credit_passes[1].fetch_add(1, Ordering::Relaxed);
+            }
         });
         prev.dirty() || budget == 0
+    }
+
+    /// Runs a pass for a caller that took the token together with a cell credit in one RMW
+    /// (`release_then`: a released cell with work queued goes to the pass that grants it,
+    /// without its credit being published and taken back, and with the built-in pool without
+    /// the cell going back to the pool and out again), then kicks as long as passes are due.
+    pub(super) fn pass_kept(&self, kept: Kept) {
+        // Relaxed: read by the models after joining the threads.
+        #[cfg(all(test, loom))]
+        self.credit_passes[0].fetch_add(1, Ordering::Relaxed);
+        if self.pass(false, kept) {
+            self.kick();
+        }
     }
 
     /// Runs `f` on the policy, then releases the dispatch token (consuming `DIRTY`, and setting
@@ -169,7 +202,14 @@ impl<T: Send + 'static> LockFreeClass<T> {
         prev
     }
 
-    fn run_pass(&self, policy: &mut Policy, budget: &mut u32, compact: bool, after: &mut After<T>) {
+    fn run_pass(
+        &self,
+        policy: &mut Policy,
+        budget: &mut u32,
+        compact: bool,
+        after: &mut After<T>,
+        kept: &mut Kept,
+    ) {
         self.flush_overflow(after);
         self.drain_inbox(policy, after);
         // Acquire: pairs with the Release RMWs of releasers and producers.
@@ -211,15 +251,29 @@ impl<T: Send + 'static> LockFreeClass<T> {
             },
             budget,
         );
-        while *budget > 0 && self.reserve_cell() {
+        // A credit (and cell) the caller kept goes first; each credit is granted or given back
+        // below.
+        while *budget > 0 {
+            let held = match core::mem::replace(kept, Kept::Nothing) {
+                Kept::Nothing if self.reserve_cell() => None,
+                Kept::Nothing => break,
+                Kept::Credit => None,
+                Kept::Cell(lease) => Some(lease),
+            };
             let mut judge = GrantJudge {
                 class: self,
                 now,
                 after,
                 stop: false,
                 keep_credit: false,
+                held,
             };
             let granted = policy.select(now, &mut judge, budget);
+            if let Some(lease) = judge.held.take() {
+                // The kept cell was not granted: the pool holds it again before its credit
+                // goes back (below) or serves the next select.
+                self.give_back_unused(lease);
+            }
             if granted.is_none() {
                 if !judge.keep_credit {
                     self.unreserve_cell();
@@ -273,11 +327,9 @@ impl<T: Send + 'static> LockFreeClass<T> {
         let tenant = self.tenant_of(key);
         // The queue keeps its reference through the CAS and until the owner's waker or the
         // content is taken: the owner may see the ended stage and drop its own reference at once.
-        let won = self
-            .arena
-            .update(key, |s| State(s).end_by_owner(stage))
-            .is_ok();
-        if won {
+        let moved = self.arena.update(key, |s| State(s).end_by_owner(stage));
+        let won = moved.is_ok();
+        if let Ok((old, _)) = moved {
             // Pull mode: refund the permit and set the payload aside before the count below, so
             // a drainer that sees the queue empty also sees the quota refunded and the payload
             // kept.
@@ -289,25 +341,25 @@ impl<T: Send + 'static> LockFreeClass<T> {
                 Stage::Cancelled => saturating_add(&self.stats.cancellations, 1),
                 _ => saturating_add(&self.stats.rejections, 1),
             }
-            self.collect_ended(key, stage, after);
+            self.collect_ended(key, stage, State(old), after);
             // The owner still holds HREF (pull: we took the content and dropped HREF for it).
         }
         self.drop_ref(key, QREF);
         won
     }
 
-    /// After an entry was ended by us: wake its owner, or for pull mode take the content (to be
-    /// dropped after the pass) and drop the content's reference.
-    pub(super) fn collect_ended(&self, key: Key, stage: Stage, after: &mut After<T>) {
+    /// After an entry was ended by us (our CAS found `old`): wake its owner, or for pull mode
+    /// take the content (to be dropped after the pass) and drop the content's reference.
+    pub(super) fn collect_ended(&self, key: Key, stage: Stage, old: State, after: &mut After<T>) {
         let e = self.entry(key);
-        if self.state(key).is_some_and(State::is_pull) {
+        if old.is_pull() {
             self.take_content(key, stage, after);
             // SAFETY: read-only after publication; we hold HREF until the line below.
             if let Some(live) = e.ticket.with(|t| unsafe { (*t).live }) {
                 self.ids.remove(live);
             }
             self.drop_ref(key, HREF);
-        } else if let Some(w) = crate::sync::take_waker(&e.waker) {
+        } else if let Some(w) = self.take_waker(key, old) {
             after.wake_later(w);
         }
     }
@@ -453,6 +505,19 @@ struct GrantJudge<'a, T> {
     stop: bool,
     /// The credit was consumed by a cell that left service; do not give it back.
     keep_credit: bool,
+    /// A released cell the caller kept for this credit (built-in pool): granted before the pool
+    /// is asked.
+    held: Option<Lease>,
+}
+
+/// What a caller of `pass` holds besides the token.
+pub(super) enum Kept {
+    Nothing,
+    /// One cell credit, taken out of `FREE` with the token.
+    Credit,
+    /// One cell credit and its cell, released by its last holder and not yet back in the pool
+    /// (the built-in pool only: the cell goes from one request to the next).
+    Cell(Lease),
 }
 
 impl<T: Send + 'static> Judge for GrantJudge<'_, T> {
@@ -478,7 +543,11 @@ impl<T: Send + 'static> Judge for GrantJudge<'_, T> {
         }
         // SAFETY: read-only after publication (see `Entry`).
         let (ticket, at) = unsafe { (e.ticket.with(|t| *t), e.enqueued_at.with(|a| *a)) };
-        let lease = match c.acquire(&ticket, self.now) {
+        let held = self.held.take();
+        let lease = match held.map_or_else(
+            || c.acquire(&ticket, self.now),
+            |l| Ok(c.reuse(l, &ticket, self.now)),
+        ) {
             Ok(l) => l,
             Err(err) => {
                 self.stop = true;
@@ -508,11 +577,13 @@ impl<T: Send + 'static> Judge for GrantJudge<'_, T> {
             Ok((old, _)) => {
                 c.left_queue(ticket.tenant);
                 self.after.left = true;
-                c.stats.record_grant(waited);
+                // The token holder is the only writer of the wait counters.
+                c.stats.record_grant_exclusive(waited);
                 if State(old).is_pull() {
                     c.publish_ready(key.to_u64(), self.after);
                 } else {
-                    if let Some(w) = crate::sync::take_waker(&e.waker) {
+                    // The waker hand-off was part of the CAS: no RMW of its own.
+                    if let Some(w) = c.take_waker(key, State(old)) {
                         self.after.wake_later(w);
                     }
                     c.drop_ref(key, QREF);

@@ -6,7 +6,8 @@
 //!
 //! | bits | meaning                                                                  |
 //! |------|--------------------------------------------------------------------------|
-//! | 0–3  | [`Stage`]: queued, granted, or one of the ended stages                   |
+//! | 0–2  | [`Stage`]: queued, granted, or one of the ended stages                   |
+//! | 3    | `WAITING`: queued, and the owner's waker is in the slot (see below)      |
 //! | 4    | `QREF`: the inbox/policy still holds the index                            |
 //! | 5    | `HREF`: the owner (enqueue future, or for pull mode the payload) holds it |
 //! | 6    | `PULL`: a pull-mode entry (payload and permit stored in the slot)        |
@@ -21,6 +22,23 @@
 //!                  for the policy to drop)
 //! ```
 //!
+//! Every transition out of `QUEUED` also clears `WAITING`, and whoever makes it from a state
+//! with `WAITING` set takes the owner's waker out of the slot (and wakes it): the grant's CAS
+//! carries the waker hand-off, so no separate RMW registers or takes a waker.
+//!
+//! The owner's waker (`Entry::waker`, a plain cell):
+//!
+//! ```text
+//! owner, QUEUED without WAITING: writes its waker, then CAS QUEUED → QUEUED|WAITING (Release)
+//!                                 — refused because the stage moved: takes its waker back
+//! owner, QUEUED|WAITING (a re-poll): CAS clears WAITING (the cell is the owner's again), then
+//!                                 as above
+//! mover, CAS from QUEUED|WAITING: takes the waker (its CAS's Acquire sees the owner's write)
+//! ```
+//!
+//! The cell is empty whenever `WAITING` is clear and the owner is not between its write and its
+//! CAS, so a slot is never freed holding a waker and its next owner inherits none.
+//!
 //! The slot is freed by whoever clears the last reference bit ([`Arena::drop_bits`]).
 //!
 //! [`Arena::drop_bits`]: crate::raw::arena::Arena::drop_bits
@@ -29,8 +47,9 @@ use crate::admission::ExecutionPermit;
 use crate::cancel::CancellationToken;
 use crate::engine::{Ended, Ticket};
 use crate::pool::Lease;
-use crate::sync::{AtomicWaker, UnsafeCell};
+use crate::sync::UnsafeCell;
 use crate::Error;
+use core::task::Waker;
 
 /// Where a request is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,7 +77,9 @@ impl Stage {
     }
 }
 
-const STAGE: u8 = 0x0F;
+const STAGE: u8 = 0x07;
+/// Queued, with the owner's waker in the slot for whoever moves the entry on.
+pub(super) const WAITING: u8 = 0x08;
 /// The inbox/policy holds the index.
 pub(super) const QREF: u8 = 0x10;
 /// The owner holds the slot.
@@ -96,6 +117,26 @@ impl State {
         self.0 & STAGE == Stage::Queued as u8
     }
 
+    /// Queued with the owner's waker in the slot.
+    #[inline]
+    pub(super) fn waiting(self) -> bool {
+        self.0 & WAITING != 0
+    }
+
+    /// `QUEUED → QUEUED|WAITING`: the owner has put its waker in the slot. `None` unless
+    /// queued without `WAITING`.
+    #[inline]
+    pub(super) fn wait(self) -> Option<u8> {
+        (self.is_queued() && !self.waiting()).then_some(self.0 | WAITING)
+    }
+
+    /// `QUEUED|WAITING → QUEUED`: the owner takes its waker back (to replace it). `None`
+    /// unless queued with `WAITING`.
+    #[inline]
+    pub(super) fn unwait(self) -> Option<u8> {
+        (self.is_queued() && self.waiting()).then_some(self.0 & !WAITING)
+    }
+
     #[inline]
     pub(super) fn queue_holds(self) -> bool {
         self.0 & QREF != 0
@@ -116,7 +157,8 @@ impl State {
     /// still holds the index and drops it). `None` unless queued.
     #[inline]
     pub(super) fn end_by_owner(self, to: Stage) -> Option<u8> {
-        self.is_queued().then_some((self.0 & !STAGE) | to as u8)
+        self.is_queued()
+            .then_some((self.0 & !(STAGE | WAITING)) | to as u8)
     }
 
     /// `QUEUED → CANCELLED` by a handle's canceller, which takes `CREF` in the same CAS: it holds
@@ -125,7 +167,7 @@ impl State {
     #[inline]
     pub(super) fn cancel_by_handle(self) -> Option<u8> {
         self.is_queued()
-            .then_some((self.0 & !STAGE) | Stage::Cancelled as u8 | CREF)
+            .then_some((self.0 & !(STAGE | WAITING)) | Stage::Cancelled as u8 | CREF)
     }
 
     /// `QUEUED → to`, dropping `QREF` (the token holder's move: it takes the index out of the
@@ -133,7 +175,7 @@ impl State {
     #[inline]
     pub(super) fn end_by_queue(self, to: Stage) -> Option<u8> {
         self.is_queued()
-            .then_some((self.0 & !(STAGE | QREF)) | to as u8)
+            .then_some((self.0 & !(STAGE | QREF | WAITING)) | to as u8)
     }
 }
 
@@ -150,12 +192,14 @@ impl State {
 /// - `content` (pull mode): written before publication; taken by whoever moves the entry out of
 ///   `QUEUED` into an ended stage, or by the executor after `GRANTED`.
 /// - `error`: written by the dispatcher before a `QUEUED → FAILED` CAS, read by the owner after.
+/// - `waker`: the owner's while `WAITING` is clear; from the owner's CAS that sets `WAITING`
+///   until a CAS clears it, the waker belongs to whoever makes that CAS (see the module docs).
 ///
 /// `repr(C)` with the waker first: a cancel touches the slot's state word and the waker, which
 /// then share the slot's first cache line (see the arena's `Slot`), one miss at any queue depth.
 #[repr(C)]
 pub(super) struct Entry<T> {
-    pub(super) waker: AtomicWaker,
+    pub(super) waker: UnsafeCell<Option<Waker>>,
     pub(super) ticket: UnsafeCell<Ticket>,
     pub(super) enqueued_at: UnsafeCell<u64>,
     pub(super) lease: UnsafeCell<Option<Lease>>,
@@ -177,7 +221,7 @@ impl<T> Default for Entry<T> {
             content: UnsafeCell::new(None),
             token: UnsafeCell::new(None),
             error: UnsafeCell::new(None),
-            waker: AtomicWaker::new(),
+            waker: UnsafeCell::new(None),
         }
     }
 }
@@ -213,5 +257,20 @@ mod tests {
         assert!(!by_queue.queue_holds() && by_queue.0 & HREF != 0);
         assert_eq!(by_owner.end_by_owner(Stage::Expired), None);
         assert_eq!(by_queue.end_by_queue(Stage::Expired), None);
+        // WAITING: set and cleared only while queued; every move out of QUEUED clears it.
+        let waiting = State(s.wait().unwrap());
+        assert!(waiting.waiting() && waiting.is_queued() && waiting.stage() == Stage::Queued);
+        assert_eq!(waiting.wait(), None);
+        assert_eq!(State(waiting.unwait().unwrap()), s);
+        assert_eq!(s.unwait(), None);
+        for moved in [
+            waiting.end_by_owner(Stage::Cancelled),
+            waiting.end_by_queue(Stage::Granted),
+            waiting.cancel_by_handle(),
+        ] {
+            let moved = State(moved.unwrap());
+            assert!(!moved.waiting() && !moved.is_queued());
+            assert_eq!(moved.wait(), None);
+        }
     }
 }

@@ -28,15 +28,27 @@ impl Clock for Frozen {
     }
 }
 
-/// One class under test and a handle on its pool, to check the pool's counters at the end.
+/// One class under test.
 struct Rig {
     engine: Arc<LockFreeClass<u32>>,
-    pool: std::sync::Arc<FixedCellPool>,
     cells: u32,
 }
 
+/// A class whose cells come from a `FixedCellPool` given as a host's pool (every release and
+/// acquire goes through the pool).
 fn rig(cells: u32) -> Rig {
-    let pool = std::sync::Arc::new(FixedCellPool::new(ClassId(0), cells).unwrap());
+    rig_with(cells, false)
+}
+
+/// `rig`, or with `built_in` the scheduler's own pool (a release with work queued hands its cell
+/// straight to the pass it runs).
+fn rig_with(cells: u32, built_in: bool) -> Rig {
+    let pool = FixedCellPool::new(ClassId(0), cells).unwrap();
+    let pool = if built_in {
+        crate::pool::ClassPool::Fixed(pool)
+    } else {
+        crate::pool::ClassPool::Host(std::sync::Arc::new(pool))
+    };
     let ledger = Ledger::new(LedgerConfig::new(vec![ClassSpec::new("a")], 2)).unwrap();
     let engine = LockFreeClass::new(ClassSetup {
         class: ClassId(0),
@@ -46,13 +58,12 @@ fn rig(cells: u32) -> Rig {
         queue_capacity: 2,
         max_tenants: 2,
         starvation_after: u64::MAX,
-        pool: crate::pool::ClassPool::Host(pool.clone()),
+        pool,
         clock: std::sync::Arc::new(Frozen),
     })
     .unwrap();
     Rig {
         engine: Arc::new(engine),
-        pool,
         cells,
     }
 }
@@ -170,7 +181,7 @@ fn assert_quiescent(rig: &Rig) {
         !cur.token() && !cur.dirty(),
         "token or DIRTY left set: {cur:?}"
     );
-    let pool = rig.pool.counters();
+    let pool = engine.pool.counters();
     assert_eq!(
         pool.available, rig.cells,
         "a cell never came back: {pool:?}"
@@ -217,9 +228,20 @@ fn lost_grants(rig: &Rig) -> usize {
 /// pass or its own poll's kick — before it parks or by waking it.
 #[test]
 fn f17_enqueue_racing_release_is_never_lost() {
+    enqueue_racing_release(false);
+}
+
+/// As `f17_enqueue_racing_release_is_never_lost`, with the built-in pool (the released cell
+/// goes straight to the pass that grants the waiter, or back to the pool).
+#[test]
+fn f17_enqueue_racing_a_release_that_hands_its_cell_over() {
+    enqueue_racing_release(true);
+}
+
+fn enqueue_racing_release(built_in: bool) {
     let outcomes: &'static Outcomes = Box::leak(Box::new(Outcomes::new()));
     model(move || {
-        let rig = rig(1);
+        let rig = rig_with(1, built_in);
         let held = hold(&rig.engine, 1);
         let waiter = {
             let engine = rig.engine.clone();
@@ -250,9 +272,57 @@ fn f17_enqueue_racing_release_is_never_lost() {
         let outcome = waiter.join().unwrap();
         releaser.join().unwrap();
         assert_quiescent(&rig);
+        // The held cell's grant and the waiter's, each counted once whichever way it went: a
+        // fast-path grant (an RMW from any thread) or a pass's (the token holder's plain write).
+        assert_eq!(rig.engine.snapshot().grants, 2);
         outcomes.hit(outcome);
     });
     outcomes.assert_exactly(&["fast-path", "granted-after-wake", "granted-on-first-poll"]);
+}
+
+/// The waker hand-off in the entry's state word (`WAITING`): the owner has left a waker with a
+/// first poll and polls again with another one (taking the cell back, replacing the waker,
+/// setting `WAITING` again) while a releaser's pass grants the entry. Whichever CAS wins, the
+/// owner is never left asleep (loom reports a deadlock if the wake is lost), the grant is taken
+/// once, and no waker stays in the slot.
+#[test]
+fn f17_repoll_replacing_the_waker_racing_the_grant() {
+    let outcomes: &'static Outcomes = Box::leak(Box::new(Outcomes::new()));
+    model(move || {
+        let rig = rig(1);
+        let held = hold(&rig.engine, 1);
+        let key = queue(&rig.engine, 2, 1);
+        assert!(matches!(poll_once(&rig.engine, key), Polled::Pending));
+        let owner = {
+            let engine = rig.engine.clone();
+            loom::thread::spawn(move || {
+                let (lease, first) = wait_granted(&engine, key);
+                engine.release(lease);
+                if first {
+                    "granted-on-repoll"
+                } else {
+                    "granted-after-wake"
+                }
+            })
+        };
+        let releaser = {
+            let engine = rig.engine.clone();
+            loom::thread::spawn(move || engine.release(held))
+        };
+        let outcome = owner.join().unwrap();
+        releaser.join().unwrap();
+        assert_quiescent(&rig);
+        // SAFETY: the threads are joined and the slot is free: nobody else touches it.
+        let left = rig
+            .engine
+            .arena
+            .get(0)
+            .waker
+            .with(|w| unsafe { (*w).is_some() });
+        assert!(!left, "a waker stayed in a freed slot");
+        outcomes.hit(outcome);
+    });
+    outcomes.assert_exactly(&["granted-after-wake", "granted-on-repoll"]);
 }
 
 /// SPEC F31/F30: the owner cancels a queued request while another thread releases the cell it
@@ -260,9 +330,22 @@ fn f17_enqueue_racing_release_is_never_lost() {
 /// loses its CAS to the cancel gives the cell straight back.
 #[test]
 fn f31_cancel_racing_grant_exactly_one_wins() {
+    cancel_racing_grant(false);
+}
+
+/// As `f31_cancel_racing_grant_exactly_one_wins`, with the built-in pool: the releaser hands
+/// its cell straight to the pass it runs, which grants it, or gives it back to the pool (and
+/// then its credit) when the cancel won.
+#[test]
+fn f31_cancel_racing_the_grant_of_a_handed_over_cell() {
+    cancel_racing_grant(true);
+}
+
+fn cancel_racing_grant(built_in: bool) {
     let outcomes: &'static Outcomes = Box::leak(Box::new(Outcomes::new()));
+    let credit: &'static Outcomes = Box::leak(Box::new(Outcomes::new()));
     model(move || {
-        let rig = rig(1);
+        let rig = rig_with(1, built_in);
         let held = hold(&rig.engine, 1);
         let key = queue(&rig.engine, 2, 1);
         let owner = {
@@ -293,12 +376,35 @@ fn f31_cancel_racing_grant_exactly_one_wins() {
         };
         assert_quiescent(&rig);
         outcomes.hit(outcome);
+        // The releaser found the request queued and the token free, took the token with the
+        // cell's credit and granted it, or found the request cancelled by then and gave the
+        // credit back; or it gave the credit back at once (the token was taken, or nothing
+        // was queued any more). Every way, the credit came back (`assert_quiescent`).
+        // Relaxed: the threads are joined.
+        let [kept, returned] = rig
+            .engine
+            .credit_passes
+            .each_ref()
+            .map(|c| c.load(Ordering::Relaxed));
+        credit.hit(match (kept, returned, outcome) {
+            (1, 0, "granted") => "kept-and-granted",
+            (1, 1, _) => "kept-and-returned",
+            (1, 0, _) => "kept-grant-lost-to-cancel",
+            (0, 0, _) => "given-back",
+            other => panic!("impossible {other:?}"),
+        });
     });
     outcomes.assert_exactly(&[
         "cancelled-left-to-pass",
         "cancelled-unqueued-now",
         "cancelled-grant-lost-cas",
         "granted",
+    ]);
+    credit.assert_exactly(&[
+        "kept-and-granted",
+        "kept-and-returned",
+        "kept-grant-lost-to-cancel",
+        "given-back",
     ]);
 }
 
@@ -420,6 +526,8 @@ fn q01_two_producers_one_free_cell() {
             .filter(|&f| f)
             .count();
         assert_quiescent(&rig);
+        // One fast-path grant may race the pass that grants the other: both are counted.
+        assert_eq!(rig.engine.snapshot().grants, 2);
         outcomes.hit(match fast {
             2 => "both-fast",
             1 => "one-queued",

@@ -60,6 +60,7 @@ use crate::raw::ring::Ring;
 use crate::stats::{saturating_add, ClassStats};
 use crate::sync::{AtomicU32, AtomicU64, Ordering, UnsafeCell};
 use crate::{CellId, ClassId, Code, Error, Reason, TenantId};
+use core::convert::Infallible;
 use core::task::{Context, Poll};
 use ctl::{Ctl, CtlCell};
 use dispatch::After;
@@ -110,6 +111,10 @@ pub struct LockFreeClass<T> {
     /// its inbox drain (models only).
     #[cfg(all(test, loom))]
     unqueued_now: crate::sync::AtomicUsize,
+    /// Passes run with a credit a releaser kept (`pass_with_credit`), and how many of them gave
+    /// it back unused (models only).
+    #[cfg(all(test, loom))]
+    credit_passes: [crate::sync::AtomicUsize; 2],
 }
 
 // SAFETY: `policy` and `overflow` are only accessed by the holder of the dispatch token (TOKEN
@@ -135,6 +140,60 @@ impl<T: Send + 'static> LockFreeClass<T> {
     fn key(&self, raw: u64) -> Option<Key> {
         let key = Key::from_u64(raw);
         ((key.index as usize) < self.arena.capacity()).then_some(key)
+    }
+
+    /// Leaves the owner's waker in the slot of the queued entry `key` and sets `WAITING`, so
+    /// that whoever moves the entry out of `QUEUED` takes it and wakes it (see [`entry`]): one
+    /// CAS, or two when a waker left by an earlier poll must be replaced. `Err` with the state
+    /// found when the entry has moved on (its mover took any waker we had left). The caller
+    /// holds `HREF`.
+    fn wait_for_move(&self, key: Key, cx: &Context<'_>) -> Result<(), State> {
+        let e = self.entry(key);
+        let refused = |r: crate::raw::arena::Refused| match r {
+            crate::raw::arena::Refused::Rejected(s) => State(s),
+            crate::raw::arena::Refused::Stale => State(Stage::Failed as u8),
+        };
+        let s = self.state(key).unwrap_or(State(Stage::Failed as u8));
+        if !s.is_queued() {
+            return Err(s);
+        }
+        // Queued without WAITING (as read here; only we set it, so a later mover finds it clear
+        // too and leaves the cell alone), or with it: then ours, from an earlier poll.
+        if s.waiting() {
+            // An earlier poll's waker: take the cell back (clearing WAITING) to replace it.
+            self.arena
+                .update(key, |s| State(s).unwait())
+                .map_err(refused)?;
+            // SAFETY: WAITING is clear and the entry queued: the cell is ours (see `Entry`).
+            drop(e.waker.with_mut(|w| unsafe { (*w).take() }));
+        }
+        // SAFETY: WAITING is clear (nobody else sets it) and was clear in the last queued state
+        // we read, so no mover takes the cell: it is the owner's.
+        e.waker
+            .with_mut(|w| unsafe { *w = Some(cx.waker().clone()) });
+        // AcqRel (inside `update`): Release publishes the waker to the mover, whose CAS from
+        // this state is Acquire.
+        self.arena
+            .update(key, |s| State(s).wait())
+            .map(drop)
+            .map_err(|r| {
+                // Moved on before we set WAITING: nobody took the waker; it is still ours.
+                // SAFETY: WAITING was never set for this write, so the cell is ours.
+                drop(e.waker.with_mut(|w| unsafe { (*w).take() }));
+                refused(r)
+            })
+    }
+
+    /// The owner's waker, for whoever just moved `key` out of `QUEUED` from state `old`: present
+    /// only if `old` had `WAITING`.
+    #[inline]
+    fn take_waker(&self, key: Key, old: State) -> Option<core::task::Waker> {
+        if !old.waiting() {
+            return None;
+        }
+        // SAFETY: our CAS moved the entry out of QUEUED|WAITING, which makes the waker ours
+        // (see `Entry`); its Acquire saw the owner's write.
+        self.entry(key).waker.with_mut(|w| unsafe { (*w).take() })
     }
 
     /// Clears reference bit `bit`; frees the slot if it was the last one.
@@ -247,7 +306,7 @@ impl<T: Send + 'static> LockFreeClass<T> {
         let now = self.recent_now.load(Ordering::Relaxed);
         match self.acquire(ticket, now) {
             Ok(lease) => {
-                self.stats.record_grant(0);
+                self.stats.record_grant();
                 Ok(lease)
             }
             Err(e) => {
@@ -329,6 +388,11 @@ impl<T: Send + 'static> ClassEngine<T> for LockFreeClass<T> {
             lost_grants: crate::sync::AtomicUsize::new(0),
             #[cfg(all(test, loom))]
             unqueued_now: crate::sync::AtomicUsize::new(0),
+            #[cfg(all(test, loom))]
+            credit_passes: [
+                crate::sync::AtomicUsize::new(0),
+                crate::sync::AtomicUsize::new(0),
+            ],
             pool: s.pool,
             clock: s.clock,
         })
@@ -402,28 +466,27 @@ impl<T: Send + 'static> ClassEngine<T> for LockFreeClass<T> {
         let Some(mut s) = self.state(key).filter(|s| s.owner_holds()) else {
             return stale();
         };
-        let mut registered = false;
         if s.is_queued() {
-            crate::sync::register_waker(&e.waker, cx.waker());
-            registered = true;
-            // Re-check after registering: a grant between the first load and the registration
-            // would otherwise be missed (its waker `take` could have run before `register`).
-            s = self.state(key).unwrap_or(State(Stage::Failed as u8));
-            if s.is_queued() {
-                // Cooperative progress (F18): run a pass if one is due and nobody runs one.
-                // A load, not the RMW of `kick`: that RMW orders a caller's fresh publication
-                // against releasers, and a poller has published nothing a pass must see (a
-                // grant racing the registration is caught by the re-check above). Saves one
-                // RMW on `ctl` per pending poll.
-                // Relaxed: a hint; `kick` re-reads `ctl` with an RMW before acting on it.
-                let cur = self.ctl.load(Ordering::Relaxed);
-                if !cur.token() && cur.wants_pass() {
-                    self.kick();
+            match self.wait_for_move(key, cx) {
+                Ok(()) => {
+                    // Cooperative progress (F18): run a pass if one is due and nobody runs one.
+                    // A load, not the RMW of `kick`: that RMW orders a caller's fresh
+                    // publication against releasers, and a poller has published nothing a pass
+                    // must see (a grant racing the registration finds WAITING, or made our
+                    // WAITING CAS fail). Saves one RMW on `ctl` per pending poll.
+                    // Relaxed: a hint; `kick` re-reads `ctl` with an RMW before acting on it.
+                    let cur = self.ctl.load(Ordering::Relaxed);
+                    if !cur.token() && cur.wants_pass() {
+                        self.kick();
+                    }
+                    // A pass that moved the entry took the waker (and wakes it: a spurious wake
+                    // of this task, harmless).
                     s = self.state(key).unwrap_or(State(Stage::Failed as u8));
+                    if s.is_queued() {
+                        return Polled::Pending;
+                    }
                 }
-                if s.is_queued() {
-                    return Polled::Pending;
-                }
+                Err(moved) => s = moved,
             }
         }
         let out = match s.stage() {
@@ -452,12 +515,6 @@ impl<T: Send + 'static> ClassEngine<T> for LockFreeClass<T> {
                 Polled::Ended(Ended::Failed(dispatch::failure(error)))
             }
         };
-        if registered {
-            // The stage moved on while we registered, so the mover may have found no waker to
-            // take: take ours back, or the slot's next owner would inherit it and a grant made
-            // before its first poll would wake this task instead.
-            drop(crate::sync::take_waker(&e.waker));
-        }
         self.drop_ref(key, HREF);
         out
     }
@@ -473,7 +530,9 @@ impl<T: Send + 'static> ClassEngine<T> for LockFreeClass<T> {
             .arena
             .update(key, |s| State(s).end_by_owner(Stage::ended(why)));
         let lease = match res {
-            Ok(_) => {
+            Ok((old, _)) => {
+                // Our own waker, if we left one: we are its mover.
+                drop(self.take_waker(key, State(old)));
                 // Ended while queued: no cell is involved, so the quota goes back now, before
                 // the count below (a drain that sees the queue empty sees it refunded).
                 drop(permit.take());
@@ -500,9 +559,8 @@ impl<T: Send + 'static> ClassEngine<T> for LockFreeClass<T> {
             }
             Err(_) => None,
         };
-        // The owner leaves: a waker it registered while queued must not reach the slot's next
-        // owner.
-        drop(crate::sync::take_waker(&self.entry(key).waker));
+        // A waker we left while queued went to whoever moved the entry on (or back to us
+        // above): none stays in the slot for its next owner.
         self.drop_ref(key, HREF);
         lease
     }
@@ -510,7 +568,8 @@ impl<T: Send + 'static> ClassEngine<T> for LockFreeClass<T> {
     fn cancel(&self, raw: u64) -> Result<(), Error> {
         let not_found = Error::new(Code::NotFound, Reason::UnknownRequest);
         let key = self.key(raw).ok_or(not_found)?;
-        self.arena
+        let (old, _) = self
+            .arena
             .update(key, |s| State(s).cancel_by_handle())
             .map_err(|_| not_found)?;
         // `CREF` (taken by the CAS) keeps the slot ours until the end of this call: the owner and
@@ -519,7 +578,7 @@ impl<T: Send + 'static> ClassEngine<T> for LockFreeClass<T> {
         // Take the content (pull mode: refund the permit, drop the payload) before the count
         // below, so a drain that sees the queue empty sees the quota refunded.
         let mut after = After::new();
-        self.collect_ended(key, Stage::Cancelled, &mut after);
+        self.collect_ended(key, Stage::Cancelled, State(old), &mut after);
         after.contents.clear();
         let old = self.left_queue(tenant);
         saturating_add(&self.stats.cancellations, 1);
@@ -535,17 +594,14 @@ impl<T: Send + 'static> ClassEngine<T> for LockFreeClass<T> {
 
     fn release_then(&self, lease: Lease, then: impl FnOnce()) {
         self.clear_lease_since(&lease);
+        // Relaxed: a hint; the RMWs decide.
+        if Self::may_hand_credit(self.ctl.load(Ordering::Relaxed)) {
+            // Work queued and the token free: the cell (or its credit) goes to a pass run here.
+            return self.release_to_pass(lease, then);
+        }
         self.pool.release(lease);
         then();
-        // Release: the pool holds the cell again before the credit is visible; pairs with the
-        // Acquire CAS that takes a credit (fast path, `reserve_cell`). Acquire: this RMW is also
-        // the ordering point `kick_from` needs (see there), so the kick starts from its value
-        // instead of reading `ctl` again.
-        let old = self.ctl.give_credit(Ordering::AcqRel);
-        if old.queued() > 0 {
-            self.kick_from(false, Some(old.give_credit()));
-        }
-        self.wake_drainers(old);
+        self.give_credit_back();
     }
 
     fn quarantine_then(&self, lease: Lease, reason: &'static str, then: impl FnOnce()) {
@@ -682,6 +738,116 @@ impl<T: Send + 'static> ClassEngine<T> for LockFreeClass<T> {
 }
 
 impl<T: Send + 'static> LockFreeClass<T> {
+    /// Whether a releaser seeing `cur` may take the token with its cell's credit.
+    #[inline]
+    fn may_hand_credit(cur: Ctl) -> bool {
+        !cur.token() && cur.queued() > 0 && !cur.closed()
+    }
+
+    /// A released cell's credit when work is queued (a host's pool), in one RMW: if the token is
+    /// still free, take it and keep the credit for the pass run here, which grants that credit
+    /// first (the credit is never published only to be taken back, and the token costs no RMW
+    /// of its own); otherwise give the credit back and kick as `release_then` does. Returns
+    /// `ctl` as the RMW found it.
+    fn hand_credit_to_pass(&self) -> Ctl {
+        // AcqRel. Release: the pool holds the cell again before a given-back credit is visible
+        // (pairs with the Acquire CAS that takes a credit: fast path, `reserve_cell`). Acquire:
+        // taking the token pairs with the Release that gave it up; and this RMW is the ordering
+        // point `kick_from` needs (see there).
+        let Ok((old, took)) = self
+            .ctl
+            .update(Ordering::AcqRel, |cur| -> Result<_, Infallible> {
+                Ok(if Self::may_hand_credit(cur) {
+                    (cur.take_token(), (cur, true))
+                } else {
+                    (cur.give_credit(), (cur, false))
+                })
+            });
+        if took {
+            self.pass_kept(dispatch::Kept::Credit);
+        } else if old.queued() > 0 {
+            self.kick_from(false, Some(old.give_credit()));
+        }
+        old
+    }
+
+    /// A release that saw work queued and the token free. With the built-in pool, the released
+    /// cell itself goes to a pass run here, which grants it first (no pool release and acquire,
+    /// no credit published and taken back); the pool is settled (the cell is the next
+    /// request's) before `then` refunds the quota (SPEC F44). With a host's pool the cell goes
+    /// back to the pool and only its credit to the pass (`hand_credit_to_pass`). If the token
+    /// was taken meanwhile, as any release. Out of line: the release without queued work stays
+    /// small.
+    #[inline(never)]
+    fn release_to_pass(&self, lease: Lease, then: impl FnOnce()) {
+        if self.pool.is_fixed() {
+            if let Ok(old) = self.take_token_keeping_credit() {
+                then();
+                self.pass_kept(dispatch::Kept::Cell(lease));
+                self.wake_drainers(old);
+                return;
+            }
+            self.pool.release(lease);
+            then();
+            self.give_credit_back();
+            return;
+        }
+        self.pool.release(lease);
+        then();
+        let old = self.hand_credit_to_pass();
+        self.wake_drainers(old);
+    }
+
+    /// Returns a released cell's credit (the pool has the cell again) and kicks if work is
+    /// queued.
+    #[inline]
+    fn give_credit_back(&self) {
+        // Release: the pool holds the cell again before the credit is visible; pairs with the
+        // Acquire CAS that takes a credit (fast path, `reserve_cell`). Acquire: this RMW is also
+        // the ordering point `kick_from` needs (see there), so the kick starts from its value
+        // instead of reading `ctl` again.
+        let old = self.ctl.give_credit(Ordering::AcqRel);
+        if old.queued() > 0 {
+            self.kick_from(false, Some(old.give_credit()));
+        }
+        self.wake_drainers(old);
+    }
+
+    /// Takes the token and keeps a released cell's credit, in one CAS, if the word still says
+    /// work is queued, the token is free and the class open; else returns the word as found.
+    /// Returns `ctl` as the CAS found it.
+    fn take_token_keeping_credit(&self) -> Result<Ctl, Ctl> {
+        // Relaxed: only a guess; the CAS decides.
+        let mut cur = self.ctl.load(Ordering::Relaxed);
+        loop {
+            if !Self::may_hand_credit(cur) {
+                return Err(cur);
+            }
+            // AcqRel. Acquire: taking the token pairs with the Release that gave it up.
+            // Release: as every RMW of a releaser on `ctl` (see `kick_from`).
+            match self.ctl.compare_exchange_weak(
+                cur,
+                cur.take_token(),
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return Ok(cur),
+                Err(actual) => cur = actual,
+            }
+        }
+    }
+
+    /// A lease of `kept`'s cell for `ticket` (the built-in pool's lease is built from the
+    /// request, as its acquire builds it), its lease age starting at `now`.
+    fn reuse(&self, kept: Lease, ticket: &Ticket, now: u64) -> Lease {
+        let lease = Lease::new(&ticket.lease_request(self.class), kept.cell());
+        if let Some(s) = self.lease_since.get(lease.cell().0 as usize) {
+            // Relaxed: an observation for snapshots.
+            s.store(now, Ordering::Relaxed);
+        }
+        lease
+    }
+
     /// Wakes drainers (and executors, who share the waiter slots) if `old`, the value of `ctl`
     /// that an RMW of the caller's replaced, says admissions have stopped: the change may be the
     /// last one a drain waits for. The RMW orders the change before `wake_all`.
