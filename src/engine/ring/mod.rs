@@ -4,4 +4,5 @@
 //! grant for which tenant, with no lock and no dispatch token. It is compiled for its unit tests
 //! and loom models only, until the engine that drives it is built.
 
+pub(crate) mod tenant;
 pub(crate) mod turns;
