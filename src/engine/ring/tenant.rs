@@ -358,6 +358,21 @@ impl Owner<'_> {
         self.view[index as usize] = Node::VACANT;
     }
 
+    /// Unlinks every linked entry for which `dead` holds, walking the FIFO once, and passes each
+    /// to `freed`. Returns how many linked entries are left. O(linked entries).
+    pub(crate) fn purge(&mut self, dead: impl Fn(u32) -> bool, mut freed: impl FnMut(u32)) -> u32 {
+        let mut cur = self.rec.fifo_head;
+        while cur != NONE {
+            let next = self.view[cur as usize].fifo_next;
+            if dead(cur) {
+                self.unlink(cur);
+                freed(cur);
+            }
+            cur = next;
+        }
+        self.rec.count
+    }
+
     /// Charges one grant to the current DRR turn (F12): the turn's credits are fixed at its
     /// first grant to the tenant's weight. Returns whether credits are left, i.e. whether the
     /// turn may grant again before the tenant goes back to the ring's tail.

@@ -1,0 +1,268 @@
+//! The tenant-ring engine's grant path (docs/ring-engine.md): the turn protocol ([`Turns`])
+//! driving the per-tenant records ([`Tenants`]) over a fixed set of entry slots, with no lock
+//! and no dispatch token.
+//!
+//! * **Enqueue**: take a free slot, stage the entry, publish it to the tenant's inbox, announce
+//!   the tenant. If a cell is free the announcement hands the caller a turn, which it runs.
+//! * **Grant** = the turn holder offers its tenant's candidate and CASes the entry
+//!   `QUEUED → GRANTED`. A failed CAS means the entry was cancelled: a tombstone, unlinked and
+//!   its slot freed by the owner, uncharged.
+//! * **Release**: the cell's credit goes back into `ctl`; if a tenant is ready the releaser runs
+//!   its turn.
+//! * **Cancel**: CAS `QUEUED → CANCELLED`, from any thread. The tenant's next turn meets the
+//!   tombstone, unlinks it and frees its slot, uncharged; a turn that meets only tombstones hands
+//!   its credit on. If the tenant is still idle (its producer published and has not announced
+//!   yet) the canceller owns it with a cleanup turn (no credit) and unlinks the tombstone itself.
+//!   Open (docs/ring-engine.md): tombstones of a tenant that waits in the ring while no cell is
+//!   free hold their slots until its turn.
+//! * **DRR (F12)**: a turn grants up to the tenant's weight, taking one more free credit per
+//!   grant. A round cut short because no credit is free keeps its deficit and the tenant goes to
+//!   the *front* queue, served before the ring, as the policy keeps it at the ring's head with
+//!   its credits left; a round that ends sends the tenant to the ring's tail.
+//!
+//! This is the engine's core, not yet a [`ClassEngine`](crate::engine::ClassEngine): leases,
+//! wakers, pull mode, shutdown, drain and the deadline sweep are not built on it yet.
+
+use super::tenant::{Meta, Tenants};
+use super::turns::{Turn, Turns};
+use crate::raw::scq::Scq;
+use crate::sync::{AtomicU32, Ordering};
+
+/// Entry slot: free (on the free list, or being staged).
+pub(crate) const VACANT: u32 = 0;
+/// Entry slot: queued in its tenant's inbox or records.
+pub(crate) const QUEUED: u32 = 1;
+/// Entry slot: granted; the grant's taker frees it ([`Core::take`]).
+pub(crate) const GRANTED: u32 = 2;
+/// Entry slot: cancelled while queued; a tombstone until its tenant's owner unlinks it.
+pub(crate) const CANCELLED: u32 = 3;
+
+/// Tombstones a tenant may hold beyond its live entries before its owner compacts.
+const COMPACT_SLACK: u32 = 8;
+
+/// The class has no free entry slot left.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Full;
+
+/// The grant path of one class. See the module docs.
+#[derive(Debug)]
+pub(crate) struct Core {
+    turns: Turns,
+    tenants: Tenants,
+    /// Per slot: `VACANT`, `QUEUED`, `GRANTED` or `CANCELLED`.
+    entry: Box<[AtomicU32]>,
+    /// Per slot: its tenant while queued or a tombstone.
+    tenant_of: Box<[AtomicU32]>,
+    /// Per tenant: requests published (or about to be) and still `QUEUED`. Raised before the
+    /// publication, lowered after the CAS that ends the request (grant or cancel), so a tenant
+    /// whose count is 0 has nothing live linked or in its inbox, only tombstones.
+    live: Box<[AtomicU32]>,
+    /// Free entry slots (each at most once, so the SCQ's bound holds).
+    free: Scq,
+}
+
+impl Core {
+    /// `cells` cells, `slots` entry slots, tenants `0..tenants`.
+    pub(crate) fn new(cells: u32, slots: u32, tenants: u32, starvation_after: u64) -> Core {
+        let free = Scq::new(slots);
+        for i in 0..slots {
+            free.push(i);
+        }
+        Core {
+            turns: Turns::new(cells, tenants),
+            tenants: Tenants::new(slots, tenants, starvation_after),
+            entry: (0..slots).map(|_| AtomicU32::new(VACANT)).collect(),
+            tenant_of: (0..slots).map(|_| AtomicU32::new(0)).collect(),
+            live: (0..tenants).map(|_| AtomicU32::new(0)).collect(),
+            free,
+        }
+    }
+
+    /// Queues a request of `tenant`; returns its slot. Every grant this call makes (its own
+    /// request's, or others' on turns it is handed) is passed to `on_grant` with the time `now`
+    /// used for aging (F14).
+    pub(crate) fn enqueue(
+        &self,
+        tenant: u32,
+        meta: Meta,
+        now: u64,
+        on_grant: &mut impl FnMut(u32),
+    ) -> Result<u32, Full> {
+        let index = self.free.pop().ok_or(Full)?;
+        // Relaxed: published with the node by the Release CAS of `publish`.
+        self.tenant_of[index as usize].store(tenant, Ordering::Relaxed);
+        // Release: a canceller that reads QUEUED (Acquire) sees the slot's tenant.
+        self.entry[index as usize].store(QUEUED, Ordering::Release);
+        // Relaxed: ordered before the announcement's Release RMW on the tenant's state word,
+        // which the owner's reads follow.
+        self.live[tenant as usize].fetch_add(1, Ordering::Relaxed);
+        // SAFETY: the slot came off the free list: no other thread holds it until `publish`.
+        unsafe { self.tenants.stage(index, meta) };
+        self.tenants.publish(tenant, index);
+        if let Some(turn) = self.turns.announce(tenant) {
+            self.run(turn, now, on_grant);
+        }
+        Ok(index)
+    }
+
+    /// A granted cell comes back. Runs the turn it may meet.
+    pub(crate) fn release(&self, now: u64, on_grant: &mut impl FnMut(u32)) {
+        if let Some(turn) = self.turns.give_credit() {
+            self.run(turn, now, on_grant);
+        }
+    }
+
+    /// Cancels a queued request (SPEC F33): `false` unless it was still queued. A tombstone on
+    /// an idle tenant is unlinked at once.
+    pub(crate) fn cancel(&self, index: u32, now: u64, on_grant: &mut impl FnMut(u32)) -> bool {
+        // AcqRel: Acquire pairs with the enqueue's Release store (the slot's tenant); Release
+        // publishes the cancel to the owner whose grant CAS fails on it.
+        if self.entry[index as usize]
+            .compare_exchange(QUEUED, CANCELLED, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
+            return false;
+        }
+        let tenant = self.tenant_of[index as usize].load(Ordering::Relaxed);
+        // Release: pairs with the owner's Acquire load in `has_live`.
+        self.live[tenant as usize].fetch_sub(1, Ordering::Release);
+        if let Some(turn) = self.turns.own_idle(tenant) {
+            self.run(turn, now, on_grant);
+        }
+        true
+    }
+
+    /// The taker of a grant frees its slot. `false` if `index` is not granted.
+    pub(crate) fn take(&self, index: u32) -> bool {
+        // Acquire: pairs with the grant CAS (Release); Relaxed would do for the slot's reuse,
+        // which the free list's own ordering publishes.
+        if self.entry[index as usize]
+            .compare_exchange(GRANTED, VACANT, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            return false;
+        }
+        self.free.push(index);
+        true
+    }
+
+    /// The state of slot `index` now.
+    pub(crate) fn state(&self, index: u32) -> u32 {
+        // Acquire: pairs with the Release RMWs on the entry word.
+        self.entry[index as usize].load(Ordering::Acquire)
+    }
+
+    /// `(free credits, ready tenants)` in `ctl`.
+    pub(crate) fn counters(&self) -> (u64, u64) {
+        self.turns.counters()
+    }
+
+    /// Runs `turn` and every turn its end hands on (see docs/ring-engine.md, "F25": the chain
+    /// is bounded by the work and the free cells there are, not yet by a constant).
+    fn run(&self, mut turn: Turn, now: u64, on_grant: &mut impl FnMut(u32)) {
+        loop {
+            match self.run_one(turn, now, on_grant) {
+                Some(next) => turn = next,
+                None => return,
+            }
+        }
+    }
+
+    /// One turn: grants up to the tenant's DRR round, taking a free credit per extra grant.
+    fn run_one(&self, turn: Turn, now: u64, on_grant: &mut impl FnMut(u32)) -> Option<Turn> {
+        let tenant = turn.tenant();
+        // SAFETY: `turn` is this tenant's turn, held by this thread until `end_turn` below;
+        // the handle is not used after it.
+        let mut own = unsafe { self.tenants.owner(tenant) };
+        own.absorb();
+        // Compaction, amortised: when tombstones outnumber the live entries (plus a slack),
+        // one pass over the tenant's FIFO unlinks them all, so each cancel costs O(1) amortised
+        // and a tenant with a turn never holds more tombstones than about its live entries.
+        // Relaxed: a stale count only moves when the pass runs.
+        let live = self.live[tenant as usize].load(Ordering::Relaxed);
+        if own.len() > 2 * live + COMPACT_SLACK {
+            self.purge(&mut own);
+        }
+        // Whether the credit held now has become a grant.
+        let mut spent = false;
+        // Whether the round was cut short by a busy cell (credits left, work left).
+        let mut front = false;
+        while let Some(index) = self.grant_one(&mut own, now) {
+            spent = true;
+            on_grant(index);
+            if !own.charge() {
+                break;
+            }
+            if !self.has_live(tenant) {
+                break;
+            }
+            if !self.turns.take_credit() {
+                front = true;
+                break;
+            }
+            spent = false;
+        }
+        if !front {
+            own.end_round();
+        }
+        self.turns.end_turn_at(turn, spent, front, || {
+            own.absorb();
+            // A tenant with nothing live leaves with no tombstone linked (their slots are
+            // freed now, not at a turn that may never come); entries a producer published
+            // since the count was read are `QUEUED` and stay.
+            self.has_live(tenant) || self.purge(&mut own) > 0
+        })
+    }
+
+    /// Whether `tenant` has requests still `QUEUED`.
+    fn has_live(&self, tenant: u32) -> bool {
+        // Acquire: pairs with the Release decrements (a cancel's end is seen with its count).
+        self.live[tenant as usize].load(Ordering::Acquire) > 0
+    }
+
+    /// Unlinks and frees every tombstone linked in the owned tenant. Returns the entries left.
+    fn purge(&self, own: &mut super::tenant::Owner<'_>) -> u32 {
+        own.purge(
+            |i| self.state(i) == CANCELLED,
+            |i| {
+                // Relaxed: the slot is published by the free list.
+                self.entry[i as usize].store(VACANT, Ordering::Relaxed);
+                self.free.push(i);
+            },
+        )
+    }
+
+    /// Offers candidates until one is granted (`QUEUED → GRANTED`), unlinking tombstones on the
+    /// way and freeing their slots. `None` when the tenant has nothing live linked.
+    fn grant_one(&self, own: &mut super::tenant::Owner<'_>, now: u64) -> Option<u32> {
+        while let Some(index) = own.candidate(now) {
+            own.unlink(index);
+            // AcqRel: Release publishes the grant to its taker (pairs with `take`'s Acquire);
+            // Acquire pairs with a canceller's Release on failure.
+            match self.entry[index as usize].compare_exchange(
+                QUEUED,
+                GRANTED,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => {
+                    // Release: pairs with the Acquire load in `has_live`.
+                    let tenant = self.tenant_of[index as usize].load(Ordering::Relaxed);
+                    self.live[tenant as usize].fetch_sub(1, Ordering::Release);
+                    return Some(index);
+                }
+                Err(s) => {
+                    debug_assert_eq!(s, CANCELLED);
+                    // Relaxed: the slot is published by the free list.
+                    self.entry[index as usize].store(VACANT, Ordering::Relaxed);
+                    self.free.push(index);
+                }
+            }
+        }
+        None
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+#[path = "grant_tests.rs"]
+mod tests;

@@ -1,0 +1,327 @@
+//! The grant path: ring order, a differential test against the sequential policy for
+//! single-threaded histories, churn with conservation, and F24 with a paused turn holder.
+
+use super::*;
+use crate::policy::{EntryMeta, Policy, PolicyConfig, Verdict, NO_DEADLINE};
+use std::cell::RefCell;
+use std::sync::atomic::AtomicUsize;
+use std::sync::Arc;
+
+const STARVE: u64 = 1_000;
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+fn plain(weight: u32) -> Meta {
+    Meta {
+        priority: 0,
+        deadline: NO_DEADLINE,
+        enqueued_at: 0,
+        weight,
+    }
+}
+
+#[test]
+fn f11_one_cell_grants_tenants_in_ring_order() {
+    let core = Core::new(1, 16, 3, STARVE);
+    let got = RefCell::new(Vec::new());
+    let mut sink = |i| got.borrow_mut().push(i);
+    let a0 = core.enqueue(0, plain(1), 0, &mut sink).unwrap();
+    assert_eq!(
+        *got.borrow(),
+        [a0],
+        "the first request takes the free cell at once"
+    );
+    // Tenant 0 left the ring with its last request granted; it joins again first.
+    let a1 = core.enqueue(0, plain(1), 0, &mut sink).unwrap();
+    let a2 = core.enqueue(0, plain(1), 0, &mut sink).unwrap();
+    let b0 = core.enqueue(1, plain(1), 0, &mut sink).unwrap();
+    let c0 = core.enqueue(2, plain(1), 0, &mut sink).unwrap();
+    let b1 = core.enqueue(1, plain(1), 0, &mut sink).unwrap();
+    for _ in 0..5 {
+        core.release(0, &mut sink);
+    }
+    // After each grant a tenant with work left goes to the ring's tail.
+    assert_eq!(*got.borrow(), [a0, a1, b0, c0, a2, b1]);
+    core.release(0, &mut sink);
+    assert_eq!(core.counters(), (1, 0));
+    for i in got.take() {
+        assert!(core.take(i));
+        assert!(!core.take(i));
+    }
+}
+
+/// DRR (F12) with one cell: a tenant of weight 2 is granted twice in a row (its round, cut
+/// short by the busy cell, resumes ahead of the ring), then the others get their turn.
+#[test]
+fn f12_a_weighted_tenants_round_resumes_ahead_of_the_ring() {
+    let core = Core::new(1, 16, 2, STARVE);
+    let got = RefCell::new(Vec::new());
+    let mut sink = |i| got.borrow_mut().push(i);
+    let held = core.enqueue(1, plain(1), 0, &mut sink).unwrap();
+    assert_eq!(got.take(), [held]);
+    let a: Vec<u32> = (0..3)
+        .map(|_| core.enqueue(0, plain(2), 0, &mut sink).unwrap())
+        .collect();
+    let b: Vec<u32> = (0..2)
+        .map(|_| core.enqueue(1, plain(1), 0, &mut sink).unwrap())
+        .collect();
+    assert!(got.borrow().is_empty());
+    for _ in 0..5 {
+        core.release(0, &mut sink);
+    }
+    assert_eq!(*got.borrow(), [a[0], a[1], b[0], a[2], b[1]]);
+}
+
+/// With cells free while a turn runs (released by other threads), a weighted tenant's turn
+/// takes them for its round; here a single thread frees them first by holding the class empty.
+#[test]
+fn f12_a_turn_takes_free_credits_for_its_round() {
+    let core = Core::new(3, 16, 2, STARVE);
+    let got = RefCell::new(Vec::new());
+    let mut sink = |i| got.borrow_mut().push(i);
+    let a = core.enqueue(0, plain(3), 0, &mut sink).unwrap();
+    assert_eq!(got.take(), [a]);
+    // Tenant 0's next enqueues each find a free credit at announce.
+    let a1 = core.enqueue(0, plain(3), 0, &mut sink).unwrap();
+    let a2 = core.enqueue(0, plain(3), 0, &mut sink).unwrap();
+    assert_eq!(got.take(), [a1, a2]);
+    assert_eq!(core.counters(), (0, 0));
+}
+
+/// The ring engine and the sequential policy (driven as the baseline engine drives it: after
+/// every operation, grant while a cell is free and something is queued) produce the same grant
+/// order for single-threaded histories of enqueues (random tenants, priorities, deadlines and a
+/// clock crossing the aging threshold, DRR weights 1 to 3), cancellations and releases.
+#[test]
+fn q02_ring_grant_order_matches_the_policy_for_one_thread() {
+    const SLOTS: u32 = 96;
+    let seeds: u64 = if cfg!(miri) { 3 } else { 150 };
+    let mut ops = 0u32;
+    for seed in 1..=seeds {
+        let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+        let cells = 1 + rng.below(4) as u32;
+        let tenants = 1 + rng.below(6) as u32;
+        let core = Core::new(cells, SLOTS, tenants, STARVE);
+        let mut policy = Policy::new(PolicyConfig {
+            capacity: SLOTS,
+            max_tenants: tenants,
+            starvation_after: STARVE,
+        })
+        .unwrap();
+        let mut free = cells;
+        let mut queued: Vec<u32> = Vec::new();
+        let mut held: Vec<u32> = Vec::new();
+        let mut now = 0u64;
+        for _ in 0..100 {
+            now += rng.below(200);
+            let mut ring = Vec::new();
+            match rng.below(10) {
+                0..=5 if queued.len() < (SLOTS / 2) as usize => {
+                    let tenant = rng.below(u64::from(tenants)) as u32;
+                    let meta = Meta {
+                        priority: rng.below(3) as u8,
+                        deadline: if rng.below(2) == 0 {
+                            NO_DEADLINE
+                        } else {
+                            now + rng.below(3_000)
+                        },
+                        enqueued_at: now,
+                        weight: 1 + rng.below(3) as u32,
+                    };
+                    let i = core
+                        .enqueue(tenant, meta, now, &mut |g| ring.push(g))
+                        .unwrap();
+                    policy
+                        .insert(
+                            i,
+                            EntryMeta {
+                                tenant,
+                                priority: meta.priority,
+                                deadline: meta.deadline,
+                                enqueued_at: meta.enqueued_at,
+                                weight: meta.weight,
+                            },
+                        )
+                        .unwrap();
+                    queued.push(i);
+                }
+                6 if !queued.is_empty() => {
+                    let i = queued[rng.below(queued.len() as u64) as usize];
+                    assert!(core.cancel(i, now, &mut |g| ring.push(g)));
+                    assert!(policy.remove(i));
+                    queued.retain(|&q| q != i);
+                }
+                _ if !held.is_empty() => {
+                    let i = held.swap_remove(rng.below(held.len() as u64) as usize);
+                    assert!(core.take(i));
+                    core.release(now, &mut |g| ring.push(g));
+                    free += 1;
+                }
+                _ => {}
+            }
+            let mut model = Vec::new();
+            while free > 0 {
+                let mut budget = u32::MAX;
+                match policy.select(now, &mut |_| Verdict::Take, &mut budget) {
+                    Some(i) => {
+                        model.push(i);
+                        free -= 1;
+                    }
+                    None => break,
+                }
+            }
+            assert_eq!(ring, model, "seed {seed}: grant orders differ");
+            for &g in &ring {
+                assert_eq!(core.state(g), GRANTED);
+                queued.retain(|&q| q != g);
+                held.push(g);
+            }
+            ops += 1;
+        }
+        assert_eq!(core.counters().0, u64::from(free));
+    }
+    assert!(cfg!(miri) || ops >= 10_000, "{ops} operations compared");
+}
+
+/// Threads enqueue for many tenants, cancel some, and release what they are granted (taking
+/// the grant first); weights vary. Conservation: every request ends granted or cancelled,
+/// exactly once; at the end every cell is free, no tenant is ready, and every slot is free again.
+fn churn(cells: u32, tenants: u32, threads: u32, per: u32) {
+    let slots = threads * 64 + cells;
+    let core = Arc::new(Core::new(cells, slots, tenants, STARVE));
+    let granted = Arc::new(AtomicUsize::new(0));
+    let cancelled = Arc::new(AtomicUsize::new(0));
+    let workers: Vec<_> = (0..threads)
+        .map(|th| {
+            let (core, granted, cancelled) = (core.clone(), granted.clone(), cancelled.clone());
+            std::thread::spawn(move || {
+                let mut rng = Rng(u64::from(th) * 7919 + 1);
+                let mut mine: Vec<u32> = Vec::new();
+                let mut grants: Vec<u32> = Vec::new();
+                let mut enqueued = 0u32;
+                for _ in 0..per {
+                    let t = rng.below(u64::from(tenants)) as u32;
+                    let w = 1 + rng.below(3) as u32;
+                    let mut sink = |g| grants.push(g);
+                    while mine.len() >= 32 {
+                        let i = mine.swap_remove(0);
+                        if core.cancel(i, 0, &mut sink) {
+                            cancelled.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                    // `Full` happens: see the refusal note below.
+                    if let Ok(i) = core.enqueue(t, plain(w), 0, &mut sink) {
+                        mine.push(i);
+                        enqueued += 1;
+                    }
+                    // Release what was granted here (grants of any thread's requests).
+                    while let Some(g) = grants.pop() {
+                        assert!(core.take(g), "a grant is taken once");
+                        granted.fetch_add(1, Ordering::Relaxed);
+                        let mut more = Vec::new();
+                        core.release(0, &mut |x| more.push(x));
+                        grants.extend(more);
+                    }
+                }
+                for i in mine {
+                    if core.cancel(i, 0, &mut |g| grants.push(g)) {
+                        cancelled.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+                while let Some(g) = grants.pop() {
+                    assert!(core.take(g));
+                    granted.fetch_add(1, Ordering::Relaxed);
+                    core.release(0, &mut |x| grants.push(x));
+                }
+                enqueued
+            })
+        })
+        .collect();
+    let enqueued: u32 = workers.into_iter().map(|w| w.join().unwrap()).sum();
+    // Refusals: while a thread that owns a tenant's turn is descheduled, the tenant's new
+    // requests wait in its inbox and this workload cancels them there; their tombstones hold
+    // slots until the owner runs again (docs/ring-engine.md, "Open points"). Some requests
+    // must still get through.
+    assert!(
+        enqueued >= threads * per / 10,
+        "{enqueued} of {} enqueued",
+        threads * per
+    );
+    assert_eq!(
+        granted.load(Ordering::Relaxed) + cancelled.load(Ordering::Relaxed),
+        enqueued as usize,
+        "every request ends granted or cancelled exactly once"
+    );
+    assert_eq!(core.counters(), (u64::from(cells), 0));
+    // Every tenant went idle with its tombstones unlinked: every slot is free again.
+    for i in 0..slots {
+        assert_eq!(core.state(i), VACANT, "slot {i}");
+    }
+}
+
+#[test]
+fn multi_thread_ring_churn_conserves_requests_and_cells() {
+    churn(4, 8, 4, if cfg!(miri) { 30 } else { 20_000 });
+}
+
+#[test]
+fn multi_thread_ring_churn_at_ten_thousand_tenants_and_a_thousand_cells() {
+    churn(1_000, 10_000, 4, if cfg!(miri) { 30 } else { 10_000 });
+}
+
+/// SPEC F24 on the grant path: a thread paused while it holds tenant 0's turn (after the claim,
+/// before the grant) delays tenant 0 only; another tenant's request is granted at once on
+/// another cell, within 100 ms, by the enqueuing thread itself.
+#[cfg(feature = "pause-points")]
+#[test]
+fn f24_ring_turn_holder_paused_other_tenant_granted_within_100ms() {
+    use crate::raw::pause::Gate;
+    use std::time::{Duration, Instant};
+    let core = Arc::new(Core::new(2, 16, 2, STARVE));
+    let gate = Gate::new("ring.turn_owned");
+    let paused = {
+        let (core, gate) = (core.clone(), gate.clone());
+        std::thread::spawn(move || {
+            gate.arm();
+            let mut got = Vec::new();
+            core.enqueue(0, plain(1), 0, &mut |g| got.push(g)).unwrap();
+            got
+        })
+    };
+    assert!(gate.wait_parked(Duration::from_secs(10)));
+    let start = Instant::now();
+    let mut got = Vec::new();
+    let b = core.enqueue(1, plain(1), 0, &mut |g| got.push(g)).unwrap();
+    assert_eq!(
+        got,
+        [b],
+        "the other tenant is granted while tenant 0's owner is paused"
+    );
+    assert!(start.elapsed() < Duration::from_millis(100));
+    // Tenant 0's second request waits for its paused owner; it is not lost.
+    let a1 = core.enqueue(0, plain(1), 0, &mut |g| got.push(g)).unwrap();
+    assert_eq!(got, [b]);
+    assert!(core.take(b));
+    core.release(0, &mut |g| got.push(g));
+    assert_eq!(got, [b], "tenant 0 is owned: the credit stays free");
+    gate.release();
+    let first = paused.join().unwrap();
+    assert_eq!(
+        first.len(),
+        2,
+        "the owner grants both of tenant 0's requests"
+    );
+    assert_eq!(first[1], a1);
+}
