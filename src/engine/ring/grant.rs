@@ -193,7 +193,8 @@ impl Core {
             if !own.charge() {
                 break;
             }
-            if !self.has_live(tenant) {
+            own.absorb();
+            if own.len() == 0 || !self.has_live(tenant) {
                 break;
             }
             if !self.turns.take_credit() {
@@ -207,10 +208,12 @@ impl Core {
         }
         self.turns.end_turn_at(turn, spent, front, || {
             own.absorb();
-            // A tenant with nothing live leaves with no tombstone linked (their slots are
-            // freed now, not at a turn that may never come); entries a producer published
-            // since the count was read are `QUEUED` and stay.
-            self.has_live(tenant) || self.purge(&mut own) > 0
+            // Nothing linked: nothing to do, whatever the live count says (a canceller stopped
+            // between its CAS and its decrement must not keep this thread requeuing the tenant
+            // for turns that find nothing). A tenant with nothing live leaves with no tombstone
+            // linked (their slots are freed now, not at a turn that may never come); entries a
+            // producer published since the count was read are `QUEUED` and stay.
+            own.len() > 0 && (self.has_live(tenant) || self.purge(&mut own) > 0)
         })
     }
 
@@ -266,3 +269,7 @@ impl Core {
 #[cfg(all(test, not(loom)))]
 #[path = "grant_tests.rs"]
 mod tests;
+
+#[cfg(all(test, loom))]
+#[path = "loom_grant.rs"]
+mod loom_grant;

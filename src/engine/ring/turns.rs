@@ -147,6 +147,9 @@ impl Turns {
             if let Some(t) = self.front.pop().or_else(|| self.ring.pop()) {
                 break t;
             }
+            #[cfg(loom)]
+            loom::thread::yield_now();
+            #[cfg(not(loom))]
             core::hint::spin_loop();
         };
         // AcqRel: Acquire pairs with the Release RMWs of producers that announced work while the
