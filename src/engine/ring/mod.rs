@@ -6,8 +6,11 @@
 //!   holder of a tenant's turn owns;
 //! * [`grant`]: the grant path that drives both over a class's entry slots.
 //!
-//! Compiled for its unit tests and loom models only, until the engine built on [`grant`]
-//! implements [`ClassEngine`](crate::engine::ClassEngine) and passes the rule suite.
+//! Compiled for its unit tests and loom models, and for P14's row with the `pause-points`
+//! feature (through `internals::RingCore`), until the engine built on [`grant`] implements
+//! [`ClassEngine`](crate::engine::ClassEngine) and passes the rule suite.
+
+#![cfg_attr(not(test), allow(dead_code))]
 
 pub(crate) mod grant;
 pub(crate) mod tenant;
