@@ -25,6 +25,7 @@
 
 use super::tenant::{Meta, Tenants};
 use super::turns::{Turn, Turns};
+use crate::raw::pause;
 use crate::raw::scq::Scq;
 use crate::sync::{AtomicU32, Ordering};
 
@@ -99,6 +100,7 @@ impl Core {
         // SAFETY: the slot came off the free list: no other thread holds it until `publish`.
         unsafe { self.tenants.stage(index, meta) };
         self.tenants.publish(tenant, index);
+        pause::point("ring.announce");
         if let Some(turn) = self.turns.announce(tenant) {
             self.run(turn, now, on_grant);
         }
@@ -124,6 +126,7 @@ impl Core {
             return false;
         }
         let tenant = self.tenant_of[index as usize].load(Ordering::Relaxed);
+        pause::point("ring.cancel_marked");
         // Release: pairs with the owner's Acquire load in `has_live`.
         self.live[tenant as usize].fetch_sub(1, Ordering::Release);
         if let Some(turn) = self.turns.own_idle(tenant) {

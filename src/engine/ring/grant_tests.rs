@@ -325,3 +325,91 @@ fn f24_ring_turn_holder_paused_other_tenant_granted_within_100ms() {
     );
     assert_eq!(first[1], a1);
 }
+
+/// SPEC F24 at `ring.announce`: a producer stopped after publishing its request in tenant 0's
+/// inbox, before announcing it, delays nobody: another tenant is granted within 100 ms, and a
+/// second producer of tenant 0 announces the tenant, whose turn grants the stopped producer's
+/// request first (it was published first).
+#[cfg(feature = "pause-points")]
+#[test]
+fn f24_ring_producer_paused_before_announcing_delays_nobody() {
+    use crate::raw::pause::Gate;
+    use std::time::{Duration, Instant};
+    let core = Arc::new(Core::new(2, 16, 2, STARVE));
+    let gate = Gate::new("ring.announce");
+    let paused = {
+        let (core, gate) = (core.clone(), gate.clone());
+        std::thread::spawn(move || {
+            gate.arm();
+            let mut got = Vec::new();
+            let i = core.enqueue(0, plain(1), 0, &mut |g| got.push(g)).unwrap();
+            (i, got)
+        })
+    };
+    assert!(gate.wait_parked(Duration::from_secs(10)));
+    let start = Instant::now();
+    let got = RefCell::new(Vec::new());
+    let mut sink = |g| got.borrow_mut().push(g);
+    let b = core.enqueue(1, plain(1), 0, &mut sink).unwrap();
+    assert_eq!(*got.borrow(), [b], "another tenant is granted at once");
+    assert!(start.elapsed() < Duration::from_millis(100));
+    let a1 = core.enqueue(0, plain(1), 0, &mut sink).unwrap();
+    let granted = got.borrow()[1];
+    assert_ne!(
+        granted, a1,
+        "the stopped producer's request, published first, goes first"
+    );
+    assert_eq!(core.state(granted), GRANTED);
+    assert_eq!(core.state(a1), QUEUED);
+    gate.release();
+    let (a0, theirs) = paused.join().unwrap();
+    assert_eq!(a0, granted);
+    assert!(
+        theirs.is_empty(),
+        "its late announcement found the tenant handled"
+    );
+    // The late announcement left tenant 0 in the ring (a stale turn at worst): the next credit
+    // grants a1.
+    assert!(core.take(b));
+    core.release(0, &mut sink);
+    assert_eq!(core.state(a1), GRANTED);
+}
+
+/// SPEC F24 at `ring.cancel_marked`: a canceller stopped between marking tenant 0's only
+/// request cancelled and lowering the tenant's live count. The turn that meets the tombstone
+/// ends the tenant (nothing linked) instead of requeuing it turn after turn on the stale count,
+/// and another tenant is granted within 100 ms.
+#[cfg(feature = "pause-points")]
+#[test]
+fn f24_ring_canceller_paused_after_marking_delays_nobody() {
+    use crate::raw::pause::Gate;
+    use std::time::{Duration, Instant};
+    let core = Arc::new(Core::new(1, 16, 2, STARVE));
+    let got = RefCell::new(Vec::new());
+    let mut sink = |g| got.borrow_mut().push(g);
+    let held = core.enqueue(1, plain(1), 0, &mut sink).unwrap();
+    let a = core.enqueue(0, plain(1), 0, &mut sink).unwrap();
+    let gate = Gate::new("ring.cancel_marked");
+    let paused = {
+        let (core, gate) = (core.clone(), gate.clone());
+        std::thread::spawn(move || {
+            gate.arm();
+            core.cancel(a, 0, &mut |_| {})
+        })
+    };
+    assert!(gate.wait_parked(Duration::from_secs(10)));
+    let start = Instant::now();
+    let b = core.enqueue(1, plain(1), 0, &mut sink).unwrap();
+    assert!(core.take(held));
+    core.release(0, &mut sink);
+    assert_eq!(
+        *got.borrow(),
+        [held, b],
+        "tenant 1 is granted past the tombstone"
+    );
+    assert!(start.elapsed() < Duration::from_millis(100));
+    assert_eq!(core.state(a), VACANT, "the tombstone's slot is free");
+    gate.release();
+    assert!(paused.join().unwrap());
+    assert_eq!(core.counters(), (0, 0));
+}
