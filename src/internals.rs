@@ -12,7 +12,7 @@ pub mod pause {
 
 /// The tenant-ring engine's grant path (docs/ring-engine.md), for P14 only: built with the
 /// `pause-points` feature. Requests carry no payload, lease or waker; a waiting caller polls
-/// [`is_granted`](RingCore::is_granted).
+/// [`is_granted`](RingCore::is_granted) and [`help`](RingCore::help)s.
 #[cfg(all(feature = "pause-points", not(loom)))]
 #[derive(Debug)]
 pub struct RingCore(crate::engine::ring::grant::Core);
@@ -39,6 +39,12 @@ impl RingCore {
             weight: 1,
         };
         self.0.enqueue(tenant, meta, 0, &mut |_| {}).ok()
+    }
+
+    /// Runs a turn another call handed back at its bound on helping (SPEC F25), if one waits:
+    /// what a waiting request's poll does. Returns whether it ran one.
+    pub fn help(&self) -> bool {
+        self.0.help(0, &mut |_| {})
     }
 
     /// Whether the request in `slot` has been granted (and not yet taken).

@@ -18,7 +18,8 @@
 //!
 //! The tenant-ring engine's grant path (`ring core`, not yet a scheduler engine: no admission,
 //! pool, lease or waker) runs the same loop on its own handle: enqueue, poll the slot with
-//! `yield_now` until granted, work, take, release; thread 0 is frozen at `ring.turn_owned`, the
+//! `yield_now` (running a turn another call handed back, if one waits) until granted, work,
+//! take, release; thread 0 is frozen at `ring.turn_owned`, the
 //! first time it holds a tenant's turn (any tenant's: it runs the turns its releases meet).
 //!
 //! A control row follows: the lock-free engine with thread 0 parked *outside* the engine while
@@ -187,7 +188,10 @@ fn run_ring(frozen: Option<&'static str>, window: Duration) -> Run {
                         if stop.load(Ordering::Relaxed) {
                             return;
                         }
-                        std::thread::yield_now();
+                        // A poll runs a turn handed back by a call at its F25 bound.
+                        if !core.help() {
+                            std::thread::yield_now();
+                        }
                     }
                     assert!(core.take(slot));
                     let t = Instant::now();

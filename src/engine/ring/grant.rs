@@ -38,6 +38,9 @@ pub(crate) const GRANTED: u32 = 2;
 /// Entry slot: cancelled while queued; a tombstone until its tenant's owner unlinks it.
 pub(crate) const CANCELLED: u32 = 3;
 
+/// Candidates one turn offers at most (SPEC F19's pass size): grants and dropped tombstones.
+pub(crate) const TURN_CANDIDATES: u32 = 64;
+
 /// Tombstones a tenant may hold beyond its live entries before its owner compacts.
 const COMPACT_SLACK: u32 = 8;
 
@@ -160,14 +163,25 @@ impl Core {
         self.turns.counters()
     }
 
-    /// Runs `turn` and every turn its end hands on (see docs/ring-engine.md, "F25": the chain
-    /// is bounded by the work and the free cells there are, not yet by a constant).
-    fn run(&self, mut turn: Turn, now: u64, on_grant: &mut impl FnMut(u32)) {
-        loop {
-            match self.run_one(turn, now, on_grant) {
-                Some(next) => turn = next,
-                None => return,
+    /// Runs `turn`, one tenant's turn: that is the call's whole share of dispatch work (SPEC
+    /// F25). A turn its end hands on (its credit met a ready tenant, or its requeued tenant met a
+    /// free credit) is handed back at once, for the next call on `ctl` or a poller's
+    /// [`help`](Self::help) to run.
+    fn run(&self, turn: Turn, now: u64, on_grant: &mut impl FnMut(u32)) {
+        if let Some(next) = self.run_one(turn, now, on_grant) {
+            self.turns.hand_back(next);
+        }
+    }
+
+    /// Runs one turn handed back by another call, if one waits (a free credit beside a ready
+    /// tenant). What a waiting request's poll does (SPEC F18). Returns whether it ran one.
+    pub(crate) fn help(&self, now: u64, on_grant: &mut impl FnMut(u32)) -> bool {
+        match self.turns.help() {
+            Some(turn) => {
+                self.run(turn, now, on_grant);
+                true
             }
+            None => false,
         }
     }
 
@@ -186,11 +200,13 @@ impl Core {
         if own.len() > 2 * live + COMPACT_SLACK {
             self.purge(&mut own);
         }
+        // Candidates this turn may offer (SPEC F19, F25): grants and tombstones alike.
+        let mut budget = TURN_CANDIDATES;
         // Whether the credit held now has become a grant.
         let mut spent = false;
         // Whether the round was cut short by a busy cell (credits left, work left).
         let mut front = false;
-        while let Some(index) = self.grant_one(&mut own, now) {
+        while let Some(index) = self.grant_one(&mut own, now, &mut budget) {
             spent = true;
             on_grant(index);
             if !own.charge() {
@@ -200,11 +216,16 @@ impl Core {
             if own.len() == 0 || !self.has_live(tenant) {
                 break;
             }
-            if !self.turns.take_credit() {
+            if budget == 0 || !self.turns.take_credit() {
                 front = true;
                 break;
             }
             spent = false;
+        }
+        if budget == 0 && own.len() > 0 {
+            // The turn's candidates are used up with entries left: the tenant keeps its place
+            // at the head.
+            front = true;
         }
         if !front {
             own.end_round();
@@ -240,8 +261,15 @@ impl Core {
 
     /// Offers candidates until one is granted (`QUEUED → GRANTED`), unlinking tombstones on the
     /// way and freeing their slots. `None` when the tenant has nothing live linked.
-    fn grant_one(&self, own: &mut super::tenant::Owner<'_>, now: u64) -> Option<u32> {
-        while let Some(index) = own.candidate(now) {
+    fn grant_one(
+        &self,
+        own: &mut super::tenant::Owner<'_>,
+        now: u64,
+        budget: &mut u32,
+    ) -> Option<u32> {
+        while *budget > 0 {
+            let index = own.candidate(now)?;
+            *budget -= 1;
             own.unlink(index);
             // AcqRel: Release publishes the grant to its taker (pairs with `take`'s Acquire);
             // Acquire pairs with a canceller's Release on failure.

@@ -171,6 +171,8 @@ fn q02_ring_grant_order_matches_the_policy_for_one_thread() {
                 }
                 _ => {}
             }
+            // Pollers run the turns a call handed back at its F25 bound.
+            while core.help(now, &mut |g| ring.push(g)) {}
             let mut model = Vec::new();
             while free > 0 {
                 let mut budget = u32::MAX;
@@ -226,6 +228,8 @@ fn churn(cells: u32, tenants: u32, threads: u32, per: u32) {
                         mine.push(i);
                         enqueued += 1;
                     }
+                    // Poll: run a turn another call handed back (F18, F25).
+                    core.help(0, &mut |g| grants.push(g));
                     // Release what was granted here (grants of any thread's requests).
                     while let Some(g) = grants.pop() {
                         assert!(core.take(g), "a grant is taken once");
@@ -240,16 +244,33 @@ fn churn(cells: u32, tenants: u32, threads: u32, per: u32) {
                         cancelled.fetch_add(1, Ordering::Relaxed);
                     }
                 }
-                while let Some(g) = grants.pop() {
-                    assert!(core.take(g));
-                    granted.fetch_add(1, Ordering::Relaxed);
-                    core.release(0, &mut |x| grants.push(x));
+                loop {
+                    while let Some(g) = grants.pop() {
+                        assert!(core.take(g));
+                        granted.fetch_add(1, Ordering::Relaxed);
+                        core.release(0, &mut |x| grants.push(x));
+                    }
+                    if !core.help(0, &mut |g| grants.push(g)) {
+                        break;
+                    }
                 }
                 enqueued
             })
         })
         .collect();
     let enqueued: u32 = workers.into_iter().map(|w| w.join().unwrap()).sum();
+    // Turns handed back after the last thread's last look: run them here.
+    let mut late = Vec::new();
+    loop {
+        while let Some(g) = late.pop() {
+            assert!(core.take(g));
+            granted.fetch_add(1, Ordering::Relaxed);
+            core.release(0, &mut |x| late.push(x));
+        }
+        if !core.help(0, &mut |g| late.push(g)) {
+            break;
+        }
+    }
     // Refusals: while a thread that owns a tenant's turn is descheduled, the tenant's new
     // requests wait in its inbox and this workload cancels them there; their tombstones hold
     // slots until the owner runs again (docs/ring-engine.md, "Open points"). Some requests
@@ -317,13 +338,14 @@ fn f24_ring_turn_holder_paused_other_tenant_granted_within_100ms() {
     core.release(0, &mut |g| got.push(g));
     assert_eq!(got, [b], "tenant 0 is owned: the credit stays free");
     gate.release();
+    // The owner grants the first request and sees the second: tenant 0 goes back to the ring,
+    // where it meets the free credit. That next turn is handed back (F25): a poller's help runs
+    // it and grants the second request.
     let first = paused.join().unwrap();
-    assert_eq!(
-        first.len(),
-        2,
-        "the owner grants both of tenant 0's requests"
-    );
-    assert_eq!(first[1], a1);
+    assert_eq!(first.len(), 1);
+    assert_eq!(core.state(a1), QUEUED);
+    assert!(core.help(0, &mut |g| got.push(g)));
+    assert_eq!(core.state(a1), GRANTED);
 }
 
 /// SPEC F24 at `ring.announce`: a producer stopped after publishing its request in tenant 0's
@@ -402,6 +424,9 @@ fn f24_ring_canceller_paused_after_marking_delays_nobody() {
     let b = core.enqueue(1, plain(1), 0, &mut sink).unwrap();
     assert!(core.take(held));
     core.release(0, &mut sink);
+    // The release ran tenant 0's turn (the tombstone) and handed the turn its credit met back
+    // (F25); a poller runs it.
+    assert!(core.help(0, &mut sink));
     assert_eq!(
         *got.borrow(),
         [held, b],
@@ -412,4 +437,84 @@ fn f24_ring_canceller_paused_after_marking_delays_nobody() {
     gate.release();
     assert!(paused.join().unwrap());
     assert_eq!(core.counters(), (0, 0));
+}
+
+/// SPEC F25: a call runs one tenant's turn and hands back what that turn hands on. Here one
+/// released cell meets ten tenants whose requests were all cancelled (each turn finds only a
+/// tombstone) before the tenant with a live request: the release runs one turn, and each
+/// poller's `help` one more, so the live request is granted by the tenth help, not by the
+/// release.
+#[test]
+fn f25_a_call_runs_one_turn_and_hands_the_next_back() {
+    let core = Core::new(1, 64, 12, STARVE);
+    let got = RefCell::new(Vec::new());
+    let mut sink = |g| got.borrow_mut().push(g);
+    let held = core.enqueue(11, plain(1), 0, &mut sink).unwrap();
+    for t in 0..10 {
+        let i = core.enqueue(t, plain(1), 0, &mut sink).unwrap();
+        assert!(
+            core.cancel(i, 0, &mut sink),
+            "tenant {t}'s request waits: cancel leaves a tombstone"
+        );
+    }
+    let live = core.enqueue(10, plain(1), 0, &mut sink).unwrap();
+    assert_eq!(got.take(), [held]);
+    assert!(core.take(held));
+    core.release(0, &mut sink);
+    assert!(got.borrow().is_empty());
+    assert_eq!(
+        core.counters(),
+        (1, 10),
+        "tenants 1..=10 ready beside the handed-back credit"
+    );
+    let mut helps = 0;
+    while got.borrow().is_empty() {
+        assert!(core.help(0, &mut sink));
+        helps += 1;
+        assert!(helps <= 10);
+    }
+    assert_eq!(helps, 10);
+    assert_eq!(got.take(), [live]);
+    assert!(!core.help(0, &mut sink));
+    assert_eq!(core.counters(), (0, 0));
+}
+
+/// SPEC F19 and F25 inside one turn: a tenant with 70 tombstones ahead of its live requests
+/// (62 of them, so the amortised compaction, which waits until tombstones exceed the live
+/// entries by 8, does not run) offers 64 candidates in its first turn, all tombstones, and
+/// keeps its place at the head; the next turn drops the other 6 and grants the first live one.
+#[test]
+fn f25_a_turn_offers_at_most_64_candidates() {
+    let core = Core::new(1, 256, 2, STARVE);
+    let got = RefCell::new(Vec::new());
+    let mut sink = |g| got.borrow_mut().push(g);
+    let held = core.enqueue(1, plain(1), 0, &mut sink).unwrap();
+    let dead: Vec<u32> = (0..70)
+        .map(|_| core.enqueue(0, plain(1), 0, &mut sink).unwrap())
+        .collect();
+    let live: Vec<u32> = (0..62)
+        .map(|_| core.enqueue(0, plain(1), 0, &mut sink).unwrap())
+        .collect();
+    let waiting = core.enqueue(1, plain(1), 0, &mut sink).unwrap();
+    for &i in &dead {
+        assert!(core.cancel(i, 0, &mut sink));
+    }
+    assert_eq!(got.take(), [held]);
+    assert!(core.take(held));
+    core.release(0, &mut sink);
+    assert!(
+        got.borrow().is_empty(),
+        "64 tombstones offered, nothing granted"
+    );
+    assert_eq!(
+        core.counters(),
+        (1, 2),
+        "tenant 0 handed back ahead of tenant 1"
+    );
+    assert!(core.help(0, &mut sink));
+    assert_eq!(got.take(), [live[0]]);
+    assert_eq!(core.state(waiting), QUEUED);
+    for &i in &dead {
+        assert_eq!(core.state(i), VACANT, "every tombstone's slot is free");
+    }
 }

@@ -4,7 +4,8 @@
 //! CAS (exactly one wins; a tombstone never outlives its tenant's turn), and a DRR round cut
 //! short (the front queue) vs a second taker.
 //!
-//! After the racing threads join, every model checks conservation (each request granted or
+//! After the racing threads join, every model runs the turns a call handed back at its F25
+//! bound (as pollers do) and checks conservation (each request granted or
 //! cancelled exactly once), the invariant (never a free credit with a ready tenant), and that
 //! a class with a free cell holds nothing queued.
 
@@ -57,6 +58,13 @@ impl World {
         })
     }
 
+    /// Runs every turn a call handed back (SPEC F25), as pollers do.
+    fn settle(&self) {
+        while self.core.help(0, &mut |_| {
+            self.granted.fetch_add(1, Ordering::Relaxed);
+        }) {}
+    }
+
     /// The states of slots `0..n`.
     fn states(&self, n: u32) -> Vec<u32> {
         (0..n).map(|i| self.core.state(i)).collect()
@@ -100,6 +108,7 @@ fn loom_grant_enqueue_vs_owner_closing() {
         let producer = on_thread(&w, |w| w.enqueue(0, 1));
         releaser.join().unwrap();
         let second = producer.join().unwrap();
+        w.settle();
         assert_eq!(w.granted.load(Ordering::Relaxed), 2);
         assert_eq!(w.core.state(first), GRANTED);
         assert_eq!(w.core.state(second), QUEUED);
@@ -108,6 +117,7 @@ fn loom_grant_enqueue_vs_owner_closing() {
         // The cell comes back: the second request is granted.
         assert!(w.core.take(first));
         w.release();
+        w.settle();
         assert_eq!(w.core.state(second), GRANTED);
         assert_eq!(w.core.counters(), (0, 0));
     });
@@ -137,6 +147,7 @@ fn loom_grant_release_vs_enqueue_no_stranded_request() {
         });
         releaser.join().unwrap();
         let (i, by_producer) = producer.join().unwrap();
+        w.settle();
         assert_eq!(w.core.state(i), GRANTED);
         assert_eq!(w.core.counters(), (0, 0));
         w.check(4);
@@ -166,6 +177,7 @@ fn loom_grant_cancel_vs_turn_holder() {
         let canceller = on_thread(&w, move |w| w.cancel(req));
         releaser.join().unwrap();
         let cancelled = canceller.join().unwrap();
+        w.settle();
         // The grant of `held` counted once before the race.
         let granted = w.granted.load(Ordering::Relaxed) - 1;
         assert_eq!(granted + usize::from(cancelled), 1, "taken twice or lost");
@@ -206,6 +218,7 @@ fn loom_grant_front_queue_vs_second_taker() {
         let r2 = on_thread(&w, |w| w.release());
         r1.join().unwrap();
         r2.join().unwrap();
+        w.settle();
         w.check(7);
         assert_eq!(w.core.state(a0), GRANTED);
         if w.core.state(a1) == GRANTED {
@@ -217,10 +230,49 @@ fn loom_grant_front_queue_vs_second_taker() {
             // Tenant 0 is ahead of tenant 1's second request.
             assert!(w.core.take(a0));
             w.release();
+            w.settle();
             assert_eq!(w.core.state(a1), GRANTED);
             assert_eq!(w.core.state(b1), QUEUED);
             tally.hit("round-resumed-from-front");
         }
     });
     outcomes.assert_exactly(&["round-resumed-from-front", "round-took-both-credits"]);
+}
+
+/// A turn handed back at a call's F25 bound vs a producer's announcement. One cell, held;
+/// tenant 0's only request was cancelled (a tombstone) and tenant 1 waits behind it. A releaser
+/// runs tenant 0's turn (nothing to grant) and hands back the turn its credit meets (tenant 1's)
+/// while tenant 2's producer announces. If the announcement's `ctl` RMW comes after the hand-back
+/// it takes a turn and grants tenant 1's request itself; if it comes before, the free credit and
+/// the ready tenants wait for a poller's `help` (the one state where `FREE > 0 && READY > 0`).
+/// Either way, after the pollers run, tenant 1's request is granted first.
+#[test]
+fn loom_grant_hand_back_vs_announcement() {
+    let outcomes = std::sync::Arc::new(Outcomes::new());
+    let tally = outcomes.clone();
+    model(move || {
+        let w = World::new(1, 5, 3);
+        let held = w.enqueue(2, 1);
+        let dead = w.enqueue(0, 1);
+        let b = w.enqueue(1, 1);
+        assert!(w.cancel(dead));
+        assert!(w.core.take(held));
+        let releaser = on_thread(&w, |w| w.release());
+        let producer = on_thread(&w, |w| w.enqueue(2, 1));
+        releaser.join().unwrap();
+        let c = producer.join().unwrap();
+        let (free, ready) = w.core.counters();
+        if free > 0 && ready > 0 {
+            assert_eq!(w.core.state(b), QUEUED);
+            tally.hit("left-for-a-poller");
+        } else {
+            assert_eq!(w.core.state(b), GRANTED);
+            tally.hit("granted-by-announcer");
+        }
+        w.settle();
+        assert_eq!(w.core.state(b), GRANTED);
+        assert_eq!(w.core.state(c), QUEUED);
+        w.check(5);
+    });
+    outcomes.assert_exactly(&["granted-by-announcer", "left-for-a-poller"]);
 }

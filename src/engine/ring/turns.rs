@@ -12,13 +12,14 @@
 //!   `IDLE → IN_RING` transition and the owner's requeue push it), so it never holds more ids
 //!   than tenants.
 //!
-//! # The invariant: never a free cell and a ready tenant at once
+//! # The invariant: never a free cell and a ready tenant at once, but for a hand-back
 //!
 //! Every change of `ctl` that adds a credit or a ready unit is one read-modify-write that, if it
 //! would leave both `FREE > 0` and `READY > 0`, takes one of each instead: the thread that made
-//! it returns a [`Turn`] and must run it. So `FREE > 0 && READY > 0` never holds in `ctl` —
-//! there is no state in which a request waits with a cell free and nobody obliged to grant it,
-//! and nobody ever scans or retries for that. A thread that took a `READY` unit pops the ring
+//! it returns a [`Turn`] and must run it. So `FREE > 0 && READY > 0` holds only after a call that
+//! reached its bound on helping (SPEC F25) handed a claimed turn back
+//! ([`Turns::hand_back`]); every later RMW on `ctl`, and every poller's
+//! [`Turns::help`], takes that turn. Nobody ever scans or retries for it. A thread that took a `READY` unit pops the ring
 //! knowing an id is there (it counted a completed push), claims that tenant (`IN_RING → OWNED`)
 //! and holds the tenant's turn and one cell credit.
 //!
@@ -261,9 +262,37 @@ impl Turns {
         self.ctl
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |c| {
                 let f = FREE.get(c);
-                (f > 0).then(|| FREE.set(c, f - 1))
+                // A tenant handed back ready (F25) is owed the credit first.
+                (f > 0 && READY.get(c) == 0).then(|| FREE.set(c, f - 1))
             })
             .is_ok()
+    }
+
+    /// Gives back a turn that was claimed and not run (SPEC F25: a call that has done its
+    /// bounded share of work stops): the tenant goes back ahead of the ring and its credit and
+    /// ready unit go back into `ctl` together, *without* pairing them. That is the one state in
+    /// which `FREE > 0 && READY > 0` holds; the next RMW on `ctl` of any thread (an
+    /// announcement, a returned credit, [`help`](Self::help)) takes the turn.
+    pub(crate) fn hand_back(&self, turn: Turn) {
+        debug_assert!(turn.credit, "only a claimed turn is handed back");
+        // AcqRel: as the requeue in `end_turn` (a producer's dirty mark is read; the next owner
+        // sees what this thread saw).
+        self.state[turn.tenant as usize].swap(IN_RING, Ordering::AcqRel);
+        self.front.push(turn.tenant);
+        // Release: publishes the push to the taker of the unit (pairs with `add`'s Acquire).
+        self.ctl
+            .fetch_add(READY.set(FREE.set(0, 1), 1), Ordering::Release);
+    }
+
+    /// Takes a turn if a free credit and a ready tenant wait together (after a
+    /// [`hand_back`](Self::hand_back)): what a poller does to keep grants going (F18).
+    pub(crate) fn help(&self) -> Option<Turn> {
+        let (f, r) = self.counters();
+        if f > 0 && r > 0 {
+            self.add(0, 0)
+        } else {
+            None
+        }
     }
 
     /// A *cleanup turn* without a credit: owns `tenant` if it is idle (not in the ring, not
