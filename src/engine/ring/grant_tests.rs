@@ -107,7 +107,11 @@ fn f12_a_turn_takes_free_credits_for_its_round() {
 #[test]
 fn q02_ring_grant_order_matches_the_policy_for_one_thread() {
     const SLOTS: u32 = 96;
-    let seeds: u64 = if cfg!(miri) { 3 } else { 150 };
+    // `FAIRWAY_DIFF_CASES` histories by hand (as `tests/differential.rs`); 150 by default.
+    let seeds: u64 = std::env::var("FAIRWAY_DIFF_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(if cfg!(miri) { 3 } else { 150 });
     let mut ops = 0u32;
     for seed in 1..=seeds {
         let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
