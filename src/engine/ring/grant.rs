@@ -13,8 +13,9 @@
 //!   tombstone, unlinks it and frees its slot, uncharged; a turn that meets only tombstones hands
 //!   its credit on. If the tenant is still idle (its producer published and has not announced
 //!   yet) the canceller owns it with a cleanup turn (no credit) and unlinks the tombstone itself.
-//!   Open (docs/ring-engine.md): tombstones of a tenant that waits in the ring while no cell is
-//!   free hold their slots until its turn.
+//!   Tombstones of a tenant that waits in the ring while no cell is free, or whose turn holder
+//!   is stopped, hold their slots until its turn; [`Core::with_tenant_cap`] bounds how many
+//!   slots one tenant can hold that way.
 //! * **DRR (F12)**: a turn grants up to the tenant's weight, taking one more free credit per
 //!   grant. A round cut short because no credit is free keeps its deficit and the tenant goes to
 //!   the *front* queue, served before the ring, as the policy keeps it at the ring's head with
@@ -61,6 +62,11 @@ pub(crate) struct Core {
     /// publication, lowered after the CAS that ends the request (grant or cancel), so a tenant
     /// whose count is 0 has nothing live linked or in its inbox, only tombstones.
     live: Box<[AtomicU32]>,
+    /// Per tenant: entry slots it holds in its inbox and records, live or tombstones. Raised
+    /// before a slot is taken, lowered when its owner grants the entry or frees the tombstone.
+    held: Box<[AtomicU32]>,
+    /// The most slots one tenant may hold ([`Core::with_tenant_cap`]).
+    tenant_cap: u32,
     /// Free entry slots (each at most once, so the SCQ's bound holds).
     free: Scq,
 }
@@ -78,8 +84,21 @@ impl Core {
             entry: (0..slots).map(|_| AtomicU32::new(VACANT)).collect(),
             tenant_of: (0..slots).map(|_| AtomicU32::new(0)).collect(),
             live: (0..tenants).map(|_| AtomicU32::new(0)).collect(),
+            held: (0..tenants).map(|_| AtomicU32::new(0)).collect(),
+            tenant_cap: slots,
             free,
         }
+    }
+
+    /// Caps the entry slots one tenant may hold, live requests and tombstones together. With
+    /// `slots = 2 * queue_capacity + cells` and the cap at `queue_capacity` (the admission
+    /// ledger keeps live requests within it), a tenant whose turn holder is stopped — its new
+    /// requests wait in its inbox, and their cancellations leave tombstones there until the
+    /// owner runs — holds at most its cap: the other tenants' live requests always find a slot
+    /// (SPEC F24).
+    pub(crate) fn with_tenant_cap(mut self, cap: u32) -> Core {
+        self.tenant_cap = cap;
+        self
     }
 
     /// Queues a request of `tenant`; returns its slot. Every grant this call makes (its own
@@ -92,7 +111,15 @@ impl Core {
         now: u64,
         on_grant: &mut impl FnMut(u32),
     ) -> Result<u32, Full> {
-        let index = self.free.pop().ok_or(Full)?;
+        // Relaxed: a count checked against the cap; the slot itself comes from the free list.
+        if self.held[tenant as usize].fetch_add(1, Ordering::Relaxed) >= self.tenant_cap {
+            self.held[tenant as usize].fetch_sub(1, Ordering::Relaxed);
+            return Err(Full);
+        }
+        let Some(index) = self.free.pop() else {
+            self.held[tenant as usize].fetch_sub(1, Ordering::Relaxed);
+            return Err(Full);
+        };
         // Relaxed: published with the node by the Release CAS of `publish`.
         self.tenant_of[index as usize].store(tenant, Ordering::Relaxed);
         // Release: a canceller that reads QUEUED (Acquire) sees the slot's tenant.
@@ -249,14 +276,16 @@ impl Core {
 
     /// Unlinks and frees every tombstone linked in the owned tenant. Returns the entries left.
     fn purge(&self, own: &mut super::tenant::Owner<'_>) -> u32 {
-        own.purge(
-            |i| self.state(i) == CANCELLED,
-            |i| {
-                // Relaxed: the slot is published by the free list.
-                self.entry[i as usize].store(VACANT, Ordering::Relaxed);
-                self.free.push(i);
-            },
-        )
+        own.purge(|i| self.state(i) == CANCELLED, |i| self.free_tombstone(i))
+    }
+
+    /// Frees the slot of a tombstone its tenant's owner unlinked.
+    fn free_tombstone(&self, index: u32) {
+        let tenant = self.tenant_of[index as usize].load(Ordering::Relaxed);
+        // Relaxed: the slot is published by the free list; the count is a cap.
+        self.entry[index as usize].store(VACANT, Ordering::Relaxed);
+        self.held[tenant as usize].fetch_sub(1, Ordering::Relaxed);
+        self.free.push(index);
     }
 
     /// Offers candidates until one is granted (`QUEUED → GRANTED`), unlinking tombstones on the
@@ -283,13 +312,13 @@ impl Core {
                     // Release: pairs with the Acquire load in `has_live`.
                     let tenant = self.tenant_of[index as usize].load(Ordering::Relaxed);
                     self.live[tenant as usize].fetch_sub(1, Ordering::Release);
+                    // Relaxed: a cap count; the slot now belongs to the grant's taker.
+                    self.held[tenant as usize].fetch_sub(1, Ordering::Relaxed);
                     return Some(index);
                 }
                 Err(s) => {
                     debug_assert_eq!(s, CANCELLED);
-                    // Relaxed: the slot is published by the free list.
-                    self.entry[index as usize].store(VACANT, Ordering::Relaxed);
-                    self.free.push(index);
+                    self.free_tombstone(index);
                 }
             }
         }
