@@ -45,7 +45,7 @@ pub(crate) const TURN_CANDIDATES: u32 = 64;
 /// Tombstones a tenant may hold beyond its live entries before its owner compacts.
 const COMPACT_SLACK: u32 = 8;
 
-/// The class has no free entry slot left.
+/// No free entry slot is left, or the tenant holds its cap of them.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) struct Full;
 
@@ -120,13 +120,13 @@ impl Core {
             self.held[tenant as usize].fetch_sub(1, Ordering::Relaxed);
             return Err(Full);
         };
+        // Relaxed: ordered before the announcement's Release RMW on the tenant's state word,
+        // which the owner's reads follow, and before the entry becomes cancellable below.
+        self.live[tenant as usize].fetch_add(1, Ordering::Relaxed);
         // Relaxed: published with the node by the Release CAS of `publish`.
         self.tenant_of[index as usize].store(tenant, Ordering::Relaxed);
-        // Release: a canceller that reads QUEUED (Acquire) sees the slot's tenant.
+        // Release: a canceller that reads QUEUED (Acquire) sees the slot's tenant and count.
         self.entry[index as usize].store(QUEUED, Ordering::Release);
-        // Relaxed: ordered before the announcement's Release RMW on the tenant's state word,
-        // which the owner's reads follow.
-        self.live[tenant as usize].fetch_add(1, Ordering::Relaxed);
         // SAFETY: the slot came off the free list: no other thread holds it until `publish`.
         unsafe { self.tenants.stage(index, meta) };
         self.tenants.publish(tenant, index);
@@ -224,11 +224,17 @@ impl Core {
         // and a tenant with a turn never holds more tombstones than about its live entries.
         // Relaxed: a stale count only moves when the pass runs.
         let live = self.live[tenant as usize].load(Ordering::Relaxed);
-        if own.len() > 2 * live + COMPACT_SLACK {
+        if own.len() > live.saturating_mul(2).saturating_add(COMPACT_SLACK) {
             self.purge(&mut own);
         }
-        // Candidates this turn may offer (SPEC F19, F25): grants and tombstones alike.
-        let mut budget = TURN_CANDIDATES;
+        // Candidates this turn may offer (SPEC F19, F25): grants and tombstones alike. A
+        // cleanup turn (no credit) grants nothing: it only unlinks tombstones.
+        let mut budget = if turn.has_credit() {
+            TURN_CANDIDATES
+        } else {
+            self.purge(&mut own);
+            0
+        };
         // Whether the credit held now has become a grant.
         let mut spent = false;
         // Whether the round was cut short by a busy cell (credits left, work left).
@@ -249,7 +255,7 @@ impl Core {
             }
             spent = false;
         }
-        if budget == 0 && own.len() > 0 {
+        if budget == 0 && own.len() > 0 && turn.has_credit() {
             // The turn's candidates are used up with entries left: the tenant keeps its place
             // at the head.
             front = true;

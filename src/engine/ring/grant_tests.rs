@@ -574,3 +574,60 @@ fn f24_ring_stopped_owners_tenant_holds_at_most_its_cap_of_slots() {
     // The owner ran: tenant 0's tombstones are unlinked and it may enqueue again.
     assert!(core.enqueue(0, plain(1), 0, &mut sink).is_ok());
 }
+
+/// A cancel on a tenant that is still idle (its producers published and have not announced)
+/// owns it with a cleanup turn, which holds no cell credit: it unlinks the tombstone and grants
+/// nothing, even with a live request of the tenant absorbed beside it; that request waits for
+/// a credit. (Two producers stopped at `ring.announce` keep the tenant idle.)
+#[cfg(feature = "pause-points")]
+#[test]
+fn f24_ring_cleanup_turn_of_a_cancel_grants_nothing() {
+    use crate::raw::pause::Gate;
+    use std::time::Duration;
+    let core = Arc::new(Core::new(1, 8, 2, STARVE));
+    let mut sink = |_| {};
+    let held = core.enqueue(1, plain(1), 0, &mut sink).unwrap();
+    let gate = Gate::new("ring.announce");
+    let producer = |core: Arc<Core>, gate: Gate| {
+        std::thread::spawn(move || {
+            gate.arm();
+            let mut got = Vec::new();
+            let i = core.enqueue(0, plain(1), 0, &mut |g| got.push(g)).unwrap();
+            (i, got)
+        })
+    };
+    let p1 = producer(core.clone(), gate.clone());
+    assert!(gate.wait_parked(Duration::from_secs(10)));
+    let p2 = producer(core.clone(), gate.clone());
+    let t = std::time::Instant::now();
+    while gate.parked() < 2 {
+        assert!(t.elapsed() < Duration::from_secs(10));
+        std::thread::yield_now();
+    }
+    // The two staged slots: the ones not held and not free are QUEUED.
+    let queued: Vec<u32> = (0..8).filter(|&i| core.state(i) == QUEUED).collect();
+    assert_eq!(queued.len(), 2);
+    assert!(core.cancel(queued[0], 0, &mut sink));
+    let other = queued[1];
+    assert_eq!(
+        core.state(other),
+        QUEUED,
+        "no credit: the cleanup turn grants nothing"
+    );
+    assert_eq!(
+        core.state(queued[0]),
+        VACANT,
+        "the tombstone is unlinked and freed"
+    );
+    gate.release();
+    let (a, ga) = p1.join().unwrap();
+    let (b, gb) = p2.join().unwrap();
+    assert!(ga.is_empty() && gb.is_empty());
+    assert_eq!([a, b].iter().filter(|&&i| i == other).count(), 1);
+    assert!(core.take(held));
+    let mut got = Vec::new();
+    core.release(0, &mut |g| got.push(g));
+    while core.help(0, &mut |g| got.push(g)) {}
+    assert_eq!(got, [other]);
+    assert_eq!(core.counters(), (0, 0));
+}

@@ -91,6 +91,11 @@ impl Turn {
     pub(crate) fn tenant(&self) -> u32 {
         self.tenant
     }
+
+    /// Whether the turn holds a cell credit (false for a cleanup turn): only then may it grant.
+    pub(crate) fn has_credit(&self) -> bool {
+        self.credit
+    }
 }
 
 /// The turn protocol of one class (see the module docs).
