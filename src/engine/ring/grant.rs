@@ -237,12 +237,16 @@ impl Core {
         };
         // Whether the credit held now has become a grant.
         let mut spent = false;
-        // Whether the round was cut short by a busy cell (credits left, work left).
+        // Whether the round was cut short by a busy cell or the candidate bound (credits left,
+        // work left): the tenant keeps its place at the head.
         let mut front = false;
+        // Whether the DRR round's credits are used up: the tenant goes to the tail.
+        let mut round_over = false;
         while let Some(index) = self.grant_one(&mut own, now, &mut budget) {
             spent = true;
             on_grant(index);
             if !own.charge() {
+                round_over = true;
                 break;
             }
             own.absorb();
@@ -255,9 +259,9 @@ impl Core {
             }
             spent = false;
         }
-        if budget == 0 && own.len() > 0 && turn.has_credit() {
-            // The turn's candidates are used up with entries left: the tenant keeps its place
-            // at the head.
+        if budget == 0 && own.len() > 0 && turn.has_credit() && !round_over {
+            // The turn's candidates are used up with entries left, mid-round: the tenant keeps
+            // its place at the head.
             front = true;
         }
         if !front {
@@ -270,7 +274,13 @@ impl Core {
             // for turns that find nothing). A tenant with nothing live leaves with no tombstone
             // linked (their slots are freed now, not at a turn that may never come); entries a
             // producer published since the count was read are `QUEUED` and stay.
-            own.len() > 0 && (self.has_live(tenant) || self.purge(&mut own) > 0)
+            let more = own.len() > 0 && (self.has_live(tenant) || self.purge(&mut own) > 0);
+            if !more {
+                // Leaving: the next round starts afresh, as the policy resets a tenant that
+                // leaves the ring.
+                own.end_round();
+            }
+            more
         })
     }
 

@@ -631,3 +631,36 @@ fn f24_ring_cleanup_turn_of_a_cancel_grants_nothing() {
     assert_eq!(got, [other]);
     assert_eq!(core.counters(), (0, 0));
 }
+
+/// F11/F12 with F25's candidate bound: a turn whose 64th candidate is the grant that ends its
+/// DRR round sends the tenant to the ring's tail like any ended round, not ahead of the ring.
+#[test]
+fn f25_a_round_ending_on_the_last_candidate_goes_to_the_tail() {
+    let core = Core::new(1, 200, 2, STARVE);
+    let got = RefCell::new(Vec::new());
+    let mut sink = |g| got.borrow_mut().push(g);
+    let held = core.enqueue(1, plain(1), 0, &mut sink).unwrap();
+    // 63 tombstones, then 56 live requests (enough that compaction does not run).
+    let dead: Vec<u32> = (0..63)
+        .map(|_| core.enqueue(0, plain(1), 0, &mut sink).unwrap())
+        .collect();
+    let live: Vec<u32> = (0..56)
+        .map(|_| core.enqueue(0, plain(1), 0, &mut sink).unwrap())
+        .collect();
+    let other = core.enqueue(1, plain(1), 0, &mut sink).unwrap();
+    for &i in &dead {
+        assert!(core.cancel(i, 0, &mut sink));
+    }
+    assert_eq!(got.take(), [held]);
+    assert!(core.take(held));
+    core.release(0, &mut sink);
+    assert_eq!(
+        got.take(),
+        [live[0]],
+        "63 tombstones dropped, the 64th candidate granted"
+    );
+    assert!(core.take(live[0]));
+    core.release(0, &mut sink);
+    while core.help(0, &mut sink) {}
+    assert_eq!(got.take(), [other], "tenant 1 next: tenant 0's round ended");
+}
