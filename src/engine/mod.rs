@@ -13,9 +13,10 @@
 
 pub mod baseline;
 pub mod lockfree;
-/// The tenant-ring engine's turn protocol (docs/ring-engine.md); compiled for its tests until
-/// the engine is built.
-#[cfg(test)]
+/// The tenant-ring engine's turn protocol, per-tenant records and grant path
+/// (docs/ring-engine.md); compiled for its tests, and for P14 with the `pause-points` feature,
+/// until the engine is built.
+#[cfg(any(test, all(feature = "pause-points", not(loom))))]
 pub(crate) mod ring;
 
 use crate::admission::{ExecutionPermit, Ledger, Permit};

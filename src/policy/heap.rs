@@ -24,31 +24,38 @@
 //! operations walks the heap beyond the removed node's children.
 
 /// The "no node" index. Node indices are therefore limited to `0..u32::MAX`.
-pub(super) const NONE: u32 = u32::MAX;
+pub(crate) const NONE: u32 = u32::MAX;
 
 /// The three links a node needs to sit in one pairing heap (see the module's table).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct Links {
+pub(crate) struct Links {
     /// The node's first child, or [`NONE`].
-    pub(super) child: u32,
+    pub(crate) child: u32,
     /// The next child of the node's parent, or [`NONE`].
-    pub(super) sibling: u32,
+    pub(crate) sibling: u32,
     /// The parent (for a first child), the left sibling (for a later child), or [`NONE`] for a
     /// root or a node outside the heap.
-    pub(super) prev: u32,
+    pub(crate) prev: u32,
 }
 
 impl Links {
     /// The links of a node that is in no heap (or is a lone root).
-    pub(super) const DETACHED: Links = Links {
+    pub(crate) const DETACHED: Links = Links {
         child: NONE,
         sibling: NONE,
         prev: NONE,
     };
 }
 
+/// Storage of a heap's nodes, indexed by node index: a slice, or a view whose every access
+/// touches one node only (the tenant-ring engine's per-tenant heaps share one node array between
+/// owners of different tenants, so no owner may borrow the whole array).
+pub(crate) trait Nodes<N>: core::ops::IndexMut<usize, Output = N> {}
+
+impl<N, S: core::ops::IndexMut<usize, Output = N> + ?Sized> Nodes<N> for S {}
+
 /// Which links of a node type a heap uses, and its order.
-pub(super) trait Order<N> {
+pub(crate) trait Order<N> {
     /// The links this heap threads through `node`.
     fn links(node: &N) -> &Links;
     /// Mutable access to the links this heap threads through `node`.
@@ -60,7 +67,7 @@ pub(super) trait Order<N> {
 
 /// Links two roots (both with `prev == sibling == NONE`) into one heap and returns its root.
 #[inline]
-fn link<N, O: Order<N>>(nodes: &mut [N], a: u32, b: u32) -> u32 {
+fn link<N, O: Order<N>, S: Nodes<N> + ?Sized>(nodes: &mut S, a: u32, b: u32) -> u32 {
     debug_assert!(a != NONE && b != NONE && a != b);
     let (top, sub) = if O::before(&nodes[b as usize], &nodes[a as usize]) {
         (b, a)
@@ -80,26 +87,26 @@ fn link<N, O: Order<N>>(nodes: &mut [N], a: u32, b: u32) -> u32 {
 
 /// Melds the heap rooted at `b` into the heap rooted at `a`; either may be [`NONE`].
 #[inline]
-pub(super) fn meld<N, O: Order<N>>(nodes: &mut [N], a: u32, b: u32) -> u32 {
+pub(crate) fn meld<N, O: Order<N>, S: Nodes<N> + ?Sized>(nodes: &mut S, a: u32, b: u32) -> u32 {
     if a == NONE {
         b
     } else if b == NONE {
         a
     } else {
-        link::<N, O>(nodes, a, b)
+        link::<N, O, S>(nodes, a, b)
     }
 }
 
 /// Adds the detached node `x` to the heap rooted at `root`; returns the new root.
 #[inline]
-pub(super) fn push<N, O: Order<N>>(nodes: &mut [N], root: u32, x: u32) -> u32 {
+pub(crate) fn push<N, O: Order<N>, S: Nodes<N> + ?Sized>(nodes: &mut S, root: u32, x: u32) -> u32 {
     *O::links_mut(&mut nodes[x as usize]) = Links::DETACHED;
-    meld::<N, O>(nodes, root, x)
+    meld::<N, O, S>(nodes, root, x)
 }
 
 /// Detaches the non-root node `x` (with its subtree) from its parent's child list.
 #[inline]
-fn cut<N, O: Order<N>>(nodes: &mut [N], x: u32) {
+fn cut<N, O: Order<N>, S: Nodes<N> + ?Sized>(nodes: &mut S, x: u32) {
     let Links { sibling, prev, .. } = *O::links(&nodes[x as usize]);
     debug_assert!(prev != NONE, "cut of a root");
     let p = O::links_mut(&mut nodes[prev as usize]);
@@ -119,7 +126,7 @@ fn cut<N, O: Order<N>>(nodes: &mut [N], x: u32) {
 /// Combines the child list starting at `first` into one heap (the standard two-pass pairing:
 /// pair left to right, then meld the pairs right to left) and returns its root. Uses the
 /// children's own `sibling` links as the stack of pairs, so it needs no memory.
-fn merge_pairs<N, O: Order<N>>(nodes: &mut [N], first: u32) -> u32 {
+fn merge_pairs<N, O: Order<N>, S: Nodes<N> + ?Sized>(nodes: &mut S, first: u32) -> u32 {
     if first == NONE {
         return NONE;
     }
@@ -143,7 +150,7 @@ fn merge_pairs<N, O: Order<N>>(nodes: &mut [N], first: u32) -> u32 {
             let lb = O::links_mut(&mut nodes[b as usize]);
             lb.sibling = NONE;
             lb.prev = NONE;
-            link::<N, O>(nodes, a, b)
+            link::<N, O, S>(nodes, a, b)
         };
         O::links_mut(&mut nodes[top as usize]).sibling = stack;
         stack = top;
@@ -157,7 +164,7 @@ fn merge_pairs<N, O: Order<N>>(nodes: &mut [N], first: u32) -> u32 {
         let r = rest;
         rest = O::links(&nodes[r as usize]).sibling;
         O::links_mut(&mut nodes[r as usize]).sibling = NONE;
-        acc = link::<N, O>(nodes, acc, r);
+        acc = link::<N, O, S>(nodes, acc, r);
     }
     acc
 }
@@ -165,16 +172,20 @@ fn merge_pairs<N, O: Order<N>>(nodes: &mut [N], first: u32) -> u32 {
 /// Removes `x` (which is in the heap rooted at `root`) and returns the new root. `x` ends up
 /// detached.
 #[inline]
-pub(super) fn remove<N, O: Order<N>>(nodes: &mut [N], root: u32, x: u32) -> u32 {
+pub(crate) fn remove<N, O: Order<N>, S: Nodes<N> + ?Sized>(
+    nodes: &mut S,
+    root: u32,
+    x: u32,
+) -> u32 {
     let child = O::links(&nodes[x as usize]).child;
     if x == root {
         *O::links_mut(&mut nodes[x as usize]) = Links::DETACHED;
-        return merge_pairs::<N, O>(nodes, child);
+        return merge_pairs::<N, O, S>(nodes, child);
     }
-    cut::<N, O>(nodes, x);
+    cut::<N, O, S>(nodes, x);
     O::links_mut(&mut nodes[x as usize]).child = NONE;
-    let sub = merge_pairs::<N, O>(nodes, child);
-    meld::<N, O>(nodes, root, sub)
+    let sub = merge_pairs::<N, O, S>(nodes, child);
+    meld::<N, O, S>(nodes, root, sub)
 }
 
 /// Restores the heap order after `x`'s key moved *earlier* (it now precedes at least what it
@@ -184,10 +195,14 @@ pub(super) fn remove<N, O: Order<N>>(nodes: &mut [N], root: u32, x: u32) -> u32 
     dead_code,
     reason = "used by `Policy::set_priority` for the graph layer (SPEC D30)"
 )]
-pub(super) fn decrease<N, O: Order<N>>(nodes: &mut [N], root: u32, x: u32) -> u32 {
+pub(crate) fn decrease<N, O: Order<N>, S: Nodes<N> + ?Sized>(
+    nodes: &mut S,
+    root: u32,
+    x: u32,
+) -> u32 {
     if x == root {
         return root;
     }
-    cut::<N, O>(nodes, x);
-    link::<N, O>(nodes, root, x)
+    cut::<N, O, S>(nodes, x);
+    link::<N, O, S>(nodes, root, x)
 }

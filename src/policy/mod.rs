@@ -41,7 +41,7 @@
 //! and sequence together and every unlink touches all of an entry's links: one cache line per
 //! entry instead of up to six.
 
-mod heap;
+pub(crate) mod heap;
 
 /// The most cells a class may have (SPEC F01): 2^20. Checked before anything is allocated.
 pub(crate) const MAX_CELLS: u32 = 1 << 20;
@@ -416,10 +416,10 @@ impl Policy {
         }
         if meta.deadline != NO_DEADLINE {
             self.deadline_root =
-                heap::push::<Node, ByDeadline>(&mut self.nodes, self.deadline_root, index);
+                heap::push::<Node, ByDeadline, _>(&mut self.nodes[..], self.deadline_root, index);
         }
         let ten = &mut self.tenants[t as usize];
-        ten.root = heap::push::<Node, ByRank>(&mut self.nodes, ten.root, index);
+        ten.root = heap::push::<Node, ByRank, _>(&mut self.nodes[..], ten.root, index);
         if ten.fifo_head == NONE {
             ten.fifo_head = index;
         }
@@ -550,7 +550,7 @@ impl Policy {
         let t = self.nodes[index as usize].tenant as usize;
         self.nodes[index as usize].priority = priority;
         self.tenants[t].root =
-            heap::decrease::<Node, ByRank>(&mut self.nodes, self.tenants[t].root, index);
+            heap::decrease::<Node, ByRank, _>(&mut self.nodes[..], self.tenants[t].root, index);
         true
     }
 
@@ -576,9 +576,10 @@ impl Policy {
             return false;
         }
         let t = tenant as usize;
-        let root = heap::remove::<Node, ByRank>(&mut self.nodes, self.tenants[t].root, index);
+        let root =
+            heap::remove::<Node, ByRank, _>(&mut self.nodes[..], self.tenants[t].root, index);
         self.nodes[index as usize].priority = priority;
-        self.tenants[t].root = heap::push::<Node, ByRank>(&mut self.nodes, root, index);
+        self.tenants[t].root = heap::push::<Node, ByRank, _>(&mut self.nodes[..], root, index);
         true
     }
 
@@ -606,9 +607,10 @@ impl Policy {
         let t = node.tenant as usize;
         if node.deadline != NO_DEADLINE {
             self.deadline_root =
-                heap::remove::<Node, ByDeadline>(&mut self.nodes, self.deadline_root, index);
+                heap::remove::<Node, ByDeadline, _>(&mut self.nodes[..], self.deadline_root, index);
         }
-        let root = heap::remove::<Node, ByRank>(&mut self.nodes, self.tenants[t].root, index);
+        let root =
+            heap::remove::<Node, ByRank, _>(&mut self.nodes[..], self.tenants[t].root, index);
         let ten = &mut self.tenants[t];
         ten.root = root;
         if node.fifo_prev == NONE {

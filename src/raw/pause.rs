@@ -20,6 +20,8 @@
 //! | `lockfree.token_held` | the lock-free engine: inside every pass, dispatch token held      |
 //! | `ring.credit_taken`   | the tenant-ring turn protocol: a credit and a ready unit taken, before the ring pop |
 //! | `ring.turn_owned`     | the tenant-ring turn protocol: a tenant's turn claimed, before it is run |
+//! | `ring.announce`       | the tenant-ring grant path: a request published in its tenant's inbox, before the announcement |
+//! | `ring.cancel_marked`  | the tenant-ring grant path: a request marked cancelled, before its tenant's live count drops |
 //!
 //! # Examples
 //!

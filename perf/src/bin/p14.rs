@@ -16,6 +16,12 @@
 //! *reference* run is the same 7 threads without thread 0. Runs are interleaved (reference,
 //! frozen, per engine, per repetition); the row reports the median ratio and its range.
 //!
+//! The tenant-ring engine's grant path (`ring core`, not yet a scheduler engine: no admission,
+//! pool, lease or waker) runs the same loop on its own handle: enqueue, poll the slot with
+//! `yield_now` (running a turn another call handed back, if one waits) until granted, work,
+//! take, release; thread 0 is frozen at `ring.turn_owned`, the
+//! first time it holds a tenant's turn (any tenant's: it runs the turns its releases meet).
+//!
 //! A control row follows: the lock-free engine with thread 0 parked *outside* the engine while
 //! holding one granted cell — the most F24 lets a stopped thread delay — which shows what an
 //! engine meeting F24 could reach here, and that the measurement can see it.
@@ -27,6 +33,7 @@ use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use fairway::internals::pause::Gate;
+use fairway::internals::RingCore;
 use fairway::{Assignment, Baseline, LockFree, Mechanism, ParkingLotMutex, StdMutex};
 use fairway_bench_support::sched::Fixture;
 use fairway_bench_support::Named;
@@ -153,6 +160,78 @@ fn run<M: Mechanism>(frozen: Option<&'static str>, window: Duration) -> Run {
     })
 }
 
+/// [`run`] on the tenant-ring grant path: thread `k` is tenant `k`.
+fn run_ring(frozen: Option<&'static str>, window: Duration) -> Run {
+    let core = RingCore::new(CELLS, 256, 16);
+    let counting = AtomicBool::new(false);
+    let stop = AtomicBool::new(false);
+    let grants: Vec<Padded> = (0..=OTHERS).map(|_| Padded(AtomicU64::new(0))).collect();
+    let gate = frozen.map(Gate::new);
+    let first = if frozen.is_some() { 0 } else { 1 };
+    std::thread::scope(|s| {
+        for k in first..=OTHERS {
+            let (core, counting, stop, grants, gate) = (&core, &counting, &stop, &grants, &gate);
+            s.spawn(move || {
+                if k == 0 {
+                    if let Some(g) = gate {
+                        g.arm();
+                    }
+                }
+                while !stop.load(Ordering::Relaxed) {
+                    let Some(slot) = core.enqueue(k as u32) else {
+                        std::thread::yield_now();
+                        continue;
+                    };
+                    // Polls until granted; at shutdown of the run the request may stay queued
+                    // (the class is dropped with it).
+                    while !core.is_granted(slot) {
+                        if stop.load(Ordering::Relaxed) {
+                            return;
+                        }
+                        // A poll runs a turn handed back by a call at its F25 bound.
+                        if !core.help() {
+                            std::thread::yield_now();
+                        }
+                    }
+                    assert!(core.take(slot));
+                    let t = Instant::now();
+                    while t.elapsed() < WORK {
+                        std::hint::spin_loop();
+                    }
+                    core.release();
+                    if counting.load(Ordering::Relaxed) {
+                        grants[k].0.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            });
+        }
+        let reached = gate.as_ref().is_none_or(|g| g.wait_parked(REACH));
+        let out = if reached {
+            std::thread::sleep(SETTLE);
+            counting.store(true, Ordering::Relaxed);
+            let t0 = Instant::now();
+            std::thread::sleep(window);
+            counting.store(false, Ordering::Relaxed);
+            let secs = t0.elapsed().as_secs_f64();
+            let n: u64 = grants[1..]
+                .iter()
+                .map(|g| g.0.load(Ordering::Relaxed))
+                .sum();
+            Ok(n as f64 / secs)
+        } else {
+            Err(format!(
+                "thread 0 never reached {} within {REACH:?}",
+                frozen.unwrap_or("?")
+            ))
+        };
+        stop.store(true, Ordering::Relaxed);
+        if let Some(g) = &gate {
+            g.release();
+        }
+        out
+    })
+}
+
 /// The P14 row of engine `M` frozen at `point`: per-repetition ratios and reference rates.
 struct Row {
     name: &'static str,
@@ -174,7 +253,15 @@ impl Row {
     }
 
     fn measure<M: Mechanism>(&mut self, window: Duration) {
-        match (run::<M>(None, window), run::<M>(Some(self.point), window)) {
+        self.record(run::<M>(None, window), run::<M>(Some(self.point), window));
+    }
+
+    fn measure_ring(&mut self, window: Duration) {
+        self.record(run_ring(None, window), run_ring(Some(self.point), window));
+    }
+
+    fn record(&mut self, reference: Run, frozen: Run) {
+        match (reference, frozen) {
             (Ok(reference), Ok(frozen)) => {
                 self.reference.push(reference);
                 self.ratios.push(if reference > 0.0 {
@@ -245,17 +332,25 @@ fn main() {
     let mut std_mutex = Row::new::<Baseline<StdMutex>>("baseline.locked");
     let mut parking = Row::new::<Baseline<ParkingLotMutex>>("baseline.locked");
     let mut control = Row::new::<LockFree>(OUTSIDE);
+    let mut ring = Row {
+        name: "ring core",
+        point: "ring.turn_owned",
+        ratios: Vec::new(),
+        reference: Vec::new(),
+        errors: Vec::new(),
+    };
     for _ in 0..reps {
         control.measure::<LockFree>(window);
         lockfree.measure::<LockFree>(window);
         std_mutex.measure::<Baseline<StdMutex>>(window);
         parking.measure::<Baseline<ParkingLotMutex>>(window);
+        ring.measure_ring(window);
     }
     println!(
         "P14: {CELLS} cells, {OTHERS} other tenants' threads, window {window_ms} ms, {reps} \
          interleaved repetitions"
     );
-    for row in [&lockfree, &std_mutex, &parking] {
+    for row in [&lockfree, &std_mutex, &parking, &ring] {
         row.print();
     }
     println!("control (not a P14 row): thread 0 parked outside the engine, holding one cell");

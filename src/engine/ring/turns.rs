@@ -12,13 +12,14 @@
 //!   `IDLE → IN_RING` transition and the owner's requeue push it), so it never holds more ids
 //!   than tenants.
 //!
-//! # The invariant: never a free cell and a ready tenant at once
+//! # The invariant: never a free cell and a ready tenant at once, but for a hand-back
 //!
 //! Every change of `ctl` that adds a credit or a ready unit is one read-modify-write that, if it
 //! would leave both `FREE > 0` and `READY > 0`, takes one of each instead: the thread that made
-//! it returns a [`Turn`] and must run it. So `FREE > 0 && READY > 0` never holds in `ctl` —
-//! there is no state in which a request waits with a cell free and nobody obliged to grant it,
-//! and nobody ever scans or retries for that. A thread that took a `READY` unit pops the ring
+//! it returns a [`Turn`] and must run it. So `FREE > 0 && READY > 0` holds only after a call that
+//! reached its bound on helping (SPEC F25) handed a claimed turn back
+//! ([`Turns::hand_back`]); every later RMW on `ctl`, and every poller's
+//! [`Turns::help`], takes that turn. Nobody ever scans or retries for it. A thread that took a `READY` unit pops the ring
 //! knowing an id is there (it counted a completed push), claims that tenant (`IN_RING → OWNED`)
 //! and holds the tenant's turn and one cell credit.
 //!
@@ -81,12 +82,19 @@ pub(crate) const OWNED_DIRTY: u32 = 3;
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) struct Turn {
     tenant: u32,
+    /// Whether the turn holds a cell credit (a cleanup turn, [`Turns::own_idle`], holds none).
+    credit: bool,
 }
 
 impl Turn {
     /// The tenant whose turn this is.
     pub(crate) fn tenant(&self) -> u32 {
         self.tenant
+    }
+
+    /// Whether the turn holds a cell credit (false for a cleanup turn): only then may it grant.
+    pub(crate) fn has_credit(&self) -> bool {
+        self.credit
     }
 }
 
@@ -96,6 +104,10 @@ pub(crate) struct Turns {
     ctl: CachePadded<AtomicU64>,
     state: Box<[AtomicU32]>,
     ring: Scq,
+    /// Tenants whose DRR round was cut short because no credit was free (F12): served before
+    /// the ring, as the policy keeps such a tenant at the ring's head with its credits left.
+    /// A `READY` unit counts a push into either.
+    front: Scq,
 }
 
 impl Turns {
@@ -105,6 +117,7 @@ impl Turns {
             ctl: CachePadded::new(AtomicU64::new(FREE.set(0, u64::from(cells)))),
             state: (0..tenants).map(|_| AtomicU32::new(IDLE)).collect(),
             ring: Scq::new(tenants),
+            front: Scq::new(tenants),
         }
     }
 
@@ -133,17 +146,28 @@ impl Turns {
 
     /// After taking a ready unit: pops a tenant id and takes its turn.
     fn claim(&self) -> Turn {
-        let tenant = self
-            .ring
-            .pop()
-            .expect("a ready unit counts an id whose push completed");
+        // The unit counts an id whose push into `front` or `ring` completed. Another taker may
+        // take that id and leave this one the id of a later push into the queue looked at
+        // first: look again. Each retry means another taker popped, so it is lock-free.
+        let tenant = loop {
+            if let Some(t) = self.front.pop().or_else(|| self.ring.pop()) {
+                break t;
+            }
+            #[cfg(loom)]
+            loom::thread::yield_now();
+            #[cfg(not(loom))]
+            core::hint::spin_loop();
+        };
         // AcqRel: Acquire pairs with the Release RMWs of producers that announced work while the
         // tenant was in the ring (their work is visible to this owner); Release orders the claim
         // before the owner's later transitions.
         let prev = self.state[tenant as usize].swap(OWNED, Ordering::AcqRel);
         debug_assert_eq!(prev, IN_RING, "only ring members are popped");
         pause::point("ring.turn_owned");
-        Turn { tenant }
+        Turn {
+            tenant,
+            credit: true,
+        }
     }
 
     /// A producer has published work for `tenant` (in the tenant's own queue). Puts the tenant in
@@ -187,22 +211,38 @@ impl Turns {
         &self,
         turn: Turn,
         granted: bool,
+        more: impl FnMut() -> bool,
+    ) -> Option<Turn> {
+        self.end_turn_at(turn, granted, false, more)
+    }
+
+    /// [`end_turn`](Self::end_turn), requeuing the tenant ahead of the ring if `front` (its DRR
+    /// round was cut short by a busy cell, F12).
+    pub(crate) fn end_turn_at(
+        &self,
+        turn: Turn,
+        granted: bool,
+        front: bool,
         mut more: impl FnMut() -> bool,
     ) -> Option<Turn> {
         let word = &self.state[turn.tenant as usize];
-        let credit = u64::from(!granted);
+        let credit = u64::from(turn.credit && !granted);
         loop {
             if more() {
                 // AcqRel: an RMW, so a producer's `OWNED_DIRTY` mark is read (Acquire) and the
                 // next owner, whose swap reads this value, sees that producer's work (Release).
                 word.swap(IN_RING, Ordering::AcqRel);
-                self.ring.push(turn.tenant);
+                if front {
+                    self.front.push(turn.tenant);
+                } else {
+                    self.ring.push(turn.tenant);
+                }
                 return self.add(credit, 1);
             }
             // AcqRel: Release publishes the turn's work to whoever takes the tenant next;
             // Acquire (also on failure) pairs with the Release of a producer's dirty mark.
             match word.compare_exchange(OWNED, IDLE, Ordering::AcqRel, Ordering::Acquire) {
-                Ok(_) => return if granted { None } else { self.add(1, 0) },
+                Ok(_) => return if credit == 0 { None } else { self.add(1, 0) },
                 Err(dirty) => {
                     debug_assert_eq!(dirty, OWNED_DIRTY);
                     // AcqRel: as the CAS; an RMW so a later producer's mark is not overwritten
@@ -216,6 +256,64 @@ impl Turns {
                 }
             }
         }
+    }
+
+    /// Takes one more free credit for a turn already held (a DRR round granting its next
+    /// request, F12). Fails when no credit is free. `READY` is 0 whenever `FREE > 0` (the
+    /// invariant), so this never takes a credit a ready tenant was owed.
+    pub(crate) fn take_credit(&self) -> bool {
+        // AcqRel: Acquire pairs with the Release RMW that returned the credit (the cell is back
+        // in the pool); Release keeps the counter's release sequence for later takers.
+        self.ctl
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |c| {
+                let f = FREE.get(c);
+                // A tenant handed back ready (F25) is owed the credit first.
+                (f > 0 && READY.get(c) == 0).then(|| FREE.set(c, f - 1))
+            })
+            .is_ok()
+    }
+
+    /// Gives back a turn that was claimed and not run (SPEC F25: a call that has done its
+    /// bounded share of work stops): the tenant goes back ahead of the ring and its credit and
+    /// ready unit go back into `ctl` together, *without* pairing them. That is the one state in
+    /// which `FREE > 0 && READY > 0` holds; the next RMW on `ctl` of any thread (an
+    /// announcement, a returned credit, [`help`](Self::help)) takes the turn.
+    pub(crate) fn hand_back(&self, turn: Turn) {
+        debug_assert!(turn.credit, "only a claimed turn is handed back");
+        // AcqRel: as the requeue in `end_turn` (a producer's dirty mark is read; the next owner
+        // sees what this thread saw).
+        self.state[turn.tenant as usize].swap(IN_RING, Ordering::AcqRel);
+        self.front.push(turn.tenant);
+        // Release: publishes the push to the taker of the unit (pairs with `add`'s Acquire).
+        self.ctl
+            .fetch_add(READY.set(FREE.set(0, 1), 1), Ordering::Release);
+    }
+
+    /// Takes a turn if a free credit and a ready tenant wait together (after a
+    /// [`hand_back`](Self::hand_back)): what a poller does to keep grants going (F18).
+    pub(crate) fn help(&self) -> Option<Turn> {
+        let (f, r) = self.counters();
+        if f > 0 && r > 0 {
+            self.add(0, 0)
+        } else {
+            None
+        }
+    }
+
+    /// A *cleanup turn* without a credit: owns `tenant` if it is idle (not in the ring, not
+    /// owned), so a canceller can unlink its tombstones at once instead of leaving them for a
+    /// turn that may never come (the lost compaction of the token engine). End it with
+    /// [`end_turn`](Self::end_turn) like any turn; it returns no credit.
+    pub(crate) fn own_idle(&self, tenant: u32) -> Option<Turn> {
+        // AcqRel: Acquire pairs with the Release of the previous owner's closing CAS (its
+        // record is visible); Release orders this claim before the cleanup.
+        self.state[tenant as usize]
+            .compare_exchange(IDLE, OWNED, Ordering::AcqRel, Ordering::Acquire)
+            .ok()
+            .map(|_| Turn {
+                tenant,
+                credit: false,
+            })
     }
 
     /// `(FREE, READY)` now.

@@ -1,0 +1,351 @@
+//! The tenant-ring engine's grant path (docs/ring-engine.md): the turn protocol ([`Turns`])
+//! driving the per-tenant records ([`Tenants`]) over a fixed set of entry slots, with no lock
+//! and no dispatch token.
+//!
+//! * **Enqueue**: take a free slot, stage the entry, publish it to the tenant's inbox, announce
+//!   the tenant. If a cell is free the announcement hands the caller a turn, which it runs.
+//! * **Grant** = the turn holder offers its tenant's candidate and CASes the entry
+//!   `QUEUED → GRANTED`. A failed CAS means the entry was cancelled: a tombstone, unlinked and
+//!   its slot freed by the owner, uncharged.
+//! * **Release**: the cell's credit goes back into `ctl`; if a tenant is ready the releaser runs
+//!   its turn.
+//! * **Cancel**: CAS `QUEUED → CANCELLED`, from any thread. The tenant's next turn meets the
+//!   tombstone, unlinks it and frees its slot, uncharged; a turn that meets only tombstones hands
+//!   its credit on. If the tenant is still idle (its producer published and has not announced
+//!   yet) the canceller owns it with a cleanup turn (no credit) and unlinks the tombstone itself.
+//!   Tombstones of a tenant that waits in the ring while no cell is free, or whose turn holder
+//!   is stopped, hold their slots until its turn; [`Core::with_tenant_cap`] bounds how many
+//!   slots one tenant can hold that way.
+//! * **DRR (F12)**: a turn grants up to the tenant's weight, taking one more free credit per
+//!   grant. A round cut short because no credit is free keeps its deficit and the tenant goes to
+//!   the *front* queue, served before the ring, as the policy keeps it at the ring's head with
+//!   its credits left; a round that ends sends the tenant to the ring's tail.
+//!
+//! This is the engine's core, not yet a [`ClassEngine`](crate::engine::ClassEngine): leases,
+//! wakers, pull mode, shutdown, drain and the deadline sweep are not built on it yet.
+
+use super::tenant::{Meta, Tenants};
+use super::turns::{Turn, Turns};
+use crate::raw::pause;
+use crate::raw::scq::Scq;
+use crate::sync::{AtomicU32, Ordering};
+
+/// Entry slot: free (on the free list, or being staged).
+pub(crate) const VACANT: u32 = 0;
+/// Entry slot: queued in its tenant's inbox or records.
+pub(crate) const QUEUED: u32 = 1;
+/// Entry slot: granted; the grant's taker frees it ([`Core::take`]).
+pub(crate) const GRANTED: u32 = 2;
+/// Entry slot: cancelled while queued; a tombstone until its tenant's owner unlinks it.
+pub(crate) const CANCELLED: u32 = 3;
+
+/// Candidates one turn offers at most (SPEC F19's pass size): grants and dropped tombstones.
+pub(crate) const TURN_CANDIDATES: u32 = 64;
+
+/// Tombstones a tenant may hold beyond its live entries before its owner compacts.
+const COMPACT_SLACK: u32 = 8;
+
+/// No free entry slot is left, or the tenant holds its cap of them.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Full;
+
+/// The grant path of one class. See the module docs.
+#[derive(Debug)]
+pub(crate) struct Core {
+    turns: Turns,
+    tenants: Tenants,
+    /// Per slot: `VACANT`, `QUEUED`, `GRANTED` or `CANCELLED`.
+    entry: Box<[AtomicU32]>,
+    /// Per slot: its tenant while queued or a tombstone.
+    tenant_of: Box<[AtomicU32]>,
+    /// Per tenant: requests published (or about to be) and still `QUEUED`. Raised before the
+    /// publication, lowered after the CAS that ends the request (grant or cancel), so a tenant
+    /// whose count is 0 has nothing live linked or in its inbox, only tombstones.
+    live: Box<[AtomicU32]>,
+    /// Per tenant: entry slots it holds in its inbox and records, live or tombstones. Raised
+    /// before a slot is taken, lowered when its owner grants the entry or frees the tombstone.
+    held: Box<[AtomicU32]>,
+    /// The most slots one tenant may hold ([`Core::with_tenant_cap`]).
+    tenant_cap: u32,
+    /// Free entry slots (each at most once, so the SCQ's bound holds).
+    free: Scq,
+}
+
+impl Core {
+    /// `cells` cells, `slots` entry slots, tenants `0..tenants`.
+    pub(crate) fn new(cells: u32, slots: u32, tenants: u32, starvation_after: u64) -> Core {
+        let free = Scq::new(slots);
+        for i in 0..slots {
+            free.push(i);
+        }
+        Core {
+            turns: Turns::new(cells, tenants),
+            tenants: Tenants::new(slots, tenants, starvation_after),
+            entry: (0..slots).map(|_| AtomicU32::new(VACANT)).collect(),
+            tenant_of: (0..slots).map(|_| AtomicU32::new(0)).collect(),
+            live: (0..tenants).map(|_| AtomicU32::new(0)).collect(),
+            held: (0..tenants).map(|_| AtomicU32::new(0)).collect(),
+            tenant_cap: slots,
+            free,
+        }
+    }
+
+    /// Caps the entry slots one tenant may hold, live requests and tombstones together. With
+    /// `slots = 2 * queue_capacity + cells` and the cap at `queue_capacity` (the admission
+    /// ledger keeps live requests within it), a tenant whose turn holder is stopped — its new
+    /// requests wait in its inbox, and their cancellations leave tombstones there until the
+    /// owner runs — holds at most its cap: the other tenants' live requests always find a slot
+    /// (SPEC F24).
+    pub(crate) fn with_tenant_cap(mut self, cap: u32) -> Core {
+        self.tenant_cap = cap;
+        self
+    }
+
+    /// Queues a request of `tenant`; returns its slot. Every grant this call makes (its own
+    /// request's, or others' on turns it is handed) is passed to `on_grant` with the time `now`
+    /// used for aging (F14).
+    pub(crate) fn enqueue(
+        &self,
+        tenant: u32,
+        meta: Meta,
+        now: u64,
+        on_grant: &mut impl FnMut(u32),
+    ) -> Result<u32, Full> {
+        // Relaxed: a count checked against the cap; the slot itself comes from the free list.
+        if self.held[tenant as usize].fetch_add(1, Ordering::Relaxed) >= self.tenant_cap {
+            self.held[tenant as usize].fetch_sub(1, Ordering::Relaxed);
+            return Err(Full);
+        }
+        let Some(index) = self.free.pop() else {
+            self.held[tenant as usize].fetch_sub(1, Ordering::Relaxed);
+            return Err(Full);
+        };
+        // Relaxed: ordered before the announcement's Release RMW on the tenant's state word,
+        // which the owner's reads follow, and before the entry becomes cancellable below.
+        self.live[tenant as usize].fetch_add(1, Ordering::Relaxed);
+        // Relaxed: published with the node by the Release CAS of `publish`.
+        self.tenant_of[index as usize].store(tenant, Ordering::Relaxed);
+        // Release: a canceller that reads QUEUED (Acquire) sees the slot's tenant and count.
+        self.entry[index as usize].store(QUEUED, Ordering::Release);
+        // SAFETY: the slot came off the free list: no other thread holds it until `publish`.
+        unsafe { self.tenants.stage(index, meta) };
+        self.tenants.publish(tenant, index);
+        pause::point("ring.announce");
+        if let Some(turn) = self.turns.announce(tenant) {
+            self.run(turn, now, on_grant);
+        }
+        Ok(index)
+    }
+
+    /// A granted cell comes back. Runs the turn it may meet.
+    pub(crate) fn release(&self, now: u64, on_grant: &mut impl FnMut(u32)) {
+        if let Some(turn) = self.turns.give_credit() {
+            self.run(turn, now, on_grant);
+        }
+    }
+
+    /// Cancels a queued request (SPEC F33): `false` unless it was still queued. A tombstone on
+    /// an idle tenant is unlinked at once.
+    pub(crate) fn cancel(&self, index: u32, now: u64, on_grant: &mut impl FnMut(u32)) -> bool {
+        // AcqRel: Acquire pairs with the enqueue's Release store (the slot's tenant); Release
+        // publishes the cancel to the owner whose grant CAS fails on it.
+        if self.entry[index as usize]
+            .compare_exchange(QUEUED, CANCELLED, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
+            return false;
+        }
+        let tenant = self.tenant_of[index as usize].load(Ordering::Relaxed);
+        pause::point("ring.cancel_marked");
+        // Release: pairs with the owner's Acquire load in `has_live`.
+        self.live[tenant as usize].fetch_sub(1, Ordering::Release);
+        if let Some(turn) = self.turns.own_idle(tenant) {
+            self.run(turn, now, on_grant);
+        }
+        true
+    }
+
+    /// The taker of a grant frees its slot. `false` if `index` is not granted.
+    pub(crate) fn take(&self, index: u32) -> bool {
+        // Acquire: pairs with the grant CAS (Release); Relaxed would do for the slot's reuse,
+        // which the free list's own ordering publishes.
+        if self.entry[index as usize]
+            .compare_exchange(GRANTED, VACANT, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            return false;
+        }
+        self.free.push(index);
+        true
+    }
+
+    /// The state of slot `index` now.
+    pub(crate) fn state(&self, index: u32) -> u32 {
+        // Acquire: pairs with the Release RMWs on the entry word.
+        self.entry[index as usize].load(Ordering::Acquire)
+    }
+
+    /// `(free credits, ready tenants)` in `ctl`.
+    pub(crate) fn counters(&self) -> (u64, u64) {
+        self.turns.counters()
+    }
+
+    /// Runs `turn`, one tenant's turn: that is the call's whole share of dispatch work (SPEC
+    /// F25). A turn its end hands on (its credit met a ready tenant, or its requeued tenant met a
+    /// free credit) is handed back at once, for the next call on `ctl` or a poller's
+    /// [`help`](Self::help) to run.
+    fn run(&self, turn: Turn, now: u64, on_grant: &mut impl FnMut(u32)) {
+        if let Some(next) = self.run_one(turn, now, on_grant) {
+            self.turns.hand_back(next);
+        }
+    }
+
+    /// Runs one turn handed back by another call, if one waits (a free credit beside a ready
+    /// tenant). What a waiting request's poll does (SPEC F18). Returns whether it ran one.
+    pub(crate) fn help(&self, now: u64, on_grant: &mut impl FnMut(u32)) -> bool {
+        match self.turns.help() {
+            Some(turn) => {
+                self.run(turn, now, on_grant);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// One turn: grants up to the tenant's DRR round, taking a free credit per extra grant.
+    fn run_one(&self, turn: Turn, now: u64, on_grant: &mut impl FnMut(u32)) -> Option<Turn> {
+        let tenant = turn.tenant();
+        // SAFETY: `turn` is this tenant's turn, held by this thread until `end_turn` below;
+        // the handle is not used after it.
+        let mut own = unsafe { self.tenants.owner(tenant) };
+        own.absorb();
+        // Compaction, amortised: when tombstones outnumber the live entries (plus a slack),
+        // one pass over the tenant's FIFO unlinks them all, so each cancel costs O(1) amortised
+        // and a tenant with a turn never holds more tombstones than about its live entries.
+        // Relaxed: a stale count only moves when the pass runs.
+        let live = self.live[tenant as usize].load(Ordering::Relaxed);
+        if own.len() > live.saturating_mul(2).saturating_add(COMPACT_SLACK) {
+            self.purge(&mut own);
+        }
+        // Candidates this turn may offer (SPEC F19, F25): grants and tombstones alike. A
+        // cleanup turn (no credit) grants nothing: it only unlinks tombstones.
+        let mut budget = if turn.has_credit() {
+            TURN_CANDIDATES
+        } else {
+            self.purge(&mut own);
+            0
+        };
+        // Whether the credit held now has become a grant.
+        let mut spent = false;
+        // Whether the round was cut short by a busy cell or the candidate bound (credits left,
+        // work left): the tenant keeps its place at the head.
+        let mut front = false;
+        // Whether the DRR round's credits are used up: the tenant goes to the tail.
+        let mut round_over = false;
+        while let Some(index) = self.grant_one(&mut own, now, &mut budget) {
+            spent = true;
+            on_grant(index);
+            if !own.charge() {
+                round_over = true;
+                break;
+            }
+            own.absorb();
+            if own.len() == 0 || !self.has_live(tenant) {
+                break;
+            }
+            if budget == 0 || !self.turns.take_credit() {
+                front = true;
+                break;
+            }
+            spent = false;
+        }
+        if budget == 0 && own.len() > 0 && turn.has_credit() && !round_over {
+            // The turn's candidates are used up with entries left, mid-round: the tenant keeps
+            // its place at the head.
+            front = true;
+        }
+        if !front {
+            own.end_round();
+        }
+        self.turns.end_turn_at(turn, spent, front, || {
+            own.absorb();
+            // Nothing linked: nothing to do, whatever the live count says (a canceller stopped
+            // between its CAS and its decrement must not keep this thread requeuing the tenant
+            // for turns that find nothing). A tenant with nothing live leaves with no tombstone
+            // linked (their slots are freed now, not at a turn that may never come); entries a
+            // producer published since the count was read are `QUEUED` and stay.
+            let more = own.len() > 0 && (self.has_live(tenant) || self.purge(&mut own) > 0);
+            if !more {
+                // Leaving: the next round starts afresh, as the policy resets a tenant that
+                // leaves the ring.
+                own.end_round();
+            }
+            more
+        })
+    }
+
+    /// Whether `tenant` has requests still `QUEUED`.
+    fn has_live(&self, tenant: u32) -> bool {
+        // Acquire: pairs with the Release decrements (a cancel's end is seen with its count).
+        self.live[tenant as usize].load(Ordering::Acquire) > 0
+    }
+
+    /// Unlinks and frees every tombstone linked in the owned tenant. Returns the entries left.
+    fn purge(&self, own: &mut super::tenant::Owner<'_>) -> u32 {
+        own.purge(|i| self.state(i) == CANCELLED, |i| self.free_tombstone(i))
+    }
+
+    /// Frees the slot of a tombstone its tenant's owner unlinked.
+    fn free_tombstone(&self, index: u32) {
+        let tenant = self.tenant_of[index as usize].load(Ordering::Relaxed);
+        // Relaxed: the slot is published by the free list; the count is a cap.
+        self.entry[index as usize].store(VACANT, Ordering::Relaxed);
+        self.held[tenant as usize].fetch_sub(1, Ordering::Relaxed);
+        self.free.push(index);
+    }
+
+    /// Offers candidates until one is granted (`QUEUED → GRANTED`), unlinking tombstones on the
+    /// way and freeing their slots. `None` when the tenant has nothing live linked.
+    fn grant_one(
+        &self,
+        own: &mut super::tenant::Owner<'_>,
+        now: u64,
+        budget: &mut u32,
+    ) -> Option<u32> {
+        while *budget > 0 {
+            let index = own.candidate(now)?;
+            *budget -= 1;
+            own.unlink(index);
+            // AcqRel: Release publishes the grant to its taker (pairs with `take`'s Acquire);
+            // Acquire pairs with a canceller's Release on failure.
+            match self.entry[index as usize].compare_exchange(
+                QUEUED,
+                GRANTED,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => {
+                    // Release: pairs with the Acquire load in `has_live`.
+                    let tenant = self.tenant_of[index as usize].load(Ordering::Relaxed);
+                    self.live[tenant as usize].fetch_sub(1, Ordering::Release);
+                    // Relaxed: a cap count; the slot now belongs to the grant's taker.
+                    self.held[tenant as usize].fetch_sub(1, Ordering::Relaxed);
+                    return Some(index);
+                }
+                Err(s) => {
+                    debug_assert_eq!(s, CANCELLED);
+                    self.free_tombstone(index);
+                }
+            }
+        }
+        None
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+#[path = "grant_tests.rs"]
+mod tests;
+
+#[cfg(all(test, loom))]
+#[path = "loom_grant.rs"]
+mod loom_grant;

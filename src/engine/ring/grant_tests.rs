@@ -1,0 +1,666 @@
+//! The grant path: ring order, a differential test against the sequential policy for
+//! single-threaded histories, churn with conservation, and F24 with a paused turn holder.
+
+use super::*;
+use crate::policy::{EntryMeta, Policy, PolicyConfig, Verdict, NO_DEADLINE};
+use std::cell::RefCell;
+use std::sync::atomic::AtomicUsize;
+use std::sync::Arc;
+
+const STARVE: u64 = 1_000;
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+fn plain(weight: u32) -> Meta {
+    Meta {
+        priority: 0,
+        deadline: NO_DEADLINE,
+        enqueued_at: 0,
+        weight,
+    }
+}
+
+#[test]
+fn f11_one_cell_grants_tenants_in_ring_order() {
+    let core = Core::new(1, 16, 3, STARVE);
+    let got = RefCell::new(Vec::new());
+    let mut sink = |i| got.borrow_mut().push(i);
+    let a0 = core.enqueue(0, plain(1), 0, &mut sink).unwrap();
+    assert_eq!(
+        *got.borrow(),
+        [a0],
+        "the first request takes the free cell at once"
+    );
+    // Tenant 0 left the ring with its last request granted; it joins again first.
+    let a1 = core.enqueue(0, plain(1), 0, &mut sink).unwrap();
+    let a2 = core.enqueue(0, plain(1), 0, &mut sink).unwrap();
+    let b0 = core.enqueue(1, plain(1), 0, &mut sink).unwrap();
+    let c0 = core.enqueue(2, plain(1), 0, &mut sink).unwrap();
+    let b1 = core.enqueue(1, plain(1), 0, &mut sink).unwrap();
+    for _ in 0..5 {
+        core.release(0, &mut sink);
+    }
+    // After each grant a tenant with work left goes to the ring's tail.
+    assert_eq!(*got.borrow(), [a0, a1, b0, c0, a2, b1]);
+    core.release(0, &mut sink);
+    assert_eq!(core.counters(), (1, 0));
+    for i in got.take() {
+        assert!(core.take(i));
+        assert!(!core.take(i));
+    }
+}
+
+/// DRR (F12) with one cell: a tenant of weight 2 is granted twice in a row (its round, cut
+/// short by the busy cell, resumes ahead of the ring), then the others get their turn.
+#[test]
+fn f12_a_weighted_tenants_round_resumes_ahead_of_the_ring() {
+    let core = Core::new(1, 16, 2, STARVE);
+    let got = RefCell::new(Vec::new());
+    let mut sink = |i| got.borrow_mut().push(i);
+    let held = core.enqueue(1, plain(1), 0, &mut sink).unwrap();
+    assert_eq!(got.take(), [held]);
+    let a: Vec<u32> = (0..3)
+        .map(|_| core.enqueue(0, plain(2), 0, &mut sink).unwrap())
+        .collect();
+    let b: Vec<u32> = (0..2)
+        .map(|_| core.enqueue(1, plain(1), 0, &mut sink).unwrap())
+        .collect();
+    assert!(got.borrow().is_empty());
+    for _ in 0..5 {
+        core.release(0, &mut sink);
+    }
+    assert_eq!(*got.borrow(), [a[0], a[1], b[0], a[2], b[1]]);
+}
+
+/// With cells free while a turn runs (released by other threads), a weighted tenant's turn
+/// takes them for its round; here a single thread frees them first by holding the class empty.
+#[test]
+fn f12_a_turn_takes_free_credits_for_its_round() {
+    let core = Core::new(3, 16, 2, STARVE);
+    let got = RefCell::new(Vec::new());
+    let mut sink = |i| got.borrow_mut().push(i);
+    let a = core.enqueue(0, plain(3), 0, &mut sink).unwrap();
+    assert_eq!(got.take(), [a]);
+    // Tenant 0's next enqueues each find a free credit at announce.
+    let a1 = core.enqueue(0, plain(3), 0, &mut sink).unwrap();
+    let a2 = core.enqueue(0, plain(3), 0, &mut sink).unwrap();
+    assert_eq!(got.take(), [a1, a2]);
+    assert_eq!(core.counters(), (0, 0));
+}
+
+/// The ring engine and the sequential policy (driven as the baseline engine drives it: after
+/// every operation, grant while a cell is free and something is queued) produce the same grant
+/// order for single-threaded histories of enqueues (random tenants, priorities, deadlines and a
+/// clock crossing the aging threshold, DRR weights 1 to 3), cancellations and releases.
+#[test]
+fn q02_ring_grant_order_matches_the_policy_for_one_thread() {
+    const SLOTS: u32 = 96;
+    // `FAIRWAY_DIFF_CASES` histories by hand (as `tests/differential.rs`); 150 by default.
+    let seeds: u64 = std::env::var("FAIRWAY_DIFF_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(if cfg!(miri) { 3 } else { 150 });
+    let mut ops = 0u32;
+    for seed in 1..=seeds {
+        let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+        let cells = 1 + rng.below(4) as u32;
+        let tenants = 1 + rng.below(6) as u32;
+        let core = Core::new(cells, SLOTS, tenants, STARVE);
+        let mut policy = Policy::new(PolicyConfig {
+            capacity: SLOTS,
+            max_tenants: tenants,
+            starvation_after: STARVE,
+        })
+        .unwrap();
+        let mut free = cells;
+        let mut queued: Vec<u32> = Vec::new();
+        let mut held: Vec<u32> = Vec::new();
+        let mut now = 0u64;
+        for _ in 0..100 {
+            now += rng.below(200);
+            let mut ring = Vec::new();
+            match rng.below(10) {
+                0..=5 if queued.len() < (SLOTS / 2) as usize => {
+                    let tenant = rng.below(u64::from(tenants)) as u32;
+                    let meta = Meta {
+                        priority: rng.below(3) as u8,
+                        deadline: if rng.below(2) == 0 {
+                            NO_DEADLINE
+                        } else {
+                            now + rng.below(3_000)
+                        },
+                        enqueued_at: now,
+                        weight: 1 + rng.below(3) as u32,
+                    };
+                    let i = core
+                        .enqueue(tenant, meta, now, &mut |g| ring.push(g))
+                        .unwrap();
+                    policy
+                        .insert(
+                            i,
+                            EntryMeta {
+                                tenant,
+                                priority: meta.priority,
+                                deadline: meta.deadline,
+                                enqueued_at: meta.enqueued_at,
+                                weight: meta.weight,
+                            },
+                        )
+                        .unwrap();
+                    queued.push(i);
+                }
+                6 if !queued.is_empty() => {
+                    let i = queued[rng.below(queued.len() as u64) as usize];
+                    assert!(core.cancel(i, now, &mut |g| ring.push(g)));
+                    assert!(policy.remove(i));
+                    queued.retain(|&q| q != i);
+                }
+                _ if !held.is_empty() => {
+                    let i = held.swap_remove(rng.below(held.len() as u64) as usize);
+                    assert!(core.take(i));
+                    core.release(now, &mut |g| ring.push(g));
+                    free += 1;
+                }
+                _ => {}
+            }
+            // Pollers run the turns a call handed back at its F25 bound.
+            while core.help(now, &mut |g| ring.push(g)) {}
+            let mut model = Vec::new();
+            while free > 0 {
+                let mut budget = u32::MAX;
+                match policy.select(now, &mut |_| Verdict::Take, &mut budget) {
+                    Some(i) => {
+                        model.push(i);
+                        free -= 1;
+                    }
+                    None => break,
+                }
+            }
+            assert_eq!(ring, model, "seed {seed}: grant orders differ");
+            for &g in &ring {
+                assert_eq!(core.state(g), GRANTED);
+                queued.retain(|&q| q != g);
+                held.push(g);
+            }
+            ops += 1;
+        }
+        assert_eq!(core.counters().0, u64::from(free));
+    }
+    assert!(cfg!(miri) || ops >= 10_000, "{ops} operations compared");
+}
+
+/// Threads enqueue for many tenants, cancel some, and release what they are granted (taking
+/// the grant first); weights vary. Conservation: every request ends granted or cancelled,
+/// exactly once; at the end every cell is free, no tenant is ready, and every slot is free again.
+fn churn(cells: u32, tenants: u32, threads: u32, per: u32) {
+    let slots = threads * 64 + cells;
+    // The engine's sizing: slots = 2 * queue capacity + cells, a tenant capped at the queue
+    // capacity.
+    let core = Arc::new(Core::new(cells, slots, tenants, STARVE).with_tenant_cap(threads * 32));
+    let granted = Arc::new(AtomicUsize::new(0));
+    let cancelled = Arc::new(AtomicUsize::new(0));
+    let workers: Vec<_> = (0..threads)
+        .map(|th| {
+            let (core, granted, cancelled) = (core.clone(), granted.clone(), cancelled.clone());
+            std::thread::spawn(move || {
+                let mut rng = Rng(u64::from(th) * 7919 + 1);
+                let mut mine: Vec<u32> = Vec::new();
+                let mut grants: Vec<u32> = Vec::new();
+                let mut enqueued = 0u32;
+                for _ in 0..per {
+                    let t = rng.below(u64::from(tenants)) as u32;
+                    let w = 1 + rng.below(3) as u32;
+                    let mut sink = |g| grants.push(g);
+                    while mine.len() >= 32 {
+                        let i = mine.swap_remove(0);
+                        if core.cancel(i, 0, &mut sink) {
+                            cancelled.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                    // `Full` happens: see the refusal note below.
+                    if let Ok(i) = core.enqueue(t, plain(w), 0, &mut sink) {
+                        mine.push(i);
+                        enqueued += 1;
+                    }
+                    // Poll: run a turn another call handed back (F18, F25).
+                    core.help(0, &mut |g| grants.push(g));
+                    // Release what was granted here (grants of any thread's requests).
+                    while let Some(g) = grants.pop() {
+                        assert!(core.take(g), "a grant is taken once");
+                        granted.fetch_add(1, Ordering::Relaxed);
+                        let mut more = Vec::new();
+                        core.release(0, &mut |x| more.push(x));
+                        grants.extend(more);
+                    }
+                }
+                for i in mine {
+                    if core.cancel(i, 0, &mut |g| grants.push(g)) {
+                        cancelled.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+                loop {
+                    while let Some(g) = grants.pop() {
+                        assert!(core.take(g));
+                        granted.fetch_add(1, Ordering::Relaxed);
+                        core.release(0, &mut |x| grants.push(x));
+                    }
+                    if !core.help(0, &mut |g| grants.push(g)) {
+                        break;
+                    }
+                }
+                enqueued
+            })
+        })
+        .collect();
+    let enqueued: u32 = workers.into_iter().map(|w| w.join().unwrap()).sum();
+    // Turns handed back after the last thread's last look: run them here.
+    let mut late = Vec::new();
+    loop {
+        while let Some(g) = late.pop() {
+            assert!(core.take(g));
+            granted.fetch_add(1, Ordering::Relaxed);
+            core.release(0, &mut |x| late.push(x));
+        }
+        if !core.help(0, &mut |g| late.push(g)) {
+            break;
+        }
+    }
+    // Refusals: while a thread that owns a tenant's turn is descheduled, the tenant's new
+    // requests wait in its inbox and this workload cancels them there; their tombstones hold
+    // slots until the owner runs again, up to the tenant's cap, and that tenant is refused
+    // meanwhile (docs/ring-engine.md). With 8 tenants 71-95 % were enqueued in three runs on
+    // two loaded cores (28-47 % without the cap); with 10^4 tenants, all.
+    assert!(
+        enqueued >= threads * per / 10,
+        "{enqueued} of {} enqueued",
+        threads * per
+    );
+    assert_eq!(
+        granted.load(Ordering::Relaxed) + cancelled.load(Ordering::Relaxed),
+        enqueued as usize,
+        "every request ends granted or cancelled exactly once"
+    );
+    assert_eq!(core.counters(), (u64::from(cells), 0));
+    // Every tenant went idle with its tombstones unlinked: every slot is free again.
+    for i in 0..slots {
+        assert_eq!(core.state(i), VACANT, "slot {i}");
+    }
+}
+
+#[test]
+fn multi_thread_ring_churn_conserves_requests_and_cells() {
+    churn(4, 8, 4, if cfg!(miri) { 30 } else { 20_000 });
+}
+
+#[test]
+fn multi_thread_ring_churn_at_ten_thousand_tenants_and_a_thousand_cells() {
+    churn(1_000, 10_000, 4, if cfg!(miri) { 30 } else { 10_000 });
+}
+
+/// SPEC F24 on the grant path: a thread paused while it holds tenant 0's turn (after the claim,
+/// before the grant) delays tenant 0 only; another tenant's request is granted at once on
+/// another cell, within 100 ms, by the enqueuing thread itself.
+#[cfg(feature = "pause-points")]
+#[test]
+fn f24_ring_turn_holder_paused_other_tenant_granted_within_100ms() {
+    use crate::raw::pause::Gate;
+    use std::time::{Duration, Instant};
+    let core = Arc::new(Core::new(2, 16, 2, STARVE));
+    let gate = Gate::new("ring.turn_owned");
+    let paused = {
+        let (core, gate) = (core.clone(), gate.clone());
+        std::thread::spawn(move || {
+            gate.arm();
+            let mut got = Vec::new();
+            core.enqueue(0, plain(1), 0, &mut |g| got.push(g)).unwrap();
+            got
+        })
+    };
+    assert!(gate.wait_parked(Duration::from_secs(10)));
+    let start = Instant::now();
+    let mut got = Vec::new();
+    let b = core.enqueue(1, plain(1), 0, &mut |g| got.push(g)).unwrap();
+    assert_eq!(
+        got,
+        [b],
+        "the other tenant is granted while tenant 0's owner is paused"
+    );
+    assert!(start.elapsed() < Duration::from_millis(100));
+    // Tenant 0's second request waits for its paused owner; it is not lost.
+    let a1 = core.enqueue(0, plain(1), 0, &mut |g| got.push(g)).unwrap();
+    assert_eq!(got, [b]);
+    assert!(core.take(b));
+    core.release(0, &mut |g| got.push(g));
+    assert_eq!(got, [b], "tenant 0 is owned: the credit stays free");
+    gate.release();
+    // The owner grants the first request and sees the second: tenant 0 goes back to the ring,
+    // where it meets the free credit. That next turn is handed back (F25): a poller's help runs
+    // it and grants the second request.
+    let first = paused.join().unwrap();
+    assert_eq!(first.len(), 1);
+    assert_eq!(core.state(a1), QUEUED);
+    assert!(core.help(0, &mut |g| got.push(g)));
+    assert_eq!(core.state(a1), GRANTED);
+}
+
+/// SPEC F24 at `ring.announce`: a producer stopped after publishing its request in tenant 0's
+/// inbox, before announcing it, delays nobody: another tenant is granted within 100 ms, and a
+/// second producer of tenant 0 announces the tenant, whose turn grants the stopped producer's
+/// request first (it was published first).
+#[cfg(feature = "pause-points")]
+#[test]
+fn f24_ring_producer_paused_before_announcing_delays_nobody() {
+    use crate::raw::pause::Gate;
+    use std::time::{Duration, Instant};
+    let core = Arc::new(Core::new(2, 16, 2, STARVE));
+    let gate = Gate::new("ring.announce");
+    let paused = {
+        let (core, gate) = (core.clone(), gate.clone());
+        std::thread::spawn(move || {
+            gate.arm();
+            let mut got = Vec::new();
+            let i = core.enqueue(0, plain(1), 0, &mut |g| got.push(g)).unwrap();
+            (i, got)
+        })
+    };
+    assert!(gate.wait_parked(Duration::from_secs(10)));
+    let start = Instant::now();
+    let got = RefCell::new(Vec::new());
+    let mut sink = |g| got.borrow_mut().push(g);
+    let b = core.enqueue(1, plain(1), 0, &mut sink).unwrap();
+    assert_eq!(*got.borrow(), [b], "another tenant is granted at once");
+    assert!(start.elapsed() < Duration::from_millis(100));
+    let a1 = core.enqueue(0, plain(1), 0, &mut sink).unwrap();
+    let granted = got.borrow()[1];
+    assert_ne!(
+        granted, a1,
+        "the stopped producer's request, published first, goes first"
+    );
+    assert_eq!(core.state(granted), GRANTED);
+    assert_eq!(core.state(a1), QUEUED);
+    gate.release();
+    let (a0, theirs) = paused.join().unwrap();
+    assert_eq!(a0, granted);
+    assert!(
+        theirs.is_empty(),
+        "its late announcement found the tenant handled"
+    );
+    // The late announcement left tenant 0 in the ring (a stale turn at worst): the next credit
+    // grants a1.
+    assert!(core.take(b));
+    core.release(0, &mut sink);
+    assert_eq!(core.state(a1), GRANTED);
+}
+
+/// SPEC F24 at `ring.cancel_marked`: a canceller stopped between marking tenant 0's only
+/// request cancelled and lowering the tenant's live count. The turn that meets the tombstone
+/// ends the tenant (nothing linked) instead of requeuing it turn after turn on the stale count,
+/// and another tenant is granted within 100 ms.
+#[cfg(feature = "pause-points")]
+#[test]
+fn f24_ring_canceller_paused_after_marking_delays_nobody() {
+    use crate::raw::pause::Gate;
+    use std::time::{Duration, Instant};
+    let core = Arc::new(Core::new(1, 16, 2, STARVE));
+    let got = RefCell::new(Vec::new());
+    let mut sink = |g| got.borrow_mut().push(g);
+    let held = core.enqueue(1, plain(1), 0, &mut sink).unwrap();
+    let a = core.enqueue(0, plain(1), 0, &mut sink).unwrap();
+    let gate = Gate::new("ring.cancel_marked");
+    let paused = {
+        let (core, gate) = (core.clone(), gate.clone());
+        std::thread::spawn(move || {
+            gate.arm();
+            core.cancel(a, 0, &mut |_| {})
+        })
+    };
+    assert!(gate.wait_parked(Duration::from_secs(10)));
+    let start = Instant::now();
+    let b = core.enqueue(1, plain(1), 0, &mut sink).unwrap();
+    assert!(core.take(held));
+    core.release(0, &mut sink);
+    // The release ran tenant 0's turn (the tombstone) and handed the turn its credit met back
+    // (F25); a poller runs it.
+    assert!(core.help(0, &mut sink));
+    assert_eq!(
+        *got.borrow(),
+        [held, b],
+        "tenant 1 is granted past the tombstone"
+    );
+    assert!(start.elapsed() < Duration::from_millis(100));
+    assert_eq!(core.state(a), VACANT, "the tombstone's slot is free");
+    gate.release();
+    assert!(paused.join().unwrap());
+    assert_eq!(core.counters(), (0, 0));
+}
+
+/// SPEC F25: a call runs one tenant's turn and hands back what that turn hands on. Here one
+/// released cell meets ten tenants whose requests were all cancelled (each turn finds only a
+/// tombstone) before the tenant with a live request: the release runs one turn, and each
+/// poller's `help` one more, so the live request is granted by the tenth help, not by the
+/// release.
+#[test]
+fn f25_a_call_runs_one_turn_and_hands_the_next_back() {
+    let core = Core::new(1, 64, 12, STARVE);
+    let got = RefCell::new(Vec::new());
+    let mut sink = |g| got.borrow_mut().push(g);
+    let held = core.enqueue(11, plain(1), 0, &mut sink).unwrap();
+    for t in 0..10 {
+        let i = core.enqueue(t, plain(1), 0, &mut sink).unwrap();
+        assert!(
+            core.cancel(i, 0, &mut sink),
+            "tenant {t}'s request waits: cancel leaves a tombstone"
+        );
+    }
+    let live = core.enqueue(10, plain(1), 0, &mut sink).unwrap();
+    assert_eq!(got.take(), [held]);
+    assert!(core.take(held));
+    core.release(0, &mut sink);
+    assert!(got.borrow().is_empty());
+    assert_eq!(
+        core.counters(),
+        (1, 10),
+        "tenants 1..=10 ready beside the handed-back credit"
+    );
+    let mut helps = 0;
+    while got.borrow().is_empty() {
+        assert!(core.help(0, &mut sink));
+        helps += 1;
+        assert!(helps <= 10);
+    }
+    assert_eq!(helps, 10);
+    assert_eq!(got.take(), [live]);
+    assert!(!core.help(0, &mut sink));
+    assert_eq!(core.counters(), (0, 0));
+}
+
+/// SPEC F19 and F25 inside one turn: a tenant with 70 tombstones ahead of its live requests
+/// (62 of them, so the amortised compaction, which waits until tombstones exceed the live
+/// entries by 8, does not run) offers 64 candidates in its first turn, all tombstones, and
+/// keeps its place at the head; the next turn drops the other 6 and grants the first live one.
+#[test]
+fn f25_a_turn_offers_at_most_64_candidates() {
+    let core = Core::new(1, 256, 2, STARVE);
+    let got = RefCell::new(Vec::new());
+    let mut sink = |g| got.borrow_mut().push(g);
+    let held = core.enqueue(1, plain(1), 0, &mut sink).unwrap();
+    let dead: Vec<u32> = (0..70)
+        .map(|_| core.enqueue(0, plain(1), 0, &mut sink).unwrap())
+        .collect();
+    let live: Vec<u32> = (0..62)
+        .map(|_| core.enqueue(0, plain(1), 0, &mut sink).unwrap())
+        .collect();
+    let waiting = core.enqueue(1, plain(1), 0, &mut sink).unwrap();
+    for &i in &dead {
+        assert!(core.cancel(i, 0, &mut sink));
+    }
+    assert_eq!(got.take(), [held]);
+    assert!(core.take(held));
+    core.release(0, &mut sink);
+    assert!(
+        got.borrow().is_empty(),
+        "64 tombstones offered, nothing granted"
+    );
+    assert_eq!(
+        core.counters(),
+        (1, 2),
+        "tenant 0 handed back ahead of tenant 1"
+    );
+    assert!(core.help(0, &mut sink));
+    assert_eq!(got.take(), [live[0]]);
+    assert_eq!(core.state(waiting), QUEUED);
+    for &i in &dead {
+        assert_eq!(core.state(i), VACANT, "every tombstone's slot is free");
+    }
+}
+
+/// SPEC F24 with a cap on the slots one tenant holds: tenant 0's turn holder is stopped at
+/// `ring.turn_owned`; tenant 0's producers keep enqueuing and cancelling (the tombstones stay
+/// in the tenant's inbox until the owner runs). Tenant 0 is refused once it holds its cap
+/// (`queue_capacity` of `2 * queue_capacity + cells` slots); tenant 1's requests still find
+/// slots and are granted within 100 ms.
+#[cfg(feature = "pause-points")]
+#[test]
+fn f24_ring_stopped_owners_tenant_holds_at_most_its_cap_of_slots() {
+    use crate::raw::pause::Gate;
+    use std::time::{Duration, Instant};
+    const QCAP: u32 = 32;
+    const CELLS: u32 = 2;
+    let core = Arc::new(Core::new(CELLS, 2 * QCAP + CELLS, 2, STARVE).with_tenant_cap(QCAP));
+    let gate = Gate::new("ring.turn_owned");
+    let paused = {
+        let (core, gate) = (core.clone(), gate.clone());
+        std::thread::spawn(move || {
+            gate.arm();
+            let mut got = Vec::new();
+            core.enqueue(0, plain(1), 0, &mut |g| got.push(g)).unwrap();
+            got
+        })
+    };
+    assert!(gate.wait_parked(Duration::from_secs(10)));
+    let mut sink = |_| {};
+    // The paused owner's first request holds one of tenant 0's slots.
+    let mut cancelled = 0;
+    while let Ok(i) = core.enqueue(0, plain(1), 0, &mut sink) {
+        assert!(core.cancel(i, 0, &mut sink));
+        cancelled += 1;
+        assert!(cancelled < QCAP, "tenant 0 refused at its cap");
+    }
+    assert_eq!(cancelled, QCAP - 1);
+    let start = Instant::now();
+    for _ in 0..QCAP {
+        let mut got = Vec::new();
+        let b = core.enqueue(1, plain(1), 0, &mut |g| got.push(g)).unwrap();
+        assert_eq!(got, [b], "tenant 1 finds a slot and the free cell");
+        assert!(core.take(b));
+        core.release(0, &mut sink);
+    }
+    assert!(start.elapsed() < Duration::from_millis(100));
+    gate.release();
+    assert_eq!(paused.join().unwrap().len(), 1);
+    while core.help(0, &mut sink) {}
+    // The owner ran: tenant 0's tombstones are unlinked and it may enqueue again.
+    assert!(core.enqueue(0, plain(1), 0, &mut sink).is_ok());
+}
+
+/// A cancel on a tenant that is still idle (its producers published and have not announced)
+/// owns it with a cleanup turn, which holds no cell credit: it unlinks the tombstone and grants
+/// nothing, even with a live request of the tenant absorbed beside it; that request waits for
+/// a credit. (Two producers stopped at `ring.announce` keep the tenant idle.)
+#[cfg(feature = "pause-points")]
+#[test]
+fn f24_ring_cleanup_turn_of_a_cancel_grants_nothing() {
+    use crate::raw::pause::Gate;
+    use std::time::Duration;
+    let core = Arc::new(Core::new(1, 8, 2, STARVE));
+    let mut sink = |_| {};
+    let held = core.enqueue(1, plain(1), 0, &mut sink).unwrap();
+    let gate = Gate::new("ring.announce");
+    let producer = |core: Arc<Core>, gate: Gate| {
+        std::thread::spawn(move || {
+            gate.arm();
+            let mut got = Vec::new();
+            let i = core.enqueue(0, plain(1), 0, &mut |g| got.push(g)).unwrap();
+            (i, got)
+        })
+    };
+    let p1 = producer(core.clone(), gate.clone());
+    assert!(gate.wait_parked(Duration::from_secs(10)));
+    let p2 = producer(core.clone(), gate.clone());
+    let t = std::time::Instant::now();
+    while gate.parked() < 2 {
+        assert!(t.elapsed() < Duration::from_secs(10));
+        std::thread::yield_now();
+    }
+    // The two staged slots: the ones not held and not free are QUEUED.
+    let queued: Vec<u32> = (0..8).filter(|&i| core.state(i) == QUEUED).collect();
+    assert_eq!(queued.len(), 2);
+    assert!(core.cancel(queued[0], 0, &mut sink));
+    let other = queued[1];
+    assert_eq!(
+        core.state(other),
+        QUEUED,
+        "no credit: the cleanup turn grants nothing"
+    );
+    assert_eq!(
+        core.state(queued[0]),
+        VACANT,
+        "the tombstone is unlinked and freed"
+    );
+    gate.release();
+    let (a, ga) = p1.join().unwrap();
+    let (b, gb) = p2.join().unwrap();
+    assert!(ga.is_empty() && gb.is_empty());
+    assert_eq!([a, b].iter().filter(|&&i| i == other).count(), 1);
+    assert!(core.take(held));
+    let mut got = Vec::new();
+    core.release(0, &mut |g| got.push(g));
+    while core.help(0, &mut |g| got.push(g)) {}
+    assert_eq!(got, [other]);
+    assert_eq!(core.counters(), (0, 0));
+}
+
+/// F11/F12 with F25's candidate bound: a turn whose 64th candidate is the grant that ends its
+/// DRR round sends the tenant to the ring's tail like any ended round, not ahead of the ring.
+#[test]
+fn f25_a_round_ending_on_the_last_candidate_goes_to_the_tail() {
+    let core = Core::new(1, 200, 2, STARVE);
+    let got = RefCell::new(Vec::new());
+    let mut sink = |g| got.borrow_mut().push(g);
+    let held = core.enqueue(1, plain(1), 0, &mut sink).unwrap();
+    // 63 tombstones, then 56 live requests (enough that compaction does not run).
+    let dead: Vec<u32> = (0..63)
+        .map(|_| core.enqueue(0, plain(1), 0, &mut sink).unwrap())
+        .collect();
+    let live: Vec<u32> = (0..56)
+        .map(|_| core.enqueue(0, plain(1), 0, &mut sink).unwrap())
+        .collect();
+    let other = core.enqueue(1, plain(1), 0, &mut sink).unwrap();
+    for &i in &dead {
+        assert!(core.cancel(i, 0, &mut sink));
+    }
+    assert_eq!(got.take(), [held]);
+    assert!(core.take(held));
+    core.release(0, &mut sink);
+    assert_eq!(
+        got.take(),
+        [live[0]],
+        "63 tombstones dropped, the 64th candidate granted"
+    );
+    assert!(core.take(live[0]));
+    core.release(0, &mut sink);
+    while core.help(0, &mut sink) {}
+    assert_eq!(got.take(), [other], "tenant 1 next: tenant 0's round ended");
+}

@@ -1,0 +1,278 @@
+//! loom models of the grant path's own shapes (the turn protocol's are in `loom_turns.rs`):
+//! an enqueue's inbox publication vs the owner's closing re-check (no lost request), a release
+//! vs an enqueue (no request stranded beside a free cell), a cancel vs the turn holder's grant
+//! CAS (exactly one wins; a tombstone never outlives its tenant's turn), and a DRR round cut
+//! short (the front queue) vs a second taker.
+//!
+//! After the racing threads join, every model runs the turns a call handed back at its F25
+//! bound (as pollers do) and checks conservation (each request granted or
+//! cancelled exactly once), the invariant (never a free credit with a ready tenant), and that
+//! a class with a free cell holds nothing queued.
+
+use super::{Core, Meta, CANCELLED, GRANTED, QUEUED, VACANT};
+use crate::policy::NO_DEADLINE;
+use crate::sync::model::{model, Outcomes};
+use crate::sync::{Arc, AtomicUsize, Ordering};
+use loom::thread;
+
+fn meta(weight: u32) -> Meta {
+    Meta {
+        priority: 0,
+        deadline: NO_DEADLINE,
+        enqueued_at: 0,
+        weight,
+    }
+}
+
+/// The class and a count of grants seen by any thread.
+struct World {
+    core: Core,
+    granted: AtomicUsize,
+}
+
+impl World {
+    fn new(cells: u32, slots: u32, tenants: u32) -> Arc<World> {
+        Arc::new(World {
+            core: Core::new(cells, slots, tenants, 1_000),
+            granted: AtomicUsize::new(0),
+        })
+    }
+
+    fn enqueue(&self, tenant: u32, weight: u32) -> u32 {
+        self.core
+            .enqueue(tenant, meta(weight), 0, &mut |_| {
+                self.granted.fetch_add(1, Ordering::Relaxed);
+            })
+            .unwrap()
+    }
+
+    fn release(&self) {
+        self.core.release(0, &mut |_| {
+            self.granted.fetch_add(1, Ordering::Relaxed);
+        });
+    }
+
+    fn cancel(&self, index: u32) -> bool {
+        self.core.cancel(index, 0, &mut |_| {
+            self.granted.fetch_add(1, Ordering::Relaxed);
+        })
+    }
+
+    /// Runs every turn a call handed back (SPEC F25), as pollers do.
+    fn settle(&self) {
+        while self.core.help(0, &mut |_| {
+            self.granted.fetch_add(1, Ordering::Relaxed);
+        }) {}
+    }
+
+    /// The states of slots `0..n`.
+    fn states(&self, n: u32) -> Vec<u32> {
+        (0..n).map(|i| self.core.state(i)).collect()
+    }
+
+    /// No credit free beside a ready tenant; a free credit means nothing queued.
+    fn check(&self, slots: u32) {
+        let (free, ready) = self.core.counters();
+        assert!(free == 0 || ready == 0, "free {free} beside ready {ready}");
+        if free > 0 {
+            assert!(
+                !self.states(slots).contains(&QUEUED),
+                "a request queued beside a free cell"
+            );
+        }
+    }
+}
+
+fn on_thread<R: Send + 'static>(
+    w: &Arc<World>,
+    f: impl FnOnce(&World) -> R + Send + 'static,
+) -> thread::JoinHandle<R> {
+    let w = w.clone();
+    thread::spawn(move || f(&w))
+}
+
+/// Enqueue vs the owner's closing re-check: one cell, held; tenant 0's first request waits.
+/// A releaser's turn grants it and ends the turn while a producer enqueues a second request of
+/// tenant 0 (publication, then announcement). Either the owner saw the second request (or the
+/// dirty mark) and requeued the tenant, or the tenant went idle and the producer put it back in
+/// the ring: the second request waits, queued, with the tenant ready — never lost.
+#[test]
+fn loom_grant_enqueue_vs_owner_closing() {
+    model(|| {
+        let w = World::new(1, 4, 1);
+        let held = w.enqueue(0, 1);
+        let first = w.enqueue(0, 1);
+        assert_eq!(w.granted.load(Ordering::Relaxed), 1);
+        assert!(w.core.take(held));
+        let releaser = on_thread(&w, |w| w.release());
+        let producer = on_thread(&w, |w| w.enqueue(0, 1));
+        releaser.join().unwrap();
+        let second = producer.join().unwrap();
+        w.settle();
+        assert_eq!(w.granted.load(Ordering::Relaxed), 2);
+        assert_eq!(w.core.state(first), GRANTED);
+        assert_eq!(w.core.state(second), QUEUED);
+        assert_eq!(w.core.counters(), (0, 1));
+        w.check(4);
+        // The cell comes back: the second request is granted.
+        assert!(w.core.take(first));
+        w.release();
+        w.settle();
+        assert_eq!(w.core.state(second), GRANTED);
+        assert_eq!(w.core.counters(), (0, 0));
+    });
+}
+
+/// Release vs enqueue of another tenant: one cell, held by tenant 0. Whatever the order, the
+/// new request is granted by one of the two threads (the credit met the announcement in one
+/// `ctl` RMW), and nothing is left queued beside the free cell.
+#[test]
+fn loom_grant_release_vs_enqueue_no_stranded_request() {
+    let outcomes = std::sync::Arc::new(Outcomes::new());
+    let tally = outcomes.clone();
+    model(move || {
+        let w = World::new(1, 4, 2);
+        let held = w.enqueue(0, 1);
+        assert!(w.core.take(held));
+        let releaser = on_thread(&w, |w| w.release());
+        let producer = on_thread(&w, |w| {
+            let mut mine = false;
+            let i = w
+                .core
+                .enqueue(1, meta(1), 0, &mut |_| {
+                    mine = true;
+                })
+                .unwrap();
+            (i, mine)
+        });
+        releaser.join().unwrap();
+        let (i, by_producer) = producer.join().unwrap();
+        w.settle();
+        assert_eq!(w.core.state(i), GRANTED);
+        assert_eq!(w.core.counters(), (0, 0));
+        w.check(4);
+        tally.hit(if by_producer {
+            "granted-by-enqueuer"
+        } else {
+            "granted-by-releaser"
+        });
+    });
+    outcomes.assert_exactly(&["granted-by-enqueuer", "granted-by-releaser"]);
+}
+
+/// Cancel vs the turn holder: tenant 0's only request waits for the held cell; one thread
+/// releases the cell (its turn tries the grant CAS) while another cancels the request. Exactly
+/// one wins. If the cancel won, the turn grants nothing, unlinks the tombstone, frees its slot
+/// and leaves the credit free.
+#[test]
+fn loom_grant_cancel_vs_turn_holder() {
+    let outcomes = std::sync::Arc::new(Outcomes::new());
+    let tally = outcomes.clone();
+    model(move || {
+        let w = World::new(1, 3, 2);
+        let held = w.enqueue(1, 1);
+        let req = w.enqueue(0, 1);
+        assert!(w.core.take(held));
+        let releaser = on_thread(&w, |w| w.release());
+        let canceller = on_thread(&w, move |w| w.cancel(req));
+        releaser.join().unwrap();
+        let cancelled = canceller.join().unwrap();
+        w.settle();
+        // The grant of `held` counted once before the race.
+        let granted = w.granted.load(Ordering::Relaxed) - 1;
+        assert_eq!(granted + usize::from(cancelled), 1, "taken twice or lost");
+        w.check(3);
+        match (cancelled, w.core.state(req), w.core.counters()) {
+            (false, GRANTED, (0, 0)) => tally.hit("granted"),
+            (true, VACANT, (1, 0)) => tally.hit("cancelled-slot-freed-credit-free"),
+            other => panic!("unexpected: {other:?}"),
+        }
+        assert!(
+            !w.states(3).contains(&CANCELLED),
+            "a tombstone outlived the turn"
+        );
+    });
+    outcomes.assert_exactly(&["cancelled-slot-freed-credit-free", "granted"]);
+}
+
+/// A DRR round cut short vs a second taker: tenant 0 (weight 2) has two requests and tenant 1
+/// one, all waiting for the two held cells; two threads release one cell each. Either tenant
+/// 0's turn took the second credit itself (both its requests granted), or the second release
+/// met tenant 1 while tenant 0's turn was running, and tenant 0's round, cut short, waits in the
+/// front queue: the next credit grants its second request before anything in the ring. (Under
+/// the policy's lock the second outcome cannot happen: concurrent releases serialise.)
+#[test]
+fn loom_grant_front_queue_vs_second_taker() {
+    let outcomes = std::sync::Arc::new(Outcomes::new());
+    let tally = outcomes.clone();
+    model(move || {
+        let w = World::new(2, 7, 2);
+        let h0 = w.enqueue(1, 1);
+        let h1 = w.enqueue(1, 1);
+        let a0 = w.enqueue(0, 2);
+        let a1 = w.enqueue(0, 2);
+        let b0 = w.enqueue(1, 1);
+        let b1 = w.enqueue(1, 1);
+        assert!(w.core.take(h0) && w.core.take(h1));
+        let r1 = on_thread(&w, |w| w.release());
+        let r2 = on_thread(&w, |w| w.release());
+        r1.join().unwrap();
+        r2.join().unwrap();
+        w.settle();
+        w.check(7);
+        assert_eq!(w.core.state(a0), GRANTED);
+        if w.core.state(a1) == GRANTED {
+            assert_eq!(w.core.state(b0), QUEUED);
+            tally.hit("round-took-both-credits");
+        } else {
+            assert_eq!(w.core.state(b0), GRANTED);
+            assert_eq!(w.core.state(a1), QUEUED);
+            // Tenant 0 is ahead of tenant 1's second request.
+            assert!(w.core.take(a0));
+            w.release();
+            w.settle();
+            assert_eq!(w.core.state(a1), GRANTED);
+            assert_eq!(w.core.state(b1), QUEUED);
+            tally.hit("round-resumed-from-front");
+        }
+    });
+    outcomes.assert_exactly(&["round-resumed-from-front", "round-took-both-credits"]);
+}
+
+/// A turn handed back at a call's F25 bound vs a producer's announcement. One cell, held;
+/// tenant 0's only request was cancelled (a tombstone) and tenant 1 waits behind it. A releaser
+/// runs tenant 0's turn (nothing to grant) and hands back the turn its credit meets (tenant 1's)
+/// while tenant 2's producer announces. If the announcement's `ctl` RMW comes after the hand-back
+/// it takes a turn and grants tenant 1's request itself; if it comes before, the free credit and
+/// the ready tenants wait for a poller's `help` (the one state where `FREE > 0 && READY > 0`).
+/// Either way, after the pollers run, tenant 1's request is granted first.
+#[test]
+fn loom_grant_hand_back_vs_announcement() {
+    let outcomes = std::sync::Arc::new(Outcomes::new());
+    let tally = outcomes.clone();
+    model(move || {
+        let w = World::new(1, 5, 3);
+        let held = w.enqueue(2, 1);
+        let dead = w.enqueue(0, 1);
+        let b = w.enqueue(1, 1);
+        assert!(w.cancel(dead));
+        assert!(w.core.take(held));
+        let releaser = on_thread(&w, |w| w.release());
+        let producer = on_thread(&w, |w| w.enqueue(2, 1));
+        releaser.join().unwrap();
+        let c = producer.join().unwrap();
+        let (free, ready) = w.core.counters();
+        if free > 0 && ready > 0 {
+            assert_eq!(w.core.state(b), QUEUED);
+            tally.hit("left-for-a-poller");
+        } else {
+            assert_eq!(w.core.state(b), GRANTED);
+            tally.hit("granted-by-announcer");
+        }
+        w.settle();
+        assert_eq!(w.core.state(b), GRANTED);
+        assert_eq!(w.core.state(c), QUEUED);
+        w.check(5);
+    });
+    outcomes.assert_exactly(&["granted-by-announcer", "left-for-a-poller"]);
+}
