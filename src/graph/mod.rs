@@ -98,6 +98,7 @@
 //!   the edges are inert (generation-checked).
 
 mod cap;
+mod keys;
 mod lockfree;
 #[cfg(all(test, loom))]
 mod loom_link;
@@ -106,6 +107,7 @@ pub(crate) mod rules;
 mod types;
 
 pub use cap::ConcurrencyCap;
+pub use keys::{Version, Witness};
 pub use lockfree::LockFreeGraph;
 pub use mutex::MutexGraph;
 pub use types::*;
@@ -159,6 +161,20 @@ pub trait GraphEngine: sealed::Sealed + Send + Sync + Sized + 'static {
     fn occupancy(&self) -> Occupancy;
     #[doc(hidden)]
     fn max_deps(&self) -> usize;
+    #[doc(hidden)]
+    fn advance(&self, key: JobKey, work: &mut Self::Work) -> Result<Version, Error>;
+    #[doc(hidden)]
+    fn remove(&self, key: JobKey, work: &mut Self::Work) -> Result<(), Error>;
+    #[doc(hidden)]
+    fn reset(&self, work: &mut Self::Work);
+    #[doc(hidden)]
+    fn version(&self, key: JobKey) -> Option<Version>;
+    #[doc(hidden)]
+    fn node_version(&self, node: NodeRef) -> Option<(JobKey, Version)>;
+    #[doc(hidden)]
+    fn witness_current(&self, witness: &Witness) -> bool;
+    #[doc(hidden)]
+    fn stale_completions(&self) -> u64;
 }
 
 /// Builds a [`Graph`].
@@ -201,6 +217,13 @@ impl GraphBuilder {
         self
     }
 
+    /// The largest generation a key may reach (default and at most
+    /// [`Version::MAX_GENERATION`]); `advance` beyond it is refused (SPEC D22).
+    pub fn max_generation(mut self, n: u32) -> Self {
+        self.bounds.max_gen = n;
+        self
+    }
+
     fn checked(&self) -> Result<Bounds, Error> {
         let b = self.bounds;
         if b.nodes == 0 || b.nodes > 1 << 23 || b.nodes > ClassConfig::MAX_QUEUE_CAPACITY {
@@ -214,6 +237,9 @@ impl GraphBuilder {
         }
         if b.max_deps > 1024 {
             return Err(Error::configuration("max_deps"));
+        }
+        if b.max_gen > Version::MAX_GENERATION {
+            return Err(Error::configuration("max_generation"));
         }
         Ok(Bounds {
             keys: b.keys.next_power_of_two(),
@@ -322,6 +348,7 @@ impl Graph<LockFreeGraph> {
                 edges: 4096,
                 keys: 4096,
                 max_deps: 16,
+                max_gen: Version::MAX_GENERATION,
             },
         }
     }

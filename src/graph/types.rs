@@ -218,4 +218,5 @@ pub struct Bounds {
     pub(crate) edges: u32,
     pub(crate) keys: u32,
     pub(crate) max_deps: u32,
+    pub(crate) max_gen: u32,
 }

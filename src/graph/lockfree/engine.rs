@@ -183,6 +183,10 @@ impl GraphEngine for LockFreeGraph {
             break;
         }
         drop(guard);
+        // The version the node runs at: read after publication, so an `advance` that the
+        // publication followed is seen; one that preceded it retired the node (SPEC D20).
+        n.ver
+            .store(self.ensure_version(own_slot), Ordering::Relaxed);
         // Give up the submitter's hold: the node may fire now.
         let mut failed = NIL;
         self.release(me, true, work, &mut failed);
@@ -241,9 +245,19 @@ impl GraphEngine for LockFreeGraph {
             .is_ok();
         if ok {
             // Nothing else touches the count now: every gate was counted when it fired. The
-            // body holds one.
-            n.ctl
-                .store(word(node.gen, 0) | RUNNING | 1, Ordering::Relaxed);
+            // body holds one. Keeps a retirement flag an `advance` set meanwhile (the job then
+            // runs superseded and its completion is stale, SPEC D21).
+            let mut c = n.ctl.load(Ordering::Relaxed);
+            loop {
+                let new = (c & RETIRED) | word(node.gen, 0) | RUNNING | 1;
+                match n
+                    .ctl
+                    .compare_exchange_weak(c, new, Ordering::Relaxed, Ordering::Relaxed)
+                {
+                    Ok(_) => break,
+                    Err(cur) => c = cur,
+                }
+            }
             dec(&self.gauges.ready);
             inc(&self.gauges.running);
         }
@@ -262,6 +276,9 @@ impl GraphEngine for LockFreeGraph {
             )
             .map_err(|_| STALE)?;
         dec(&self.gauges.running);
+        if let Some(e) = self.refuse_stale(node, work) {
+            return Err(e);
+        }
         // SAFETY: the executor owns the running node's outcome cell; it is read by whoever
         // ends the node, after the hold is given up below (AcqRel).
         n.outcome.with_mut(|p| unsafe { *p = Some(outcome) });
@@ -405,6 +422,34 @@ impl GraphEngine for LockFreeGraph {
             self.push_node(node.idx);
         }
         Ok(out)
+    }
+
+    fn advance(&self, key: JobKey, work: &mut Work) -> Result<crate::graph::Version, Error> {
+        self.advance_key(key, work)
+    }
+
+    fn remove(&self, key: JobKey, work: &mut Work) -> Result<(), Error> {
+        self.remove_key(key, work)
+    }
+
+    fn reset(&self, work: &mut Work) {
+        self.reset_keys(work);
+    }
+
+    fn version(&self, key: JobKey) -> Option<crate::graph::Version> {
+        self.key_version(key)
+    }
+
+    fn node_version(&self, node: NodeRef) -> Option<(JobKey, crate::graph::Version)> {
+        self.version_of_node(node)
+    }
+
+    fn witness_current(&self, witness: &crate::graph::Witness) -> bool {
+        self.is_witness_current(witness)
+    }
+
+    fn stale_completions(&self) -> u64 {
+        self.stale.load(Ordering::Relaxed)
     }
 
     fn occupancy(&self) -> Occupancy {
