@@ -74,6 +74,21 @@ impl State {
     fn finish(&mut self, r: Retired, work: &mut Work, failed: &mut Vec<NodeRef>) {
         if let Some(admitted) = r.end {
             self.retire_end(r.node, JobOutcome::Failed(r.error), admitted, work, failed);
+            if !admitted {
+                self.unpark(r.node);
+            }
+        }
+    }
+
+    /// Frees the edges a retired node still has parked on keys without a producer.
+    fn unpark(&mut self, me: NodeRef) {
+        let deps = self.nodes[me.idx as usize].deps.clone();
+        for ident in deps {
+            if let Some(MKey::Waiting(list)) = self.keys.get_mut(&ident) {
+                let before = list.len();
+                list.retain(|(t, _)| *t != me);
+                self.edges_used -= (before - list.len()) as u32;
+            }
         }
     }
 
@@ -120,6 +135,7 @@ impl State {
         self.stale += 1;
         let mut failed = Vec::new();
         self.retire_end(node, JobOutcome::Failed(err), true, work, &mut failed);
+        self.unpark(node);
         self.end_failed(failed, work);
         Some(err)
     }
