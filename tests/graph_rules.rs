@@ -25,6 +25,7 @@ macro_rules! both_graphs {
 both_graphs!(
     d02_submit_admits_or_backpressures_and_errors_are_separate,
     d02_unknown_and_foreign_handles_are_refused,
+    d02_exhausted_node_generation_retires_the_slot_and_never_wraps,
     d04_submit_batch_admits_one_by_one,
     d04_wait_batch_returns_every_outcome_in_input_order,
     d05_full_stores_backpressure_and_mutate_nothing,
@@ -161,6 +162,34 @@ fn d02_unknown_and_foreign_handles_are_refused<E: GraphEngine>() {
     let b = admit(&g, 2, &[]);
     assert_eq!(g.outcome(a).unwrap_err().reason(), Reason::StaleHandle);
     assert_eq!(g.outcome(b).unwrap(), None);
+}
+
+/// Node generations are checked: a slot freed at the last generation retires (never
+/// allocated again, counted as used) instead of wrapping, so no stale handle aliases a job.
+fn d02_exhausted_node_generation_retires_the_slot_and_never_wraps<E: GraphEngine>() {
+    let g = builder(Limits::UNLIMITED)
+        .nodes(2)
+        .first_node_generation(u32::MAX - 1)
+        .build_with::<E>()
+        .unwrap();
+    let mut old = Vec::new();
+    for key in 1..=4 {
+        let h = admit(&g, key, &[]);
+        assert!(!old.contains(&h), "a handle was reused");
+        assert_eq!(ready_handles(&g), vec![h]);
+        assert_eq!(g.take_outcome(h).unwrap(), Some(JobOutcome::Succeeded));
+        old.push(h);
+        // Each slot serves its last two generations, then retires.
+        let retired = (key / 2) as u32;
+        assert_eq!(g.occupancy().nodes_used, retired, "after job {key}");
+        for h in &old {
+            assert_eq!(g.outcome(*h).unwrap_err().reason(), Reason::StaleHandle);
+        }
+    }
+    // Both slots retired: the node store is full for good, and says so.
+    assert_eq!(g.submit(&spec(5, &[])).unwrap(), Admission::Backpressured);
+    let o = g.occupancy();
+    assert_eq!((o.nodes_used, o.nodes_total, o.waiting), (2, 2, 0));
 }
 
 fn d04_submit_batch_admits_one_by_one<E: GraphEngine>() {

@@ -16,6 +16,7 @@ fn bounds() -> Bounds {
         keys: 4,
         max_deps: 1,
         max_gen: crate::graph::Version::MAX_GENERATION,
+        first_gen: 0,
     }
 }
 

@@ -224,6 +224,14 @@ impl GraphBuilder {
         self
     }
 
+    /// The generation every node slot starts at (default 0). Only for tests that exercise
+    /// generation exhaustion without 2^32 reuses of a slot.
+    #[doc(hidden)]
+    pub fn first_node_generation(mut self, gen: u32) -> Self {
+        self.bounds.first_gen = gen;
+        self
+    }
+
     fn checked(&self) -> Result<Bounds, Error> {
         let b = self.bounds;
         if b.nodes == 0 || b.nodes > 1 << 23 || b.nodes > ClassConfig::MAX_QUEUE_CAPACITY {
@@ -349,6 +357,7 @@ impl Graph<LockFreeGraph> {
                 keys: 4096,
                 max_deps: 16,
                 max_gen: Version::MAX_GENERATION,
+                first_gen: 0,
             },
         }
     }

@@ -240,7 +240,7 @@ impl GraphEngine for MutexGraph {
     fn with_bounds(bounds: Bounds) -> Self {
         let nodes = (0..bounds.nodes)
             .map(|_| MNode {
-                gen: 0,
+                gen: bounds.first_gen,
                 st: St::Free,
                 remaining: 0,
                 failed: false,
@@ -550,9 +550,12 @@ impl GraphEngine for MutexGraph {
         let out = n.outcome;
         if take {
             n.st = St::Free;
-            n.gen = n.gen.wrapping_add(1);
             n.deps.clear();
-            s.free.push(node.idx);
+            // An exhausted slot retires (never allocated again, still counted as used).
+            if let Some(g) = NodeRef::next_gen(n.gen) {
+                n.gen = g;
+                s.free.push(node.idx);
+            }
         }
         Ok(out)
     }

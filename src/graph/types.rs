@@ -108,6 +108,18 @@ pub struct NodeRef {
 }
 
 impl NodeRef {
+    /// The last generation a node slot can have: a slot freed at this generation is retired,
+    /// never allocated again, so generations never wrap (a stale handle never aliases a job).
+    pub(crate) const MAX_GEN: u32 = u32::MAX;
+
+    /// The generation after `gen`, or `None` if the slot is exhausted and retires.
+    #[inline]
+    pub(crate) fn next_gen(gen: u32) -> Option<u32> {
+        // MAX_GEN is the widest value of the 32-bit field: the checked add is the bound.
+        const _: () = assert!(NodeRef::MAX_GEN == u32::MAX);
+        gen.checked_add(1)
+    }
+
     #[inline]
     pub(crate) fn packed(self) -> u64 {
         u64::from(self.gen) << 32 | u64::from(self.idx)
@@ -219,4 +231,6 @@ pub struct Bounds {
     pub(crate) keys: u32,
     pub(crate) max_deps: u32,
     pub(crate) max_gen: u32,
+    /// The generation every node slot starts at (0; near [`NodeRef::MAX_GEN`] in tests).
+    pub(crate) first_gen: u32,
 }

@@ -406,20 +406,21 @@ impl GraphEngine for LockFreeGraph {
         // until the slot is reused, which needs the CAS below.
         let out = n.outcome.with(|p| unsafe { *p });
         if take {
-            let g = node.gen.wrapping_add(1);
+            let g = NodeRef::next_gen(node.gen);
             // AcqRel: one collector wins; its Release orders the outcome read before the slot
             // goes back to the free list (whose push is Release too).
             if n.state
-                .compare_exchange(st, word(g, S_FREE), Ordering::AcqRel, Ordering::Relaxed)
+                .compare_exchange(
+                    st,
+                    word(g.unwrap_or(node.gen), S_FREE),
+                    Ordering::AcqRel,
+                    Ordering::Relaxed,
+                )
                 .is_err()
             {
                 return Err(STALE);
             }
-            n.ctl.store(word(g, 0), Ordering::Relaxed);
-            // Release: as in `free_slot`.
-            n.admit.store(word(g, NIL), Ordering::Release);
-            n.done.store(word(g, NIL), Ordering::Release);
-            self.push_node(node.idx);
+            self.recycle(node, g);
         }
         Ok(out)
     }

@@ -235,10 +235,10 @@ impl LockFreeGraph {
         let n = bounds.nodes;
         let nodes: Box<[Node]> = (0..n)
             .map(|i| Node {
-                state: AtomicU64::new(word(0, S_FREE)),
-                ctl: AtomicU64::new(0),
-                admit: AtomicU64::new(word(0, NIL)),
-                done: AtomicU64::new(word(0, NIL)),
+                state: AtomicU64::new(word(bounds.first_gen, S_FREE)),
+                ctl: AtomicU64::new(word(bounds.first_gen, 0)),
+                admit: AtomicU64::new(word(bounds.first_gen, NIL)),
+                done: AtomicU64::new(word(bounds.first_gen, NIL)),
                 next: AtomicU32::new(if i + 1 < n { i + 1 } else { NIL }),
                 dep_count: AtomicU32::new(0),
                 ver: AtomicU64::new(0),
@@ -678,13 +678,27 @@ impl LockFreeGraph {
 
     fn free_slot(&self, me: NodeRef) {
         let n = &self.nodes[me.idx as usize];
-        let g = me.gen.wrapping_add(1);
+        let g = NodeRef::next_gen(me.gen);
+        n.state
+            .store(word(g.unwrap_or(me.gen), S_FREE), Ordering::Relaxed);
+        self.recycle(me, g);
+    }
+
+    /// Gives a node slot whose state word is already free at generation `next` back to the free
+    /// list, or retires it when its generation is exhausted (`next` is `None`): a retired slot
+    /// keeps its last generation, free, with a zero count (edges still naming it are inert),
+    /// and is never allocated again, so generations never wrap. It stays counted as used.
+    pub(super) fn recycle(&self, me: NodeRef, next: Option<u32>) {
+        let n = &self.nodes[me.idx as usize];
+        let Some(g) = next else {
+            n.ctl.store(word(me.gen, 0), Ordering::Relaxed);
+            return;
+        };
         n.ctl.store(word(g, 0), Ordering::Relaxed);
         // Release: a late linker that loads the new generation (Acquire) then sees the key's
         // end state.
         n.admit.store(word(g, NIL), Ordering::Release);
         n.done.store(word(g, NIL), Ordering::Release);
-        n.state.store(word(g, S_FREE), Ordering::Relaxed);
         self.push_node(me.idx);
     }
 }
