@@ -2,7 +2,7 @@
 //! process, interleaved, following the method of the project's performance notes (PERF.md).
 //!
 //! ```text
-//! cargo run --release -p fairway-perf [-- --suite default|open-loop|scaling|peers|all]
+//! cargo run --release -p fairway-perf [-- --suite default|open-loop|scaling|peers|graph|all]
 //!     [--json] [--markdown] [--check] [--out FILE] [--reps N] [--ms N] [--quick]
 //!     [--threads 1,2,4,8,16] [--plots DIR]
 //! fairway-perf --compare A.json B.json
@@ -14,6 +14,7 @@
 //! report ([`report`], [`plot`]) or compare two reports ([`compare`]).
 
 mod compare;
+mod graph;
 mod plot;
 mod report;
 mod suites;
@@ -46,7 +47,9 @@ const USAGE: &str =
 
   --suite NAME     default (one row per PERF.md target), open-loop (50/80/95 % load at 2 and 8
                    threads, with plots), scaling (wait, pull and open-loop rows at --threads),
-                   peers (the ring against crossbeam and locked deques), all
+                   peers (the ring against crossbeam and locked deques), graph (a random
+                   10^5-job DAG at 1/2/8 executor threads beside a topological walk, advance
+                   and remove on both graph engines), all
   --json           print the report as JSON (no progress on stderr)
   --markdown       print the targets as the README's Markdown table
   --check          exit with status 1 when a target misses (on the run's median)

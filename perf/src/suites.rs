@@ -6,6 +6,7 @@
 use std::time::{Duration, Instant};
 
 use fairway::pool::FixedCellPool;
+use fairway::{LockFreeGraph, MutexGraph};
 use fairway_bench_support::alloc::thread_allocs;
 use fairway_bench_support::latency::Latency;
 use fairway_bench_support::pool::OneCell;
@@ -16,7 +17,7 @@ use crate::report::{Rep, Row};
 use crate::targets::rows;
 
 /// The named suites (`--suite`).
-pub const SUITES: [&str; 5] = ["default", "open-loop", "scaling", "peers", "all"];
+pub const SUITES: [&str; 6] = ["default", "open-loop", "scaling", "peers", "graph", "all"];
 
 /// Offered loads of the open-loop suite, % of the std baseline's capacity.
 const LOADS: [u32; 3] = [50, 80, 95];
@@ -40,6 +41,13 @@ pub enum Job {
     Fairness,
     /// The ring and its peers at a thread count.
     Ring(usize),
+    /// The whole random DAG (10^5 jobs) run by this many executor threads, both graph engines
+    /// and the single-threaded topological walk.
+    GraphDag(usize),
+    /// `advance` of a key whose sweep ends this many jobs, both graph engines.
+    GraphAdvance(usize),
+    /// `remove` of a key with this many waiters, both graph engines.
+    GraphRemove(usize),
 }
 
 /// How long each kind of run lasts, and how many repetitions.
@@ -79,6 +87,9 @@ impl Job {
             Job::Open(load, t, c) => format!("open {load}% {t} thr {}", cells(c)),
             Job::Fairness => rows::FAIRNESS.into(),
             Job::Ring(t) => format!("ring {t} thr"),
+            Job::GraphDag(t) => format!("graph DAG 10^5 jobs {t} thr"),
+            Job::GraphAdvance(n) => format!("graph advance, {n} jobs superseded"),
+            Job::GraphRemove(n) => format!("graph remove, {n} waiters"),
         }
     }
 
@@ -89,6 +100,8 @@ impl Job {
             Job::Closed(..) | Job::Open(..) => s.threaded,
             Job::Fairness => s.fairness,
             Job::Ring(_) => s.ring,
+            Job::GraphDag(_) => s.threaded,
+            Job::GraphAdvance(_) | Job::GraphRemove(_) => s.single,
         }
     }
 
@@ -96,7 +109,7 @@ impl Job {
     fn estimate(&self, s: &Settings) -> f64 {
         let arms = match self {
             Job::Single | Job::Ring(_) => 4.0,
-            Job::Cancel => 2.0,
+            Job::Cancel | Job::GraphAdvance(_) | Job::GraphRemove(_) => 2.0,
             _ => 3.0,
         };
         arms * (s.reps as f64 + 0.25) * self.run_for(s).as_secs_f64()
@@ -177,6 +190,51 @@ impl Job {
                 .into_iter()
                 .map(|e| arm(&name, e.name, Box::new(move |d| (e.fairness)(d))))
                 .collect(),
+            Job::GraphDag(t) => {
+                let dag = std::sync::Arc::new(crate::graph::Dag::new());
+                let (a, b, c) = (dag.clone(), dag.clone(), dag);
+                vec![
+                    arm(
+                        &name,
+                        "lock-free graph",
+                        Box::new(move |d| crate::graph::whole_dag::<LockFreeGraph>(&a, t, d)),
+                    ),
+                    arm(
+                        &name,
+                        "mutex graph",
+                        Box::new(move |d| crate::graph::whole_dag::<MutexGraph>(&b, t, d)),
+                    ),
+                    arm(
+                        &name,
+                        "topological walk, 1 thr",
+                        Box::new(move |d| crate::graph::topo_walk(&c, d)),
+                    ),
+                ]
+            }
+            Job::GraphAdvance(n) => vec![
+                arm(
+                    &name,
+                    "lock-free graph",
+                    Box::new(move |d| crate::graph::advance::<LockFreeGraph>(n, d)),
+                ),
+                arm(
+                    &name,
+                    "mutex graph",
+                    Box::new(move |d| crate::graph::advance::<MutexGraph>(n, d)),
+                ),
+            ],
+            Job::GraphRemove(n) => vec![
+                arm(
+                    &name,
+                    "lock-free graph",
+                    Box::new(move |d| crate::graph::remove::<LockFreeGraph>(n, d)),
+                ),
+                arm(
+                    &name,
+                    "mutex graph",
+                    Box::new(move |d| crate::graph::remove::<MutexGraph>(n, d)),
+                ),
+            ],
             Job::Ring(t) => ring::backends()
                 .into_iter()
                 .map(|(backend, run)| {
@@ -242,9 +300,18 @@ pub fn plan(suite: &str, threads: &[usize]) -> Result<Vec<Job>, String> {
             })
             .collect(),
         "peers" => vec![Job::Ring(1), Job::Ring(2), Job::Ring(8)],
+        "graph" => vec![
+            Job::GraphDag(1),
+            Job::GraphDag(2),
+            Job::GraphDag(8),
+            Job::GraphAdvance(0),
+            Job::GraphAdvance(10),
+            Job::GraphAdvance(1000),
+            Job::GraphRemove(1000),
+        ],
         "all" => {
             let mut v = Vec::new();
-            for s in &SUITES[..4] {
+            for s in &SUITES[..5] {
                 v.extend(plan(s, threads)?);
             }
             v
