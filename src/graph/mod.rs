@@ -101,6 +101,8 @@ mod cap;
 mod keys;
 mod lockfree;
 #[cfg(all(test, loom))]
+mod loom_keys;
+#[cfg(all(test, loom))]
 mod loom_link;
 mod mutex;
 pub(crate) mod rules;

@@ -24,7 +24,12 @@ use super::{
 use crate::sync::{AtomicU32, AtomicU64, Ordering, UnsafeCell};
 use crate::{ClassId, Error, Priority, TenantId};
 use std::collections::HashSet;
-use std::sync::Mutex;
+// The topology lock: loom's under `cfg(loom)`, so models may contend on it (a std mutex held
+// across a loom yield point would block the model's only running thread).
+#[cfg(loom)]
+use loom::sync::{Mutex, MutexGuard};
+#[cfg(not(loom))]
+use std::sync::{Mutex, MutexGuard};
 
 const NIL: u32 = u32::MAX;
 const SEALED_OK: u32 = u32::MAX - 1;
@@ -289,7 +294,7 @@ impl LockFreeGraph {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, ()> {
+    fn lock(&self) -> MutexGuard<'_, ()> {
         self.topology.lock().unwrap_or_else(|e| e.into_inner())
     }
 
