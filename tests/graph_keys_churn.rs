@@ -145,14 +145,14 @@ fn churn<E: GraphEngine>() {
                 i += 1;
                 let x = mix(i ^ 0xc0ffee);
                 let key = JobKey::new(x % KEYS);
-                if x % 5 == 0 {
+                if x.is_multiple_of(5) {
                     if g.remove(key).is_ok() {
                         removes.fetch_add(1, Ordering::Relaxed);
                     }
                 } else if g.advance(key).is_ok() {
                     advances.fetch_add(1, Ordering::Relaxed);
                 }
-                if i % 16 == 0 {
+                if i.is_multiple_of(16) {
                     std::thread::yield_now();
                 }
             }
