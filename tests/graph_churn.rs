@@ -353,8 +353,9 @@ fn churn_tokio<E: GraphEngine>(n: u64, fan_out: u64, extra: u64) {
         for t in 0..2u64 {
             let g = g.clone();
             subs.push(tokio::spawn(async move {
+                // Even keys ascending, odd ones descending (dependents before producers).
                 let mut keys: Vec<u64> = (0..n).filter(|k| k % 2 == t).collect();
-                if t == 0 {
+                if t == 1 {
                     keys.reverse();
                 }
                 let mut handles = Vec::new();
@@ -418,4 +419,147 @@ fn d13_churn_tokio_conserves_lock_free() {
 #[test]
 fn d13_churn_tokio_conserves_mutex() {
     churn_tokio::<fairway::MutexGraph>(3_000, 8, 3);
+}
+
+/// A shutdown in the middle of churn: submitters race executors (dependents often before their
+/// producers, SPEC D11) and a third thread shuts the graph down after `after` admissions. Every
+/// job admitted before gets exactly one outcome — its body's if it ran, `unavailable /
+/// shutdown` if it was queued or became ready too late, `dependency-failed` if a gate can no
+/// longer hold — and at quiescence every slot is free and the ledger holds nothing.
+fn shutdown_churn<E: GraphEngine>(n: u64, after: u64) {
+    let ledger = Ledger::new(LedgerConfig::new(vec![ClassSpec::new("cpu")], 4)).unwrap();
+    let g = Graph::builder(ledger)
+        .class(2)
+        .nodes(n as u32)
+        .edges((n * 3) as u32)
+        .keys((n * 2) as u32)
+        .max_deps(3)
+        .build_with::<E>()
+        .unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let ran_so_far = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let admitted: Arc<Mutex<Vec<JobHandle>>> = Arc::new(Mutex::new(Vec::new()));
+    let execs: Vec<_> = (0..2)
+        .map(|_| {
+            let (g, stop, ran_so_far) = (g.clone(), stop.clone(), ran_so_far.clone());
+            std::thread::spawn(move || {
+                let mut ran = 0u64;
+                loop {
+                    match g.try_next(ClassId(0)) {
+                        Some(job) => {
+                            ran += 1;
+                            ran_so_far.fetch_add(1, Ordering::Relaxed);
+                            let outcome = if body_fails(job.key().key.0) {
+                                JobOutcome::Failed(Error::new(Code::Internal, Reason::Failed))
+                            } else {
+                                JobOutcome::Succeeded
+                            };
+                            g.complete(job, outcome).unwrap();
+                        }
+                        None if stop.load(Ordering::Acquire) => return ran,
+                        None => std::thread::yield_now(),
+                    }
+                }
+            })
+        })
+        .collect();
+    let subs: Vec<_> = (0..2u64)
+        .map(|t| {
+            let (g, admitted) = (g.clone(), admitted.clone());
+            std::thread::spawn(move || {
+                // Even keys ascending, odd ones descending (dependents before producers).
+                let mut keys: Vec<u64> = (0..n).filter(|k| k % 2 == t).collect();
+                if t == 1 {
+                    keys.reverse();
+                }
+                for k in keys {
+                    let deps = deps_of(k, 4, 2);
+                    let spec = JobSpec {
+                        key: JobKey::new(k),
+                        tenant: TenantId((k % 4) as u32),
+                        class: ClassId(0),
+                        priority: 0,
+                        deps: &deps,
+                    };
+                    match g.submit(&spec) {
+                        Ok(Admission::Admitted(h)) => admitted.lock().unwrap().push(h),
+                        Ok(other) => panic!("{other:?}"),
+                        Err(e) => {
+                            assert_eq!(e.reason(), Reason::Shutdown);
+                            return;
+                        }
+                    }
+                }
+            })
+        })
+        .collect();
+    while ran_so_far.load(Ordering::Relaxed) < after {
+        std::thread::yield_now();
+    }
+    g.shutdown();
+    for s in subs {
+        s.join().unwrap();
+    }
+    let handles = admitted.lock().unwrap().clone();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    for h in &handles {
+        while g.outcome(*h).unwrap().is_none() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "a job never ended: {:?}",
+                g.occupancy()
+            );
+            std::thread::yield_now();
+        }
+    }
+    stop.store(true, Ordering::Release);
+    let ran: u64 = execs.into_iter().map(|e| e.join().unwrap()).sum();
+    let (mut bodies, mut shut, mut failed) = (0u64, 0u64, 0u64);
+    for h in &handles {
+        match g.take_outcome(*h).unwrap().expect("ended") {
+            JobOutcome::Succeeded => bodies += 1,
+            JobOutcome::Failed(e) => match e.reason() {
+                Reason::Failed => bodies += 1,
+                Reason::Shutdown => shut += 1,
+                Reason::DependencyFailed => failed += 1,
+                other => panic!("unexpected outcome {other:?}"),
+            },
+        }
+        assert!(g.take_outcome(*h).is_err(), "exactly one outcome");
+    }
+    eprintln!(
+        "admitted {}, ran {bodies}, shut down {shut}, dependency-failed {failed}",
+        handles.len()
+    );
+    assert_eq!(
+        ran, bodies,
+        "every job that ran ended with its body's outcome"
+    );
+    let o = g.occupancy();
+    assert_eq!(
+        (o.nodes_used, o.edges_used, o.waiting, o.ready, o.running),
+        (0, 0, 0, 0, 0),
+        "{o:?}"
+    );
+    assert!(g.ledger().usage().is_zero());
+}
+
+#[test]
+fn d02_shutdown_during_churn_ends_every_job_once_lock_free() {
+    shutdown_churn_at_several_points::<fairway::LockFreeGraph>();
+}
+
+#[test]
+fn d02_shutdown_during_churn_ends_every_job_once_mutex() {
+    shutdown_churn_at_several_points::<fairway::MutexGraph>();
+}
+
+/// Shut down at once, a quarter of the way and three quarters of the way through the jobs
+/// that can run.
+fn shutdown_churn_at_several_points<E: GraphEngine>() {
+    const N: u64 = 2_000;
+    let runnable = expected(N, 4, 2).iter().filter(|(adm, _)| *adm).count() as u64;
+    for after in [0, runnable / 4, runnable * 3 / 4] {
+        shutdown_churn::<E>(N, after);
+    }
 }

@@ -10,6 +10,13 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
+#[path = "graph_rules/batch.rs"]
+mod batch;
+use batch::*;
+#[path = "graph_rules/shutdown.rs"]
+mod shutdown;
+use shutdown::*;
+
 /// Instantiates each generic rule test for the lock-free graph and the mutex graph.
 macro_rules! both_graphs {
     ($($name:ident),* $(,)?) => {
@@ -26,8 +33,13 @@ both_graphs!(
     d02_submit_admits_or_backpressures_and_errors_are_separate,
     d02_unknown_and_foreign_handles_are_refused,
     d02_exhausted_node_generation_retires_the_slot_and_never_wraps,
+    d02_shutdown_gives_every_job_exactly_one_outcome,
+    d02_shutdown_wakes_waiters_and_waiting_submitters,
     d04_submit_batch_admits_one_by_one,
     d04_wait_batch_returns_every_outcome_in_input_order,
+    d04_atomic_batch_admits_all_or_none,
+    d04_atomic_batch_is_never_seen_half_admitted,
+    d41_batch_cap_bounds_the_batch_bodies,
     d05_full_stores_backpressure_and_mutate_nothing,
     d05_waiting_submit_resumes_when_room_frees,
     d06_waiting_jobs_hold_no_quota,

@@ -101,9 +101,13 @@ mod cap;
 mod keys;
 mod lockfree;
 #[cfg(all(test, loom))]
+mod loom_batch;
+#[cfg(all(test, loom))]
 mod loom_keys;
 #[cfg(all(test, loom))]
 mod loom_link;
+#[cfg(all(test, loom))]
+mod loom_shutdown;
 mod mutex;
 pub(crate) mod rules;
 mod types;
@@ -136,6 +140,15 @@ pub trait GraphEngine: sealed::Sealed + Send + Sync + Sized + 'static {
         work: &mut Self::Work,
     ) -> Result<Admission<NodeRef>, Error>;
     #[doc(hidden)]
+    fn submit_batch(
+        &self,
+        jobs: &[JobSpec<'_>],
+        out: &mut Vec<NodeRef>,
+        work: &mut Self::Work,
+    ) -> Result<Admission<()>, Error>;
+    #[doc(hidden)]
+    fn seal_batch(&self, nodes: &[NodeRef], work: &mut Self::Work);
+    #[doc(hidden)]
     fn pop_ready(&self, work: &mut Self::Work) -> Option<Ready>;
     #[doc(hidden)]
     fn admitted(&self, node: NodeRef, work: &mut Self::Work);
@@ -159,6 +172,8 @@ pub trait GraphEngine: sealed::Sealed + Send + Sync + Sized + 'static {
     ) -> Result<Admission<()>, Error>;
     #[doc(hidden)]
     fn outcome(&self, node: NodeRef, take: bool) -> Result<Option<JobOutcome>, Error>;
+    #[doc(hidden)]
+    fn shutdown(&self, work: &mut Self::Work);
     #[doc(hidden)]
     fn occupancy(&self) -> Occupancy;
     #[doc(hidden)]
@@ -300,6 +315,9 @@ impl GraphBuilder {
                 ended: (Mutex::new(()), Condvar::new()),
                 room_wakers: Mutex::new(Vec::new()),
                 room_sleepers: std::sync::atomic::AtomicU32::new(0),
+                shut: std::sync::atomic::AtomicBool::new(false),
+                capped: std::sync::atomic::AtomicBool::new(false),
+                caps: (0..bounds.nodes).map(|_| Mutex::new(None)).collect(),
             }),
         })
     }
@@ -323,7 +341,17 @@ struct Inner<E> {
     /// Submitters waiting for capacity ([`Graph::submit_waiting`]) and their count.
     room_wakers: Mutex<Vec<std::task::Waker>>,
     room_sleepers: std::sync::atomic::AtomicU32,
+    /// Set by [`Graph::shutdown`].
+    shut: std::sync::atomic::AtomicBool,
+    /// Whether any batch was submitted with a cap: until then no executor looks at `caps`.
+    capped: std::sync::atomic::AtomicBool,
+    /// Per node slot: the cap of the capped batch whose job holds it (stale entries are told
+    /// apart by the node's generation and overwritten by the next capped batch).
+    caps: Box<[CapSlot]>,
 }
+
+/// The cap of the job on one node slot, with the job's node (generation included).
+type CapSlot = Mutex<Option<(NodeRef, ConcurrencyCap)>>;
 
 /// A dependency graph on the fair scheduler. Cheap to clone (one `Arc`).
 pub struct Graph<E: GraphEngine = LockFreeGraph> {
@@ -372,10 +400,12 @@ impl<E: GraphEngine> Graph<E> {
     /// # Errors
     ///
     /// `invalid-argument / cycle` for a self-dependency or a cycle (D15), `invalid-argument /
-    /// key-range` or `too-many-dependencies`, `already-exists / duplicate-key`. A full store is
-    /// not an error but [`Admission::Backpressured`]. On any of these nothing was mutated.
+    /// key-range` or `too-many-dependencies`, `already-exists / duplicate-key`, `unavailable /
+    /// shutdown` after [`shutdown`](Self::shutdown). A full store is not an error but
+    /// [`Admission::Backpressured`]. On any of these nothing was mutated.
     pub fn submit(&self, spec: &JobSpec<'_>) -> Result<Admission<JobHandle>, Error> {
         rules::validate(spec, self.inner.engine.max_deps())?;
+        self.check_open()?;
         let mut work = E::Work::default();
         let out = self.inner.engine.submit(spec, &mut work)?;
         self.hand_off(&mut work);
@@ -471,6 +501,110 @@ impl<E: GraphEngine> Graph<E> {
         jobs.iter().map(|j| self.submit(j)).collect()
     }
 
+    /// Admits every job of `jobs` or none (SPEC D04): capacity for the whole batch is taken
+    /// first, and no other operation sees part of the batch — it becomes visible at once, and
+    /// only then do its jobs' counts drop, so the first of them becomes ready only after every
+    /// one is in the graph. Jobs of the batch may depend on each other in any order. If `cap`
+    /// is given, every job of the batch runs its body under it (SPEC D41, see
+    /// [`RunningJob::run`]).
+    ///
+    /// Handles come back in input order; pass them to [`wait_batch`](Self::wait_batch).
+    /// Unlike [`submit`](Self::submit) this takes the graph's topology lock (see the module
+    /// docs) and allocates.
+    ///
+    /// # Errors
+    ///
+    /// As [`submit`](Self::submit) for any job of the batch, and `already-exists /
+    /// duplicate-key` for two jobs of the batch with one key; a cycle may run through several
+    /// jobs of the batch. A full store gives [`Admission::Backpressured`]. On any of these no
+    /// job of the batch was admitted and nothing was mutated.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use fairway::admission::{ClassSpec, Ledger, LedgerConfig};
+    /// use fairway::graph::{Admission, ConcurrencyCap, Dependency, Gate, Graph, JobKey, JobOutcome, JobSpec};
+    /// use fairway::{ClassId, TenantId};
+    ///
+    /// let ledger = Ledger::new(LedgerConfig::new(vec![ClassSpec::new("cpu")], 1))?;
+    /// let graph = Graph::builder(ledger).class(2).build()?;
+    /// let job = |key, deps| JobSpec {
+    ///     key: JobKey::new(key),
+    ///     tenant: TenantId(0),
+    ///     class: ClassId(0),
+    ///     priority: 0,
+    ///     deps,
+    /// };
+    /// let after_1 = [Dependency { key: JobKey::new(1), gate: Gate::OnSuccess }];
+    /// let cap = ConcurrencyCap::new(1)?;
+    /// let batch = [job(2, &after_1), job(1, &[])];
+    /// let Admission::Admitted(handles) = graph.submit_batch_atomic(&batch, Some(&cap))? else {
+    ///     unreachable!("room for both")
+    /// };
+    /// while let Some(running) = graph.try_next(ClassId(0)) {
+    ///     running.run(|| { /* the body, one of the batch at a time */ });
+    ///     graph.complete(running, JobOutcome::Succeeded)?;
+    /// }
+    /// assert_eq!(graph.wait_batch(&handles)?, [JobOutcome::Succeeded; 2]);
+    /// # Ok::<(), fairway::Error>(())
+    /// ```
+    pub fn submit_batch_atomic(
+        &self,
+        jobs: &[JobSpec<'_>],
+        cap: Option<&ConcurrencyCap>,
+    ) -> Result<Admission<Vec<JobHandle>>, Error> {
+        let max = self.inner.engine.max_deps();
+        let mut keys = std::collections::HashSet::with_capacity(jobs.len());
+        for j in jobs {
+            rules::validate(j, max)?;
+            if !keys.insert(j.key) {
+                return Err(rules::DUPLICATE_KEY);
+            }
+        }
+        self.check_open()?;
+        let mut nodes = Vec::with_capacity(jobs.len());
+        let mut work = E::Work::default();
+        if let Admission::Backpressured = self
+            .inner
+            .engine
+            .submit_batch(jobs, &mut nodes, &mut work)?
+        {
+            return Ok(Admission::Backpressured);
+        }
+        if let Some(cap) = cap {
+            // Before the seal: no job of the batch can reach an executor yet.
+            self.inner
+                .capped
+                .store(true, std::sync::atomic::Ordering::Release);
+            for &n in &nodes {
+                *self.inner.caps[n.idx as usize]
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner()) = Some((n, cap.clone()));
+            }
+        }
+        self.inner.engine.seal_batch(&nodes, &mut work);
+        self.hand_off(&mut work);
+        self.wake_waiters();
+        Ok(Admission::Admitted(
+            nodes.into_iter().map(|n| self.handle(n)).collect(),
+        ))
+    }
+
+    /// The batch cap of the job on `node`, if it was submitted in a capped batch.
+    fn cap_of(&self, node: NodeRef) -> Option<ConcurrencyCap> {
+        // Acquire: pairs with the Release store in `submit_batch_atomic`.
+        if !self.inner.capped.load(std::sync::atomic::Ordering::Acquire) {
+            return None;
+        }
+        let slot = self.inner.caps[node.idx as usize]
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        match &*slot {
+            Some((n, cap)) if *n == node => Some(cap.clone()),
+            _ => None,
+        }
+    }
+
     /// Blocks until every job of `handles` has ended, then takes their outcomes (freeing their
     /// slots) and returns them in input order (SPEC D04): never a partial set.
     ///
@@ -539,6 +673,11 @@ impl<E: GraphEngine> Graph<E> {
             priority,
         }) = inner.engine.pop_ready(work)
         {
+            if self.is_shut() {
+                // Shut down: the job never takes a permit; it ends here.
+                inner.engine.fail_ready(node, rules::SHUTDOWN, false, work);
+                continue;
+            }
             let request = AdmissionRequest::new(RequestId(node.packed()), tenant)
                 .class(class)
                 .priority(priority);
@@ -559,6 +698,99 @@ impl<E: GraphEngine> Graph<E> {
                 inner.engine.fail_ready(node, e.error, true, work);
             }
         }
+        if self.is_shut() {
+            self.reap(work);
+        }
+    }
+
+    /// Whether [`shutdown`](Self::shutdown) was called. One atomic load.
+    #[inline]
+    pub fn is_shut(&self) -> bool {
+        // Acquire: pairs with the Release store in `shutdown`.
+        self.inner.shut.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    fn check_open(&self) -> Result<(), Error> {
+        if self.is_shut() {
+            Err(rules::SHUTDOWN)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// After shutdown: ends the jobs whose payloads the scheduler gave back (queued, or
+    /// granted and never taken) with `unavailable / shutdown`, and whatever that releases.
+    fn reap(&self, work: &mut E::Work) {
+        loop {
+            let back = self.inner.scheduler.take_undelivered();
+            if back.is_empty() {
+                return;
+            }
+            for task in back {
+                // They took their permit (the scheduler refunded it): admitted.
+                self.inner
+                    .engine
+                    .fail_ready(task.node, rules::SHUTDOWN, true, work);
+            }
+            // Their dependents: refused at once, as the graph is shut.
+            while let Some(r) = self.inner.engine.pop_ready(work) {
+                self.inner
+                    .engine
+                    .fail_ready(r.node, rules::SHUTDOWN, false, work);
+            }
+        }
+    }
+
+    /// Shuts the graph down: no job is admitted any more (`unavailable / shutdown`), the
+    /// scheduler is shut down, and every job that has not ended gets exactly one outcome —
+    /// queued jobs and jobs that become ready from now on end `unavailable / shutdown`, jobs
+    /// waiting for a key without producer (or for jobs that end so) end `dependency-failed`.
+    /// Running jobs run on: their [`complete`](Self::complete) still records their outcome
+    /// and ends their dependents the same way. Every permit goes back to the ledger and every
+    /// node and edge slot is freed as outcomes are collected. Idempotent.
+    ///
+    /// Executors' [`next`](Self::next) and [`next_blocking`](Self::next_blocking) return
+    /// `None` from now on. The scheduler's own methods (from [`scheduler`](Self::scheduler))
+    /// should not be used to pull graph jobs after this: what they took out would have no
+    /// outcome.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use fairway::admission::{ClassSpec, Ledger, LedgerConfig};
+    /// use fairway::graph::{Admission, Dependency, Gate, Graph, JobKey, JobSpec};
+    /// use fairway::{ClassId, Reason, TenantId};
+    ///
+    /// let ledger = Ledger::new(LedgerConfig::new(vec![ClassSpec::new("cpu")], 1))?;
+    /// let graph = Graph::builder(ledger.clone()).class(1).build()?;
+    /// let job = |key, deps| JobSpec {
+    ///     key: JobKey::new(key),
+    ///     tenant: TenantId(0),
+    ///     class: ClassId(0),
+    ///     priority: 0,
+    ///     deps,
+    /// };
+    /// let Admission::Admitted(queued) = graph.submit(&job(1, &[]))? else { unreachable!() };
+    /// let on_9 = [Dependency { key: JobKey::new(9), gate: Gate::Sequential }];
+    /// let Admission::Admitted(waiting) = graph.submit(&job(2, &on_9))? else { unreachable!() };
+    /// graph.shutdown();
+    /// let ended = graph.wait_batch(&[queued, waiting])?;
+    /// assert!(ended.iter().all(|o| !o.is_success()));
+    /// assert!(ledger.usage().is_zero());
+    /// assert_eq!(graph.occupancy().nodes_used, 0);
+    /// assert_eq!(graph.submit(&job(3, &[])).unwrap_err().reason(), Reason::Shutdown);
+    /// # Ok::<(), fairway::Error>(())
+    /// ```
+    pub fn shutdown(&self) {
+        // Release: pairs with the Acquire load in `is_shut`.
+        self.inner
+            .shut
+            .store(true, std::sync::atomic::Ordering::Release);
+        self.inner.scheduler.shutdown();
+        let mut work = E::Work::default();
+        self.inner.engine.shutdown(&mut work);
+        self.hand_off(&mut work);
+        self.wake_waiters();
     }
 
     fn accept(&self, job: crate::Job<Task>) -> Option<RunningJob> {
@@ -567,6 +799,7 @@ impl<E: GraphEngine> Graph<E> {
                 handle: self.handle(job.payload.node),
                 key: job.payload.key,
                 assignment: job.assignment,
+                cap: self.cap_of(job.payload.node),
             })
         } else {
             job.assignment.release();
@@ -577,18 +810,32 @@ impl<E: GraphEngine> Graph<E> {
     /// The next ready job of `class`, if one can be granted now.
     pub fn try_next(&self, class: ClassId) -> Option<RunningJob> {
         loop {
-            let job = self.inner.scheduler.try_next(class).ok().flatten()?;
+            let Some(job) = self.inner.scheduler.try_next(class).ok().flatten() else {
+                return self.none_left();
+            };
             if let Some(r) = self.accept(job) {
                 return Some(r);
             }
         }
     }
 
+    /// An executor found nothing: after a shutdown, end what the scheduler gave back.
+    fn none_left(&self) -> Option<RunningJob> {
+        if self.is_shut() {
+            let mut work = E::Work::default();
+            self.reap(&mut work);
+            self.wake_waiters();
+        }
+        None
+    }
+
     /// Waits (asynchronously) for the next ready job of `class`; `None` once the scheduler is
     /// shut down.
     pub async fn next(&self, class: ClassId) -> Option<RunningJob> {
         loop {
-            let job = self.inner.scheduler.next(class).await.ok().flatten()?;
+            let Some(job) = self.inner.scheduler.next(class).await.ok().flatten() else {
+                return self.none_left();
+            };
             if let Some(r) = self.accept(job) {
                 return Some(r);
             }
@@ -598,7 +845,9 @@ impl<E: GraphEngine> Graph<E> {
     /// Blocks for the next ready job of `class`; `None` once the scheduler is shut down.
     pub fn next_blocking(&self, class: ClassId) -> Option<RunningJob> {
         loop {
-            let job = self.inner.scheduler.next_blocking(class).ok().flatten()?;
+            let Some(job) = self.inner.scheduler.next_blocking(class).ok().flatten() else {
+                return self.none_left();
+            };
             if let Some(r) = self.accept(job) {
                 return Some(r);
             }
@@ -635,6 +884,7 @@ impl<E: GraphEngine> Graph<E> {
     /// edge or key store is full; on any refusal nothing changed.
     pub fn discover(&self, job: &RunningJob, deps: &[Dependency]) -> Result<Admission<()>, Error> {
         let node = self.node_of(job.handle)?;
+        self.check_open()?;
         for d in deps {
             if d.key.key.0 > WorkKey::MAX {
                 return Err(Error::new(Code::InvalidArgument, Reason::KeyRange));

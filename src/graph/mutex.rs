@@ -2,7 +2,7 @@
 //! through the same rule functions as the lock-free engine. It is the comparison of the graph
 //! benches and the oracle of the differential test.
 
-use super::rules::{self, CYCLE, DEPENDENCY_FAILED, DUPLICATE_KEY, STALE};
+use super::rules::{self, CYCLE, DEPENDENCY_FAILED, DUPLICATE_KEY, SHUTDOWN, STALE};
 use super::{
     Admission, Bounds, Gate, GraphEngine, JobKey, JobOutcome, JobSpec, NodeRef, Occupancy, Ready,
 };
@@ -66,6 +66,8 @@ struct State {
     waiting: u32,
     ready: u32,
     running: u32,
+    /// Shut down: submissions and discoveries are refused.
+    shut: bool,
     /// Key versions (incarnation and generation; absent or 0: none).
     vers: HashMap<u64, u64>,
     /// Completions refused as stale (SPEC D21).
@@ -204,7 +206,7 @@ impl State {
         let done = std::mem::take(&mut n.done);
         // Only while the key still names this node: after `advance` or `remove` it names the
         // next generation (SPEC D20).
-        if let Some(k @ MKey::Live(_)) = self.keys.get_mut(&key) {
+        if let Some(k) = self.keys.get_mut(&key) {
             if matches!(k, MKey::Live(p) if *p == node) {
                 *k = MKey::Done {
                     admitted,
@@ -214,6 +216,127 @@ impl State {
         }
         self.release_list(admit, false, work, failed);
         self.release_list(done, outcome.is_success(), work, failed);
+    }
+
+    /// Whether the stores have room for `jobs` (nodes, edges, keys); claims the key entries.
+    fn room_for(&mut self, jobs: &[JobSpec<'_>], bounds: &Bounds) -> bool {
+        let edges: usize = jobs.iter().map(|j| j.deps.len()).sum();
+        if self.free.len() < jobs.len() || self.edges_used as usize + edges > bounds.edges as usize
+        {
+            return false;
+        }
+        let cap = bounds.keys as usize;
+        for j in jobs {
+            for ident in core::iter::once(rules::ident(j.key))
+                .chain(j.deps.iter().map(|d| rules::ident(d.key)))
+            {
+                if !self.keys.contains_key(&ident) {
+                    if self.keys.len() >= cap {
+                        return false;
+                    }
+                    self.keys.insert(ident, MKey::None);
+                }
+                self.ensure_version(ident);
+            }
+        }
+        true
+    }
+
+    /// Admits one checked job (room reserved): links its edges, publishes its key, and fires
+    /// it if every gate already holds, unless `held` (an atomic batch's count, given up by
+    /// `seal_batch`).
+    fn admit_one(
+        &mut self,
+        spec: &JobSpec<'_>,
+        deps: Vec<u64>,
+        held: bool,
+        work: &mut Work,
+    ) -> NodeRef {
+        let own = rules::ident(spec.key);
+        let idx = self.free.pop().expect("checked above");
+        let gen = self.nodes[idx as usize].gen;
+        let me = NodeRef { idx, gen };
+        {
+            let n = &mut self.nodes[idx as usize];
+            n.st = St::Waiting;
+            n.remaining = spec.deps.len() as u32 + u32::from(held);
+            n.failed = false;
+            n.tenant = spec.tenant;
+            n.class = spec.class;
+            n.priority = spec.priority;
+            n.key = own;
+            n.job_key = spec.key;
+            n.deps = deps;
+            n.admit_sealed = None;
+            n.outcome = None;
+            n.retired = None;
+            n.waited_removed = false;
+        }
+        self.waiting += 1;
+        let mut immediate: Vec<bool> = Vec::new();
+        for d in spec.deps {
+            let ident = rules::ident(d.key);
+            let mut parked = false;
+            match self.keys.get_mut(&ident) {
+                Some(MKey::Live(p)) => {
+                    let p = *p;
+                    let pn = &mut self.nodes[p.idx as usize];
+                    if rules::on_admission_list(d.gate) {
+                        if let Some(ok) = pn.admit_sealed {
+                            immediate.push(rules::gate_met(d.gate, ok));
+                        } else {
+                            pn.admit.push((me, d.gate));
+                            parked = true;
+                        }
+                    } else {
+                        pn.done.push((me, d.gate));
+                        parked = true;
+                    }
+                }
+                Some(MKey::Done { admitted, ok }) => {
+                    immediate.push(rules::gate_met_after_end(d.gate, *admitted, *ok));
+                }
+                Some(MKey::Waiting(list)) => {
+                    list.push((me, d.gate));
+                    parked = true;
+                }
+                Some(k @ MKey::None) => {
+                    *k = MKey::Waiting(vec![(me, d.gate)]);
+                    parked = true;
+                }
+                None => unreachable!("inserted above"),
+            }
+            if parked {
+                self.edges_used += 1;
+            }
+        }
+        // Publish, adopting the key's waiters.
+        self.nodes[idx as usize].ver = self.ensure_version(own);
+        if let Some(MKey::Waiting(list)) = self.keys.insert(own, MKey::Live(me)) {
+            let n = &mut self.nodes[idx as usize];
+            // Adopted in the lock-free engine's order: the first waiter is released first
+            // among them, after the jobs that link later.
+            for (t, g) in list.into_iter().rev() {
+                if rules::on_admission_list(g) {
+                    n.admit.push((t, g));
+                } else {
+                    n.done.push((t, g));
+                }
+            }
+        }
+        let mut failed = Vec::new();
+        {
+            let n = &mut self.nodes[idx as usize];
+            for met in immediate {
+                n.remaining -= 1;
+                n.failed |= !met;
+            }
+        }
+        if self.nodes[idx as usize].remaining == 0 {
+            self.fire(me, work, &mut failed);
+        }
+        self.end_failed(failed, work);
+        me
     }
 
     fn closes_cycle(&self, own: u64, deps: &[u64]) -> bool {
@@ -269,6 +392,7 @@ impl GraphEngine for MutexGraph {
                 waiting: 0,
                 ready: 0,
                 running: 0,
+                shut: false,
                 vers: HashMap::new(),
                 stale: 0,
             }),
@@ -282,6 +406,9 @@ impl GraphEngine for MutexGraph {
 
     fn submit(&self, spec: &JobSpec<'_>, work: &mut Work) -> Result<Admission<NodeRef>, Error> {
         let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if s.shut {
+            return Err(SHUTDOWN);
+        }
         let own = rules::ident(spec.key);
         if matches!(s.keys.get(&own), Some(MKey::Live(_) | MKey::Done { .. })) {
             return Err(DUPLICATE_KEY);
@@ -291,104 +418,55 @@ impl GraphEngine for MutexGraph {
         if matches!(s.keys.get(&own), Some(MKey::Waiting(_))) && s.closes_cycle(own, &deps) {
             return Err(CYCLE);
         }
-        if s.free.is_empty() || s.edges_used as usize + spec.deps.len() > self.bounds.edges as usize
-        {
+        if !s.room_for(core::slice::from_ref(spec), &self.bounds) {
             return Ok(Admission::Backpressured);
         }
-        let cap = self.bounds.keys as usize;
-        for ident in core::iter::once(own).chain(spec.deps.iter().map(|d| rules::ident(d.key))) {
-            if !s.keys.contains_key(&ident) {
-                if s.keys.len() >= cap {
-                    return Ok(Admission::Backpressured);
-                }
-                s.keys.insert(ident, MKey::None);
-            }
-            s.ensure_version(ident);
+        Ok(Admission::Admitted(s.admit_one(spec, deps, false, work)))
+    }
+
+    fn submit_batch(
+        &self,
+        jobs: &[JobSpec<'_>],
+        out: &mut Vec<NodeRef>,
+        work: &mut Work,
+    ) -> Result<Admission<()>, Error> {
+        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if s.shut {
+            return Err(SHUTDOWN);
         }
-        let idx = s.free.pop().expect("checked above");
-        let gen = s.nodes[idx as usize].gen;
-        let me = NodeRef { idx, gen };
-        {
-            let n = &mut s.nodes[idx as usize];
-            n.st = St::Waiting;
-            n.remaining = spec.deps.len() as u32;
-            n.failed = false;
-            n.tenant = spec.tenant;
-            n.class = spec.class;
-            n.priority = spec.priority;
-            n.key = own;
-            n.job_key = spec.key;
-            n.deps = deps;
-            n.admit_sealed = None;
-            n.outcome = None;
-            n.retired = None;
-            n.waited_removed = false;
-        }
-        s.waiting += 1;
-        let mut immediate: Vec<bool> = Vec::new();
-        for d in spec.deps {
-            let ident = rules::ident(d.key);
-            let mut parked = false;
-            match s.keys.get_mut(&ident) {
-                Some(MKey::Live(p)) => {
-                    let p = *p;
-                    let pn = &mut s.nodes[p.idx as usize];
-                    if rules::on_admission_list(d.gate) {
-                        if let Some(ok) = pn.admit_sealed {
-                            immediate.push(rules::gate_met(d.gate, ok));
-                        } else {
-                            pn.admit.push((me, d.gate));
-                            parked = true;
-                        }
-                    } else {
-                        pn.done.push((me, d.gate));
-                        parked = true;
-                    }
-                }
-                Some(MKey::Done { admitted, ok }) => {
-                    immediate.push(rules::gate_met_after_end(d.gate, *admitted, *ok));
-                }
-                Some(MKey::Waiting(list)) => {
-                    list.push((me, d.gate));
-                    parked = true;
-                }
-                Some(k @ MKey::None) => {
-                    *k = MKey::Waiting(vec![(me, d.gate)]);
-                    parked = true;
-                }
-                None => unreachable!("inserted above"),
-            }
-            if parked {
-                s.edges_used += 1;
+        for j in jobs {
+            if matches!(
+                s.keys.get(&rules::ident(j.key)),
+                Some(MKey::Live(_) | MKey::Done { .. })
+            ) {
+                return Err(DUPLICATE_KEY);
             }
         }
-        // Publish, adopting the key's waiters.
-        s.nodes[idx as usize].ver = s.ensure_version(own);
-        if let Some(MKey::Waiting(list)) = s.keys.insert(own, MKey::Live(me)) {
-            let n = &mut s.nodes[idx as usize];
-            // Adopted in the lock-free engine's order: the first waiter is released first
-            // among them, after the jobs that link later.
-            for (t, g) in list.into_iter().rev() {
-                if rules::on_admission_list(g) {
-                    n.admit.push((t, g));
-                } else {
-                    n.done.push((t, g));
-                }
-            }
+        let in_batch: HashMap<u64, &[super::Dependency]> =
+            jobs.iter().map(|j| (rules::ident(j.key), j.deps)).collect();
+        if rules::batch_closes_cycle(&in_batch, |k| match s.keys.get(&k) {
+            Some(MKey::Live(p)) => Some(s.nodes[p.idx as usize].deps.clone()),
+            _ => None,
+        }) {
+            return Err(CYCLE);
         }
-        let mut failed = Vec::new();
-        {
-            let n = &mut s.nodes[idx as usize];
-            for met in immediate {
-                n.remaining -= 1;
-                n.failed |= !met;
-            }
+        if !s.room_for(jobs, &self.bounds) {
+            return Ok(Admission::Backpressured);
         }
-        if s.nodes[idx as usize].remaining == 0 {
-            s.fire(me, work, &mut failed);
+        for spec in jobs {
+            let deps = spec.deps.iter().map(|d| rules::ident(d.key)).collect();
+            out.push(s.admit_one(spec, deps, true, work));
         }
-        s.end_failed(failed, work);
-        Ok(Admission::Admitted(me))
+        Ok(Admission::Admitted(()))
+    }
+
+    fn seal_batch(&self, nodes: &[NodeRef], work: &mut Work) {
+        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        for &me in nodes {
+            let mut failed = Vec::new();
+            s.release(me, true, work, &mut failed);
+            s.end_failed(failed, work);
+        }
     }
 
     fn pop_ready(&self, work: &mut Work) -> Option<Ready> {
@@ -459,6 +537,9 @@ impl GraphEngine for MutexGraph {
         work: &mut Work,
     ) -> Result<Admission<()>, Error> {
         let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if s.shut {
+            return Err(SHUTDOWN);
+        }
         let n = match s.node(node) {
             Some(n) if n.st == St::Running => n,
             _ => return Err(STALE),
@@ -558,6 +639,24 @@ impl GraphEngine for MutexGraph {
             }
         }
         Ok(out)
+    }
+
+    fn shutdown(&self, work: &mut Work) {
+        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        s.shut = true;
+        let mut parked = Vec::new();
+        for k in s.keys.values_mut() {
+            if let MKey::Waiting(list) = k {
+                parked.append(list);
+                *k = MKey::None;
+            }
+        }
+        let mut failed = Vec::new();
+        for (target, _) in parked {
+            s.edges_used -= 1;
+            s.release(target, false, work, &mut failed);
+        }
+        s.end_failed(failed, work);
     }
 
     fn advance(&self, key: JobKey, work: &mut Work) -> Result<super::Version, Error> {

@@ -14,6 +14,9 @@ pub(crate) const CYCLE: Error = Error::new(Code::InvalidArgument, Reason::Cycle)
 /// `already-exists / duplicate-key`.
 pub(crate) const DUPLICATE_KEY: Error = Error::new(Code::AlreadyExists, Reason::DuplicateKey);
 
+/// `unavailable / shutdown`: the graph was shut down (SPEC D02's error layer).
+pub(crate) const SHUTDOWN: Error = Error::new(Code::Unavailable, Reason::Shutdown);
+
 /// `not-found / stale-handle`: a handle whose job is gone, or never was in this graph.
 pub(crate) const STALE: Error = Error::new(Code::NotFound, Reason::StaleHandle);
 
@@ -90,4 +93,49 @@ pub(crate) fn gate_from(code: u32) -> Gate {
         1 => Gate::OnSuccess,
         _ => Gate::OnAdmission,
     }
+}
+
+/// Whether admitting `batch` (key identity → its dependencies) all at once closes a cycle:
+/// a depth-first walk from every batch job over the batch's own edges and, for a key outside
+/// the batch, `live_deps(key)` (the dependency keys of its live producer, `None` if it has
+/// none). The graph outside the batch has no cycle, so any cycle passes through a batch job.
+/// Allocates its colour map and stack (the batch path is not a hot path).
+pub(crate) fn batch_closes_cycle(
+    batch: &std::collections::HashMap<u64, &[super::Dependency]>,
+    live_deps: impl Fn(u64) -> Option<Vec<u64>>,
+) -> bool {
+    use std::collections::HashMap;
+    let children = |key: u64| -> Vec<u64> {
+        match batch.get(&key) {
+            Some(deps) => deps.iter().map(|d| ident(d.key)).collect(),
+            None => live_deps(key).unwrap_or_default(),
+        }
+    };
+    // false: on the current path; true: fully explored.
+    let mut colour: HashMap<u64, bool> = HashMap::new();
+    for &root in batch.keys() {
+        if colour.contains_key(&root) {
+            continue;
+        }
+        colour.insert(root, false);
+        let mut stack = vec![(root, children(root))];
+        while let Some((key, kids)) = stack.last_mut() {
+            match kids.pop() {
+                Some(k) => match colour.get(&k) {
+                    Some(false) => return true,
+                    Some(true) => {}
+                    None => {
+                        colour.insert(k, false);
+                        let c = children(k);
+                        stack.push((k, c));
+                    }
+                },
+                None => {
+                    colour.insert(*key, true);
+                    stack.pop();
+                }
+            }
+        }
+    }
+    false
 }

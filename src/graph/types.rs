@@ -189,6 +189,7 @@ pub struct RunningJob {
     pub(super) handle: JobHandle,
     pub(super) key: JobKey,
     pub(super) assignment: Assignment,
+    pub(super) cap: Option<ConcurrencyCap>,
 }
 
 impl RunningJob {
@@ -208,6 +209,22 @@ impl RunningJob {
     #[inline]
     pub fn assignment(&self) -> &Assignment {
         &self.assignment
+    }
+
+    /// The concurrency cap of the batch the job came in, if it was submitted with one
+    /// ([`Graph::submit_batch_atomic`], SPEC D41).
+    #[inline]
+    pub fn cap(&self) -> Option<&ConcurrencyCap> {
+        self.cap.as_ref()
+    }
+
+    /// Runs the job's body: under its batch's cap if it has one (a permit taken right before
+    /// `body` and given back when it returns or unwinds, SPEC D41), else at once.
+    pub fn run<R>(&self, body: impl FnOnce() -> R) -> R {
+        match &self.cap {
+            Some(cap) => cap.run(body),
+            None => body(),
+        }
     }
 }
 

@@ -90,35 +90,7 @@ impl GraphEngine for LockFreeGraph {
         } else {
             &many
         };
-        // Initialise the node; published by the key's Release store (or the edges' pushes).
-        // SAFETY: the node is free and ours until published.
-        n.info.with_mut(|p| unsafe {
-            *p = Info {
-                key: spec.key,
-                tenant: spec.tenant,
-                class: spec.class,
-                priority: spec.priority,
-                key_slot: own_slot,
-            }
-        });
-        // SAFETY: as above.
-        n.outcome.with_mut(|p| unsafe { *p = None });
-        let base = idx as usize * self.bounds.max_deps as usize;
-        for (i, d) in spec.deps.iter().enumerate() {
-            self.dep_keys[base + i].store(rules::ident(d.key), Ordering::Relaxed);
-        }
-        n.dep_count.store(spec.deps.len() as u32, Ordering::Relaxed);
-        // Release: a linker still holding the slot's previous generation (from the key table)
-        // that loads these (Acquire) must then see that generation's end in its key; the free
-        // list's Release/Acquire orders that end before this store.
-        n.admit.store(word(gen, NIL), Ordering::Release);
-        n.done.store(word(gen, NIL), Ordering::Release);
-        // Release: the first RMW of `ctl`'s release sequence; readers of the info acquire it.
-        n.ctl
-            .store(word(gen, spec.deps.len() as u32 + 1), Ordering::Release);
-        // Release: pairs with the generation check of the cycle walk.
-        n.state.store(word(gen, S_WAITING), Ordering::Release);
-        inc(&self.gauges.waiting);
+        self.init_node(me, spec, own_slot);
 
         let own = &self.keys[own_slot as usize];
         // Link every edge first, then publish: the last job of a would-be cycle to publish finds
@@ -163,21 +135,7 @@ impl GraphEngine for LockFreeGraph {
                 continue;
             }
             // Under the lock: adopt the key's waiters into this node's lists, then publish.
-            let mut w = own.waiters.swap(NIL, Ordering::Relaxed);
-            while w != NIL {
-                let edge = &self.edges[w as usize];
-                let next = edge.next.load(Ordering::Relaxed);
-                let gate = rules::gate_from(edge.gate.load(Ordering::Relaxed));
-                let head = if rules::on_admission_list(gate) {
-                    &n.admit
-                } else {
-                    &n.done
-                };
-                edge.next
-                    .store(low_of(head.load(Ordering::Relaxed)), Ordering::Relaxed);
-                head.store(word(gen, w), Ordering::Relaxed);
-                w = next;
-            }
+            self.adopt_waiters(own, me);
             // Release: publishes the node and the adopted lists (pairs with linkers' Acquire).
             own.state.store(key_live(me), Ordering::Release);
             break;
@@ -193,6 +151,19 @@ impl GraphEngine for LockFreeGraph {
         // The hold was the last count and a gate had failed: end it here.
         self.end_failed(failed, work);
         Ok(Admission::Admitted(me))
+    }
+
+    fn submit_batch(
+        &self,
+        jobs: &[JobSpec<'_>],
+        out: &mut Vec<NodeRef>,
+        work: &mut Work,
+    ) -> Result<Admission<()>, Error> {
+        self.batch(jobs, out, work)
+    }
+
+    fn seal_batch(&self, nodes: &[NodeRef], work: &mut Work) {
+        LockFreeGraph::seal_batch(self, nodes, work);
     }
 
     fn pop_ready(&self, work: &mut Work) -> Option<Ready> {
@@ -451,6 +422,10 @@ impl GraphEngine for LockFreeGraph {
 
     fn stale_completions(&self) -> u64 {
         self.stale.load(Ordering::Relaxed)
+    }
+
+    fn shutdown(&self, work: &mut Work) {
+        self.shut_down(work);
     }
 
     fn occupancy(&self) -> Occupancy {

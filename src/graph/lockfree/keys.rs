@@ -143,42 +143,25 @@ impl LockFreeGraph {
             let outcome = JobOutcome::Failed(retired_error(r.why));
             self.retire_end(r.node, outcome, admitted, work, failed);
             if !admitted {
-                self.unpark(r.node);
+                self.unpark_retired(r.node);
             }
         }
     }
 
     /// Frees the edges a retired node still has parked on keys without a producer (its other
     /// edges are inert and freed when their producers end). Takes the topology lock.
-    fn unpark(&self, me: NodeRef) {
+    fn unpark_retired(&self, me: NodeRef) {
         let n = &self.nodes[me.idx as usize];
         // Acquire: pairs with the Release store of the count (submit, discover).
         let count =
             (n.dep_count.load(Ordering::Acquire) as usize).min(self.bounds.max_deps as usize);
         let base = me.idx as usize * self.bounds.max_deps as usize;
+        let slots: Vec<u32> = self.dep_keys[base..base + count]
+            .iter()
+            .filter_map(|d| self.find_slot(d.load(Ordering::Relaxed), false))
+            .collect();
         let _guard = self.lock();
-        for d in &self.dep_keys[base..base + count] {
-            let Some(k) = self.find_slot(d.load(Ordering::Relaxed), false) else {
-                continue;
-            };
-            let key = &self.keys[k as usize];
-            let mut prev: Option<u32> = None;
-            let mut e = key.waiters.load(Ordering::Relaxed);
-            while e != NIL {
-                let edge = &self.edges[e as usize];
-                let next = edge.next.load(Ordering::Relaxed);
-                if NodeRef::unpack(edge.target.load(Ordering::Relaxed)) == me {
-                    match prev {
-                        None => key.waiters.store(next, Ordering::Relaxed),
-                        Some(p) => self.edges[p as usize].next.store(next, Ordering::Relaxed),
-                    }
-                    self.push_edge(e);
-                } else {
-                    prev = Some(e);
-                }
-                e = next;
-            }
-        }
+        self.unpark(me, &slots);
     }
 
     /// Ends a retired node this thread owns (state `ending`): records `outcome`, seals its
@@ -256,7 +239,7 @@ impl LockFreeGraph {
         let err = retired_error(c);
         let mut failed = NIL;
         self.retire_end(node, JobOutcome::Failed(err), true, work, &mut failed);
-        self.unpark(node);
+        self.unpark_retired(node);
         self.end_failed(failed, work);
         Some(err)
     }

@@ -14,6 +14,7 @@
 //! The topology lock (see the module docs of `graph`) guards key waiter lists and the cycle
 //! check only.
 
+mod batch;
 mod engine;
 mod keys;
 
@@ -21,11 +22,10 @@ use super::rules::{self, CYCLE, DEPENDENCY_FAILED, DUPLICATE_KEY, STALE};
 use super::{
     Admission, Bounds, Gate, GraphEngine, JobKey, JobOutcome, JobSpec, NodeRef, Occupancy, Ready,
 };
-use crate::sync::{AtomicU32, AtomicU64, Ordering, UnsafeCell};
+use crate::sync::{AtomicBool, AtomicU32, AtomicU64, Ordering, UnsafeCell};
 use crate::{ClassId, Error, Priority, TenantId};
 use std::collections::HashSet;
-// The topology lock: loom's under `cfg(loom)`, so models may contend on it (a std mutex held
-// across a loom yield point would block the model's only running thread).
+// The topology lock is loom's under `cfg(loom)`, so models that contend for it explore it.
 #[cfg(loom)]
 use loom::sync::{Mutex, MutexGuard};
 #[cfg(not(loom))]
@@ -65,6 +65,10 @@ const K_LIVE: u64 = 2;
 const K_DONE_OK: u64 = 3;
 const K_DONE_FAIL_ADMITTED: u64 = 4;
 const K_DONE_FAIL_UNADMITTED: u64 = 5;
+/// Set over `K_NONE` or `K_WAITING` while an atomic batch that will publish this key holds
+/// the topology lock: every path that finds such a key takes the lock, so it sees the batch
+/// either committed (the key live) or refused (the bit cleared), never in between.
+const K_RESERVED: u64 = 1 << 8;
 
 #[inline]
 fn word(gen: u32, low: u32) -> u64 {
@@ -192,6 +196,8 @@ pub struct LockFreeGraph {
     free_nodes: FreeList,
     free_edges: FreeList,
     topology: Mutex<()>,
+    /// Set (under the topology lock) by `shutdown`: no dependency parks on a key any more.
+    shut: AtomicBool,
     gauges: Gauges,
     bounds: Bounds,
     /// Completions refused as stale (SPEC D21).
@@ -288,6 +294,7 @@ impl LockFreeGraph {
                 head: AtomicU64::new(word(0, 0)),
             },
             topology: Mutex::new(()),
+            shut: AtomicBool::new(false),
             gauges: Gauges::default(),
             bounds,
             stale: AtomicU64::new(0),
@@ -516,6 +523,11 @@ impl LockFreeGraph {
     /// Links edge `e` (dependent `me`, `gate`) to the producer of key slot `k`, or counts it at
     /// once if the producer has ended, or parks it on the key if there is no producer yet.
     fn link(&self, e: u32, k: u32, gate: Gate, me: NodeRef, work: &mut Work) {
+        self.link_with(e, k, gate, me, work, false);
+    }
+
+    /// [`link`](Self::link), by a caller that already holds the topology lock if `locked`.
+    fn link_with(&self, e: u32, k: u32, gate: Gate, me: NodeRef, work: &mut Work, locked: bool) {
         let edge = &self.edges[e as usize];
         edge.target.store(me.packed(), Ordering::Relaxed);
         edge.gate.store(rules::gate_code(gate), Ordering::Relaxed);
@@ -576,11 +588,18 @@ impl LockFreeGraph {
                     return;
                 }
                 _ => {
-                    let _guard = self.lock();
+                    let _guard = (!locked).then(|| self.lock());
                     // Acquire: as the load above (a producer may have published meanwhile).
                     let st = key.state.load(Ordering::Acquire);
                     if st & 0xff >= K_LIVE {
                         continue;
+                    }
+                    // Relaxed: written under this lock.
+                    if self.shut.load(Ordering::Relaxed) {
+                        // Shut down: no producer will come; the gate fails at once.
+                        self.push_edge(e);
+                        self.release(me, false, work, &mut dummy);
+                        return;
                     }
                     if st == K_NONE {
                         // Relaxed CAS is enough: a producer publishing concurrently CASes the
@@ -619,37 +638,47 @@ impl LockFreeGraph {
             if !seen.insert(ident) {
                 continue;
             }
-            let Some(k) = self.find_key(ident, false) else {
-                continue;
-            };
-            // Acquire: pairs with the producer's publication (Release), after which its
-            // dependency keys are visible.
-            let st = self.keys[k as usize].state.load(Ordering::Acquire);
-            if st & 0xff != K_LIVE {
-                continue;
-            }
-            let idx = (st as u32) >> 8;
-            let gen = gen_of(st);
-            let n = &self.nodes[idx as usize];
-            // Acquire: as the key load; the count was written before the publication.
-            let count = n.dep_count.load(Ordering::Acquire) as usize;
-            let base = idx as usize * self.bounds.max_deps as usize;
-            let mut found = Vec::with_capacity(count);
-            for d in &self.dep_keys[base..base + count.min(self.bounds.max_deps as usize)] {
-                found.push(d.load(Ordering::Relaxed));
-            }
-            // Acquire: if the node is still the same generation, the keys read belong to it.
-            if gen_of(n.state.load(Ordering::Acquire)) == gen {
+            if let Some(found) = self.live_deps(ident) {
                 stack.extend(found);
             }
         }
         false
     }
 
+    /// The dependency keys of the live producer of key `ident`, if it has one.
+    fn live_deps(&self, ident: u64) -> Option<Vec<u64>> {
+        let k = self.find_key(ident, false)?;
+        // Acquire: pairs with the producer's publication (Release), after which its
+        // dependency keys are visible.
+        let st = self.keys[k as usize].state.load(Ordering::Acquire);
+        if st & 0xff != K_LIVE {
+            return None;
+        }
+        let idx = (st as u32) >> 8;
+        let gen = gen_of(st);
+        let n = &self.nodes[idx as usize];
+        // Acquire: as the key load; the count was written before the publication.
+        let count = n.dep_count.load(Ordering::Acquire) as usize;
+        let base = idx as usize * self.bounds.max_deps as usize;
+        let mut found = Vec::with_capacity(count);
+        for d in &self.dep_keys[base..base + count.min(self.bounds.max_deps as usize)] {
+            found.push(d.load(Ordering::Relaxed));
+        }
+        // Acquire: if the node is still the same generation, the keys read belong to it.
+        (gen_of(n.state.load(Ordering::Acquire)) == gen).then_some(found)
+    }
+
     /// Undoes a submission refused after some edges were linked: the node's generation moves
     /// on (so linked edges are inert), its waiter edges are unparked.
     fn retire_refused(&self, me: NodeRef, dep_slots: &[u32]) {
-        let _guard = self.lock();
+        let guard = self.lock();
+        self.unpark(me, dep_slots);
+        drop(guard);
+        self.free_slot(me);
+    }
+
+    /// Under the topology lock: takes the edges of `me` off the waiter lists of `dep_slots`.
+    fn unpark(&self, me: NodeRef, dep_slots: &[u32]) {
         for &k in dep_slots {
             let key = &self.keys[k as usize];
             let mut prev: Option<u32> = None;
@@ -669,8 +698,34 @@ impl LockFreeGraph {
                 e = next;
             }
         }
-        drop(_guard);
-        self.free_slot(me);
+    }
+
+    /// Shuts the graph down (SPEC D02's `shutdown`): under the topology lock, marks it shut
+    /// (later dependencies on a key without producer fail at once) and fails every parked
+    /// dependency, so a job that waits for a producer that will never come ends
+    /// `dependency-failed`. A walk of the key table: the rare path.
+    pub(super) fn shut_down(&self, work: &mut Work) {
+        let guard = self.lock();
+        self.shut.store(true, Ordering::Relaxed);
+        let mut failed = NIL;
+        for key in self.keys.iter() {
+            // Relaxed: waiter lists and `K_WAITING` change only under this lock.
+            if key.state.load(Ordering::Relaxed) != K_WAITING {
+                continue;
+            }
+            let mut w = key.waiters.swap(NIL, Ordering::Relaxed);
+            key.state.store(K_NONE, Ordering::Relaxed);
+            while w != NIL {
+                let edge = &self.edges[w as usize];
+                let next = edge.next.load(Ordering::Relaxed);
+                let target = NodeRef::unpack(edge.target.load(Ordering::Relaxed));
+                self.push_edge(w);
+                self.release(target, false, work, &mut failed);
+                w = next;
+            }
+        }
+        drop(guard);
+        self.end_failed(failed, work);
     }
 
     fn give_back_edges(&self, mut e: u32) {

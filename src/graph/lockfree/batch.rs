@@ -1,0 +1,245 @@
+//! The lock-free graph's all-or-none batch (SPEC D04) and the node set-up it shares with
+//! `submit`.
+//!
+//! A batch is the rare path: it runs under the topology lock. It first reserves every job's
+//! key (`K_RESERVED`, which sends whoever meets the key to the lock), refuses a duplicate or a
+//! cycle with nothing changed, takes every node and edge it needs (`Backpressured` otherwise,
+//! nothing changed), then links and publishes every job while each node still holds the
+//! batch's count. Nothing outside the lock can see a reserved key as anything but "ask the
+//! lock", so the batch becomes visible as a whole when the lock is released; then
+//! [`seal_batch`](LockFreeGraph::seal_batch) gives up every hold, and jobs whose gates hold
+//! become ready.
+
+use super::*;
+use crate::graph::Dependency;
+use std::collections::HashMap;
+
+impl LockFreeGraph {
+    /// Writes a reserved node's fields and publishes its words at generation `me.gen`, with
+    /// `remaining` = dependencies + 1 (the submitter's hold).
+    pub(super) fn init_node(&self, me: NodeRef, spec: &JobSpec<'_>, own_slot: u32) {
+        let NodeRef { idx, gen } = me;
+        let n = &self.nodes[idx as usize];
+        // Initialise the node; published by the key's Release store (or the edges' pushes).
+        // SAFETY: the node is free and ours until published.
+        n.info.with_mut(|p| unsafe {
+            *p = Info {
+                key: spec.key,
+                tenant: spec.tenant,
+                class: spec.class,
+                priority: spec.priority,
+                key_slot: own_slot,
+            }
+        });
+        // SAFETY: as above.
+        n.outcome.with_mut(|p| unsafe { *p = None });
+        let base = idx as usize * self.bounds.max_deps as usize;
+        for (i, d) in spec.deps.iter().enumerate() {
+            self.dep_keys[base + i].store(rules::ident(d.key), Ordering::Relaxed);
+        }
+        n.dep_count.store(spec.deps.len() as u32, Ordering::Relaxed);
+        // Release: a linker still holding the slot's previous generation (from the key table)
+        // that loads these (Acquire) must then see that generation's end in its key; the free
+        // list's Release/Acquire orders that end before this store.
+        n.admit.store(word(gen, NIL), Ordering::Release);
+        n.done.store(word(gen, NIL), Ordering::Release);
+        // Release: the first RMW of `ctl`'s release sequence; readers of the info acquire it.
+        n.ctl
+            .store(word(gen, spec.deps.len() as u32 + 1), Ordering::Release);
+        // Release: pairs with the generation check of the cycle walk.
+        n.state.store(word(gen, S_WAITING), Ordering::Release);
+        inc(&self.gauges.waiting);
+    }
+
+    /// Under the topology lock: moves the waiters of key `own` onto the lists of node `me`,
+    /// which is about to be published as the key's producer.
+    pub(super) fn adopt_waiters(&self, own: &KeySlot, me: NodeRef) {
+        let n = &self.nodes[me.idx as usize];
+        let mut w = own.waiters.swap(NIL, Ordering::Relaxed);
+        while w != NIL {
+            let edge = &self.edges[w as usize];
+            let next = edge.next.load(Ordering::Relaxed);
+            let gate = rules::gate_from(edge.gate.load(Ordering::Relaxed));
+            let head = if rules::on_admission_list(gate) {
+                &n.admit
+            } else {
+                &n.done
+            };
+            edge.next
+                .store(low_of(head.load(Ordering::Relaxed)), Ordering::Relaxed);
+            head.store(word(me.gen, w), Ordering::Relaxed);
+            w = next;
+        }
+    }
+
+    /// Under the topology lock: clears the reservation of each key slot in `slots`.
+    fn unreserve(&self, slots: &[u32]) {
+        for &k in slots {
+            let key = &self.keys[k as usize];
+            // Relaxed: no lock-free writer touches a reserved key; the lock orders the rest.
+            let st = if key.waiters.load(Ordering::Relaxed) == NIL {
+                K_NONE
+            } else {
+                K_WAITING
+            };
+            key.state.store(st, Ordering::Relaxed);
+        }
+    }
+
+    /// Admits every job of `jobs` (validated, distinct keys) or none (SPEC D04); on success
+    /// `out` holds their nodes in input order, each still holding the batch's count until
+    /// [`seal_batch`](Self::seal_batch).
+    pub(super) fn batch(
+        &self,
+        jobs: &[JobSpec<'_>],
+        out: &mut Vec<NodeRef>,
+        work: &mut Work,
+    ) -> Result<Admission<()>, Error> {
+        let guard = self.lock();
+        // Relaxed: written under this lock.
+        if self.shut.load(Ordering::Relaxed) {
+            return Err(rules::SHUTDOWN);
+        }
+        // Refusals first, before anything is claimed: a taken key, a cycle.
+        for j in jobs {
+            if let Some(k) = self.find_key(rules::ident(j.key), false) {
+                // Acquire: pairs with the key's publication (Release).
+                if self.keys[k as usize].state.load(Ordering::Acquire) & 0xff >= K_LIVE {
+                    return Err(DUPLICATE_KEY);
+                }
+            }
+        }
+        let in_batch: HashMap<u64, &[Dependency]> =
+            jobs.iter().map(|j| (rules::ident(j.key), j.deps)).collect();
+        if rules::batch_closes_cycle(&in_batch, |k| self.live_deps(k)) {
+            return Err(CYCLE);
+        }
+        // Key slots (as a single submit, a slot claimed for a key stays claimed).
+        let mut own_slots = Vec::with_capacity(jobs.len());
+        let mut dep_slots = Vec::new();
+        for j in jobs {
+            let Some(k) = self.find_key(rules::ident(j.key), true) else {
+                return Ok(Admission::Backpressured);
+            };
+            own_slots.push(k);
+            for d in j.deps {
+                let Some(k) = self.find_key(rules::ident(d.key), true) else {
+                    return Ok(Admission::Backpressured);
+                };
+                dep_slots.push(k);
+            }
+        }
+        // Reserve every key: a lock-free publisher of the same key now goes to the lock. One
+        // may have published the key since the check above: refused then, with the claims.
+        let mut had_waiters = false;
+        for (i, &k) in own_slots.iter().enumerate() {
+            let key = &self.keys[k as usize];
+            loop {
+                // Acquire: pairs with a lock-free publication (Release) of the same key.
+                let st = key.state.load(Ordering::Acquire);
+                if st & 0xff >= K_LIVE {
+                    self.unreserve(&own_slots[..i]);
+                    return Err(DUPLICATE_KEY);
+                }
+                // Relaxed: the reservation carries no data; a publisher racing on `K_NONE`
+                // makes this fail and the loop see its key live.
+                if key
+                    .state
+                    .compare_exchange(st, st | K_RESERVED, Ordering::Relaxed, Ordering::Relaxed)
+                    .is_ok()
+                {
+                    had_waiters |= st == K_WAITING;
+                    break;
+                }
+            }
+        }
+        // Nodes and edges for every job.
+        let mut edges = NIL;
+        let give_back = |nodes: &[NodeRef], edges: u32| {
+            self.give_back_edges(edges);
+            for n in nodes {
+                self.push_node(n.idx);
+            }
+        };
+        for _ in 0..dep_slots.len() {
+            match self.pop_edge() {
+                Some(e) => {
+                    self.edges[e as usize].next.store(edges, Ordering::Relaxed);
+                    edges = e;
+                }
+                None => {
+                    give_back(&[], edges);
+                    self.unreserve(&own_slots);
+                    return Ok(Admission::Backpressured);
+                }
+            }
+        }
+        for _ in jobs {
+            match self.pop_node() {
+                Some(idx) => {
+                    let gen = gen_of(self.nodes[idx as usize].state.load(Ordering::Relaxed));
+                    out.push(NodeRef { idx, gen });
+                }
+                None => {
+                    give_back(out, edges);
+                    out.clear();
+                    self.unreserve(&own_slots);
+                    return Ok(Admission::Backpressured);
+                }
+            }
+        }
+        // Commit: set up, link (a dependency inside the batch parks on its reserved key, to be
+        // adopted below), then publish.
+        let mut e = edges;
+        let mut at = 0;
+        for (j, (spec, &me)) in jobs.iter().zip(out.iter()).enumerate() {
+            self.init_node(me, spec, own_slots[j]);
+            for d in spec.deps {
+                let next = self.edges[e as usize].next.load(Ordering::Relaxed);
+                self.link_with(e, dep_slots[at], d.gate, me, work, true);
+                at += 1;
+                e = next;
+            }
+        }
+        // A key that had waiters before: a job published meanwhile without the lock may close
+        // a cycle through it now that the edges are linked (the single submit's publication
+        // check, see `closes_cycle`). Rare; the linked edges stay inert.
+        if had_waiters && rules::batch_closes_cycle(&in_batch, |k| self.live_deps(k)) {
+            let mut at = 0;
+            for (spec, &me) in jobs.iter().zip(out.iter()) {
+                self.unpark(me, &dep_slots[at..at + spec.deps.len()]);
+                at += spec.deps.len();
+            }
+            self.unreserve(&own_slots);
+            drop(guard);
+            for &me in out.iter() {
+                dec(&self.gauges.waiting);
+                self.free_slot(me);
+            }
+            out.clear();
+            return Err(CYCLE);
+        }
+        for (&k, &me) in own_slots.iter().zip(out.iter()) {
+            let own = &self.keys[k as usize];
+            self.adopt_waiters(own, me);
+            // Release: publishes the node and its adopted lists (pairs with linkers' Acquire).
+            own.state.store(key_live(me), Ordering::Release);
+            // The key version it runs at (exact: key operations take this lock too).
+            self.nodes[me.idx as usize]
+                .ver
+                .store(self.ensure_version(k), Ordering::Relaxed);
+        }
+        drop(guard);
+        Ok(Admission::Admitted(()))
+    }
+
+    /// Gives up the batch's hold on each node of `nodes`: those whose gates all hold become
+    /// ready (onto `work`), those with a failed gate end.
+    pub(super) fn seal_batch(&self, nodes: &[NodeRef], work: &mut Work) {
+        for &me in nodes {
+            let mut failed = NIL;
+            self.release(me, true, work, &mut failed);
+            self.end_failed(failed, work);
+        }
+    }
+}

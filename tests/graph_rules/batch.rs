@@ -1,0 +1,221 @@
+//! SPEC D04's all-or-none batch and D41's per-batch cap, run on both graph engines (the
+//! `both_graphs!` list in `graph_rules.rs` names them).
+
+use super::*;
+
+fn handles(a: Admission<Vec<JobHandle>>) -> Vec<JobHandle> {
+    match a {
+        Admission::Admitted(h) => h,
+        other => panic!("batch not admitted: {other:?}"),
+    }
+}
+
+/// Every refusal of an atomic batch — bad input, a duplicate key (inside the batch or of a
+/// live job), a cycle inside the batch or through a waiting key, a full store — admits none
+/// of it and changes nothing; an accepted batch admits every job, dependencies inside it in
+/// any order, and `wait_batch` gives their outcomes in input order.
+pub(crate) fn d04_atomic_batch_admits_all_or_none<E: GraphEngine>() {
+    let g = builder(Limits::UNLIMITED)
+        .nodes(8)
+        .edges(8)
+        .keys(64)
+        .build_with::<E>()
+        .unwrap();
+    let live = admit(&g, 1, &[]);
+    // A job waits on key 20, which has no producer: it must not run early.
+    let waiter = admit(&g, 30, &[dep(20, Gate::OnSuccess)]);
+    let base = g.occupancy();
+    let on = |k| [dep(k, Gate::OnSuccess)];
+    let (d10, d11, d12, d30) = (on(10), on(11), on(12), on(30));
+    let refused: [(&[JobSpec<'_>], Reason); 5] = [
+        // Key 1 is live.
+        (&[spec(10, &[]), spec(1, &[])], Reason::DuplicateKey),
+        // Twice the same key inside the batch.
+        (&[spec(10, &[]), spec(10, &[])], Reason::DuplicateKey),
+        // 10 -> 11 -> 12 -> 10 inside the batch.
+        (
+            &[spec(10, &d12), spec(11, &d10), spec(12, &d11)],
+            Reason::Cycle,
+        ),
+        // 20 -> 30 -> 20 through the waiting job.
+        (&[spec(10, &[]), spec(20, &d30)], Reason::Cycle),
+        // A self-dependency is bad input.
+        (&[spec(10, &[]), spec(11, &d11)], Reason::Cycle),
+    ];
+    for (batch, reason) in refused {
+        let e = g.submit_batch_atomic(batch, None).unwrap_err();
+        assert_eq!(e.reason(), reason, "{batch:?}");
+        assert_eq!(g.occupancy(), base, "{batch:?}");
+    }
+    // Too many nodes (6 free) or edges (7 free): nothing admitted, nothing held.
+    let seven: Vec<JobSpec<'_>> = (40..47).map(|k| spec(k, &[])).collect();
+    assert_eq!(
+        g.submit_batch_atomic(&seven, None).unwrap(),
+        Admission::Backpressured
+    );
+    let fan = [dep(1, Gate::Sequential), dep(30, Gate::Sequential)];
+    let wide = [
+        spec(50, &fan),
+        spec(51, &fan),
+        spec(52, &fan),
+        spec(53, &fan),
+    ];
+    assert_eq!(
+        g.submit_batch_atomic(&wide, None).unwrap(),
+        Admission::Backpressured
+    );
+    let o = g.occupancy();
+    assert_eq!(
+        (o.nodes_used, o.edges_used, o.waiting, o.ready),
+        (base.nodes_used, base.edges_used, base.waiting, base.ready)
+    );
+    // None of the refused keys was taken: each is free for a single submit later. The
+    // accepted batch: 12 depends on 11 (later in the batch), 11 on the live job, 20 (the key
+    // the waiter waits for) on 12.
+    let (d1, d11, d12) = (on(1), on(11), on(12));
+    let batch = [spec(12, &d11), spec(11, &d1), spec(20, &d12)];
+    let hs = handles(g.submit_batch_atomic(&batch, None).unwrap());
+    assert_eq!(hs.len(), 3);
+    assert_eq!(g.occupancy().nodes_used, base.nodes_used + 3);
+    // Only the live job is ready; then the batch in dependency order, then the waiter.
+    let ran = drain(&g, &[]);
+    assert_eq!(ran, vec![live, hs[1], hs[0], hs[2], waiter]);
+    assert_eq!(
+        g.wait_batch(&hs).unwrap(),
+        vec![JobOutcome::Succeeded; 3],
+        "input order"
+    );
+    for k in [10, 40, 46, 50, 53] {
+        admit(&g, k, &[]);
+    }
+}
+
+/// An observer never sees part of an atomic batch: while one thread submits batches of two
+/// keys, another submits the same two keys one by one in the other order. Either the batch
+/// won (the observer's both submits are duplicates) or the observer did (the batch is refused
+/// and the observer holds both keys); never one key each.
+pub(crate) fn d04_atomic_batch_is_never_seen_half_admitted<E: GraphEngine>() {
+    const ROUNDS: u64 = if cfg!(miri) { 40 } else { 1500 };
+    let g = builder(Limits::UNLIMITED)
+        .nodes(4 * ROUNDS as u32)
+        .edges(2 * ROUNDS as u32)
+        .keys(8 * ROUNDS as u32)
+        .build_with::<E>()
+        .unwrap();
+    let start = Arc::new(std::sync::Barrier::new(2));
+    let batcher = {
+        let g = g.clone();
+        let start = start.clone();
+        std::thread::spawn(move || {
+            start.wait();
+            (0..ROUNDS)
+                .map(|r| {
+                    let d = [dep(2 * r, Gate::OnSuccess)];
+                    match g.submit_batch_atomic(&[spec(2 * r, &[]), spec(2 * r + 1, &d)], None) {
+                        Ok(Admission::Admitted(h)) => {
+                            assert_eq!(h.len(), 2);
+                            true
+                        }
+                        Err(e) if e.reason() == Reason::DuplicateKey => false,
+                        other => panic!("{other:?}"),
+                    }
+                })
+                .collect::<Vec<bool>>()
+        })
+    };
+    start.wait();
+    let mut observed = Vec::new();
+    for r in 0..ROUNDS {
+        let probe = |k| match g.submit(&spec(k, &[])) {
+            Ok(Admission::Admitted(_)) => true,
+            Err(e) if e.reason() == Reason::DuplicateKey => false,
+            other => panic!("{other:?}"),
+        };
+        let second = probe(2 * r + 1);
+        let first = probe(2 * r);
+        observed.push((second, first));
+    }
+    let batched = batcher.join().unwrap();
+    let (mut won, mut lost) = (0, 0);
+    for (r, (&b, &(second, first))) in batched.iter().zip(&observed).enumerate() {
+        assert_eq!(
+            (second, first),
+            (!b, !b),
+            "round {r}: batch admitted {b}, observer got {second} then {first}"
+        );
+        if b {
+            won += 1;
+        } else {
+            lost += 1;
+        }
+    }
+    eprintln!("batches admitted {won}, refused {lost}");
+    assert_eq!(g.occupancy().nodes_used as u64, 2 * ROUNDS);
+}
+
+/// SPEC D41 on a batch: the cap given to `submit_batch_atomic` bounds the batch's bodies run
+/// through `RunningJob::run` on four executor threads, is released on return and on unwind,
+/// and does not touch jobs outside the batch.
+pub(crate) fn d41_batch_cap_bounds_the_batch_bodies<E: GraphEngine>() {
+    const JOBS: u64 = 24;
+    let g = builder(Limits::UNLIMITED).build_with::<E>().unwrap();
+    let cap = ConcurrencyCap::new(2).unwrap();
+    let batch: Vec<JobSpec<'_>> = (0..JOBS).map(|k| spec(k, &[])).collect();
+    let hs = handles(g.submit_batch_atomic(&batch, Some(&cap)).unwrap());
+    let outside = admit(&g, 100, &[]);
+    let live = Arc::new(AtomicU32::new(0));
+    let peak = Arc::new(AtomicU32::new(0));
+    let execs: Vec<_> = (0..4)
+        .map(|_| {
+            let (g, live, peak) = (g.clone(), live.clone(), peak.clone());
+            std::thread::spawn(move || {
+                let mut uncapped = 0;
+                while let Some(job) = g.try_next(CPU) {
+                    let capped = job.cap().is_some();
+                    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        job.run(|| {
+                            if capped {
+                                let now = live.fetch_add(1, Ordering::SeqCst) + 1;
+                                peak.fetch_max(now, Ordering::SeqCst);
+                                std::thread::sleep(std::time::Duration::from_millis(2));
+                                live.fetch_sub(1, Ordering::SeqCst);
+                                if job.key().key.0 % 3 == 0 {
+                                    panic!("body fails");
+                                }
+                            }
+                        })
+                    }));
+                    uncapped += u32::from(!capped);
+                    let outcome = match r {
+                        Ok(()) => JobOutcome::Succeeded,
+                        Err(_) => {
+                            JobOutcome::Failed(fairway::Error::new(Code::Internal, Reason::Failed))
+                        }
+                    };
+                    g.complete(job, outcome).unwrap();
+                }
+                uncapped
+            })
+        })
+        .collect();
+    let uncapped: u32 = execs.into_iter().map(|t| t.join().unwrap()).sum();
+    assert_eq!(uncapped, 1, "only the job outside the batch has no cap");
+    assert_eq!(
+        peak.load(Ordering::SeqCst),
+        2,
+        "the cap bounds and is reached"
+    );
+    assert_eq!(
+        cap.available(),
+        2,
+        "every permit came back, unwinds included"
+    );
+    let out = g.wait_batch(&hs).unwrap();
+    for (k, o) in out.iter().enumerate() {
+        assert_eq!(o.is_success(), k % 3 != 0, "job {k}");
+    }
+    assert_eq!(
+        g.take_outcome(outside).unwrap(),
+        Some(JobOutcome::Succeeded)
+    );
+}
