@@ -9,6 +9,7 @@ use fairway::graph::{
     Admission, Dependency, Gate, Graph, GraphEngine, JobHandle, JobKey, JobOutcome, JobSpec,
 };
 use fairway::{ClassId, TenantId};
+use fairway_bench_support::alloc::thread_allocs;
 use fairway_bench_support::latency::Latency;
 use fairway_bench_support::Measured;
 
@@ -87,19 +88,23 @@ impl Default for Dag {
     }
 }
 
-/// Repeats `once` (which returns the seconds of its timed part) until `d` has passed, at least
-/// once; jobs plus edges per second over the timed parts.
-fn repeat(size: usize, d: Duration, mut once: impl FnMut() -> f64) -> Measured {
+/// Repeats `once` (which returns the seconds of its timed part and the heap allocations made
+/// in it, on every thread taking part) until `d` has passed, at least once; jobs plus edges per
+/// second over the timed parts, allocations per job-or-edge.
+fn repeat(size: usize, d: Duration, mut once: impl FnMut() -> (f64, u64)) -> Measured {
     let start = Instant::now();
-    let (mut secs, mut runs) = (0.0, 0u64);
+    let (mut secs, mut allocs, mut runs) = (0.0, 0u64, 0u64);
     while runs == 0 || start.elapsed() < d {
-        secs += once();
+        let (s, a) = once();
+        secs += s;
+        allocs += a;
         runs += 1;
     }
+    let ops = (size as u64 * runs) as f64;
     Measured {
-        ops_per_sec: (size as u64 * runs) as f64 / secs,
+        ops_per_sec: ops / secs,
         latency: Latency::new(),
-        allocs_per_op: 0.0,
+        allocs_per_op: allocs as f64 / ops,
         score: None,
     }
 }
@@ -129,7 +134,7 @@ pub fn topo_walk(dag: &Dag, d: Duration) -> Measured {
     repeat(dag.size(), d, || {
         let mut left = indeg.clone();
         let mut queue: Vec<u32> = Vec::with_capacity(DAG_JOBS);
-        let t = Instant::now();
+        let (t, before) = (Instant::now(), thread_allocs());
         queue.extend((0..DAG_JOBS as u32).filter(|&j| left[j as usize] == 0));
         let mut head = 0;
         while head < queue.len() {
@@ -142,9 +147,9 @@ pub fn topo_walk(dag: &Dag, d: Duration) -> Measured {
                 }
             }
         }
-        let s = t.elapsed().as_secs_f64();
+        let r = (t.elapsed().as_secs_f64(), thread_allocs() - before);
         assert_eq!(queue.len(), DAG_JOBS);
-        s
+        r
     })
 }
 
@@ -190,9 +195,11 @@ pub fn whole_dag<E: GraphEngine>(dag: &Dag, threads: usize, d: Duration) -> Meas
             threads as u32,
         );
         let done = AtomicUsize::new(0);
+        let allocs = std::sync::atomic::AtomicU64::new(0);
         let (secs, handles) = std::thread::scope(|s| {
             for _ in 0..threads {
                 s.spawn(|| {
+                    let before = thread_allocs();
                     while done.load(Ordering::Relaxed) < DAG_JOBS {
                         match g.try_next(CPU) {
                             Some(job) => {
@@ -202,11 +209,12 @@ pub fn whole_dag<E: GraphEngine>(dag: &Dag, threads: usize, d: Duration) -> Meas
                             None => std::thread::yield_now(),
                         }
                     }
+                    allocs.fetch_add(thread_allocs() - before, Ordering::Relaxed);
                 });
             }
-            let t = Instant::now();
             let mut handles = Vec::with_capacity(DAG_JOBS);
             let mut deps = Vec::with_capacity(DEGREE);
+            let (t, before) = (Instant::now(), thread_allocs());
             for j in 0..DAG_JOBS {
                 deps.clear();
                 deps.extend(dag.deps_of(j).iter().map(|&p| Dependency {
@@ -218,12 +226,13 @@ pub fn whole_dag<E: GraphEngine>(dag: &Dag, threads: usize, d: Duration) -> Meas
             while done.load(Ordering::Relaxed) < DAG_JOBS {
                 std::thread::yield_now();
             }
+            allocs.fetch_add(thread_allocs() - before, Ordering::Relaxed);
             (t.elapsed().as_secs_f64(), handles)
         });
         for h in handles {
             assert!(g.take_outcome(h).unwrap().unwrap().is_success());
         }
-        secs
+        (secs, allocs.into_inner())
     })
 }
 
@@ -241,7 +250,7 @@ fn batch(jobs: usize) -> usize {
 pub fn advance<E: GraphEngine>(jobs: usize, d: Duration) -> Measured {
     let b = batch(jobs);
     let per = jobs.max(1);
-    let (start, mut secs, mut ops) = (Instant::now(), 0.0, 0u64);
+    let (start, mut secs, mut ops, mut allocs) = (Instant::now(), 0.0, 0u64, 0u64);
     while ops == 0 || start.elapsed() < d {
         let g = graph::<E>((b * per + 8) as u32, (b * per + 8) as u32, 1 << 16, 4);
         let missing = 1 << 40;
@@ -259,18 +268,19 @@ pub fn advance<E: GraphEngine>(jobs: usize, d: Duration) -> Measured {
                 }
             }
         }
-        let t = Instant::now();
+        let (t, before) = (Instant::now(), thread_allocs());
         for k in 0..b {
             g.advance(JobKey::new((k * per) as u64)).unwrap();
         }
         secs += t.elapsed().as_secs_f64();
+        allocs += thread_allocs() - before;
         ops += b as u64;
         assert_eq!(g.occupancy().waiting, 0);
     }
     Measured {
         ops_per_sec: ops as f64 / secs,
         latency: Latency::new(),
-        allocs_per_op: 0.0,
+        allocs_per_op: allocs as f64 / ops as f64,
         score: None,
     }
 }
@@ -279,7 +289,7 @@ pub fn advance<E: GraphEngine>(jobs: usize, d: Duration) -> Measured {
 /// / removed`). One op is one `remove`.
 pub fn remove<E: GraphEngine>(waiters: usize, d: Duration) -> Measured {
     let b = batch(waiters);
-    let (start, mut secs, mut ops) = (Instant::now(), 0.0, 0u64);
+    let (start, mut secs, mut ops, mut allocs) = (Instant::now(), 0.0, 0u64, 0u64);
     while ops == 0 || start.elapsed() < d {
         let n = (b * (waiters + 1) + 8) as u32;
         let g = graph::<E>(n, n, 1 << 16, 4);
@@ -289,11 +299,12 @@ pub fn remove<E: GraphEngine>(waiters: usize, d: Duration) -> Measured {
                 admit(&g, key + i, &[dep(key)]);
             }
         }
-        let t = Instant::now();
+        let (t, before) = (Instant::now(), thread_allocs());
         for k in 0..b {
             g.remove(JobKey::new((k * (waiters + 1)) as u64)).unwrap();
         }
         secs += t.elapsed().as_secs_f64();
+        allocs += thread_allocs() - before;
         ops += b as u64;
         assert_eq!(g.occupancy().waiting, 0);
         assert_eq!(g.occupancy().edges_used, 0);
@@ -301,7 +312,7 @@ pub fn remove<E: GraphEngine>(waiters: usize, d: Duration) -> Measured {
     Measured {
         ops_per_sec: ops as f64 / secs,
         latency: Latency::new(),
-        allocs_per_op: 0.0,
+        allocs_per_op: allocs as f64 / ops as f64,
         score: None,
     }
 }

@@ -122,6 +122,35 @@ impl<E: GraphEngine> Graph<E> {
     /// `not-found / unknown-key` for a key never named or removed; `resource-exhausted /
     /// generation-exhausted` when the generation is at the graph's maximum (SPEC D22: it
     /// never wraps). Nothing changed then.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use fairway::admission::{ClassSpec, Ledger, LedgerConfig};
+    /// use fairway::graph::{Admission, Graph, JobKey, JobOutcome, JobSpec};
+    /// use fairway::{ClassId, Reason, TenantId};
+    ///
+    /// let ledger = Ledger::new(LedgerConfig::new(vec![ClassSpec::new("cpu")], 1))?;
+    /// let graph = Graph::builder(ledger).class(1).build()?;
+    /// let spec = JobSpec {
+    ///     key: JobKey::new(7),
+    ///     tenant: TenantId(0),
+    ///     class: ClassId(0),
+    ///     priority: 0,
+    ///     deps: &[],
+    /// };
+    /// let Admission::Admitted(old) = graph.submit(&spec)? else { unreachable!() };
+    /// // The input changed before the job ran: supersede it and submit the next generation.
+    /// assert_eq!(graph.advance(JobKey::new(7))?.generation, 1);
+    /// let Admission::Admitted(new) = graph.submit(&spec)? else { unreachable!() };
+    /// while let Some(job) = graph.try_next(ClassId(0)) {
+    ///     graph.complete(job, JobOutcome::Succeeded)?;
+    /// }
+    /// assert!(matches!(graph.take_outcome(old)?, Some(JobOutcome::Failed(e))
+    ///     if e.reason() == Reason::Superseded));
+    /// assert_eq!(graph.take_outcome(new)?, Some(JobOutcome::Succeeded));
+    /// # Ok::<(), fairway::Error>(())
+    /// ```
     pub fn advance(&self, key: JobKey) -> Result<Version, Error> {
         let mut work = E::Work::default();
         let r = self.inner.engine.advance(key, &mut work);

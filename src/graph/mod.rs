@@ -1,5 +1,5 @@
-//! The dependency graph (SPEC section D, part 1): keyed jobs with gated edges, run on the fair
-//! scheduler.
+//! The dependency graph (SPEC section D): keyed, versioned jobs with gated edges, run on the
+//! fair scheduler.
 //!
 //! A job names its key, tenant, class and priority and lists dependencies on other keys, each
 //! with a [`Gate`]. It becomes ready only when every gate holds (D12); then it takes its ledger
@@ -59,7 +59,25 @@
 //! that such an adoption or a discovery (D14) needs (D15, a walk of the dependency keys
 //! upstream, which allocates its visited set), and recording a discovered dependency's key. No
 //! user code, waker or drop of user data runs under it. A submit whose key has no waiters and
-//! whose dependencies all have producers never takes it.
+//! whose dependencies all have producers never takes it. The key operations (`advance`,
+//! `remove`, `reset`) take it too, as does freeing the parked edges of a job they retired.
+//!
+//! # Keys: versions, supersede, removal (SPEC D01, D20–D24)
+//!
+//! A key ([`JobKey`]) exists from the first job or dependency that names it until it is
+//! removed; it has a [`Version`]: a process-unique incarnation and a generation.
+//! [`Graph::advance`] bumps the generation and retires the key's current job in the same step:
+//! waiting or queued, it ends `cancelled / superseded`; running, its completion will be refused
+//! as stale (the job's witness is no longer current, [`Graph::is_current`]). A retired job
+//! meets none of its dependents' gates, so they fail `dependency-failed`; jobs waiting on the
+//! key with no producer wait for the next generation's. [`Graph::remove`] and [`Graph::reset`]
+//! do the same with `removed`, and fail the key's waiters `unavailable / removed`. A
+//! [`Witness`] proves a running job's version; [`Graph::check_witness`] refuses it once the
+//! key advanced, was removed, or was re-created. See `keys.rs` and each engine's `keys.rs` for
+//! the protocol: on the lock-free engine the key's version word changes under the topology
+//! lock, the key's state word is moved off its producer by one CAS (the linearisation point),
+//! and the producer is retired by a flag in its count word, which the executor's `start` keeps
+//! and `complete` checks.
 //!
 //! # What holds, and where it is tested
 //!
@@ -71,7 +89,11 @@
 //! transitive `dependency-failed`), D11, D12, D13, D14 (a dependency discovered while a job
 //! runs gates its end; union with earlier edges), D15 (self-dependency; a cycle through a
 //! waiting key, refused with nothing changed; two threads racing the halves of a cycle in
-//! `tests/graph_churn.rs`), D40 (a chain of 16 jobs on one cell), D50. D41's cap is
+//! `tests/graph_churn.rs`), D40 (a chain of 16 jobs on one cell), D50, and D01, D20–D24
+//! (`tests/graph_keys.rs`; `tests/graph_keys_differential.rs` adds the key operations to the
+//! differential op mix, `tests/graph_keys_churn.rs` advances and removes keys under load;
+//! `loom_keys.rs` models advance against complete and against start, remove against link).
+//! D41's cap is
 //! engine-independent. `tests/graph_differential.rs` compares the engines after every operation
 //! of random sequences; `tests/graph_churn.rs` checks conservation at quiescence on threads and
 //! on tokio; `loom_link.rs` models link against complete, against slot reuse, and discovery
@@ -79,11 +101,16 @@
 //!
 //! # Limits of this part (not built yet)
 //!
-//! - A key holds one job for the graph's lifetime: generations, supersede, removal and the key
-//!   table's compaction (D01, D20–D24) come later; a second job on a key is refused
-//!   `already-exists / duplicate-key`, and key-table slots are never freed. Keys are at most
-//!   [`WorkKey::MAX`], stage tags 8 bits. A waiter on a key whose producer never comes waits
-//!   until the graph is dropped (removal, which fails such waiters, is part 2).
+//! - A key holds one job per generation: a second job at the same generation is refused
+//!   `already-exists / duplicate-key` until the key advances or is removed. Keys are at most
+//!   [`WorkKey::MAX`], stage tags 8 bits, generations 24 bits.
+//! - Key-table slots are never freed for another key: a removed key keeps its slot, which it
+//!   reuses when named again. The table's compaction, with crossbeam-epoch reclaiming an old
+//!   table, is not built (the lock-free submit reads the table without an epoch pin).
+//! - Dependencies name a key's current producer; pinning an exact generation (D10) is not
+//!   built, and dependents of a superseded job fail rather than re-attach to the next one. A
+//!   running job is signalled through its witness, not a cancellation token; a queued job
+//!   that a key operation ended stays in the scheduler until an executor skips it.
 //! - Not built: `DedupeJoined` is never produced (D03); `submit_batch_atomic` (D04; the
 //!   one-by-one `submit_batch` and `wait_batch` exist), so the [`ConcurrencyCap`] is a
 //!   standalone handle that job bodies share, not attached to a batch; priority inheritance and

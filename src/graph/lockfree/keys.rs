@@ -156,12 +156,26 @@ impl LockFreeGraph {
         let count =
             (n.dep_count.load(Ordering::Acquire) as usize).min(self.bounds.max_deps as usize);
         let base = me.idx as usize * self.bounds.max_deps as usize;
-        let slots: Vec<u32> = self.dep_keys[base..base + count]
-            .iter()
-            .filter_map(|d| self.find_slot(d.load(Ordering::Relaxed), false))
-            .collect();
+        // No allocation for up to 64 dependencies.
+        let mut buf = [0u32; 64];
+        let mut many = Vec::new();
+        let mut len = 0;
+        for d in &self.dep_keys[base..base + count] {
+            if let Some(k) = self.find_slot(d.load(Ordering::Relaxed), false) {
+                if len < buf.len() {
+                    buf[len] = k;
+                } else {
+                    if many.is_empty() {
+                        many.extend_from_slice(&buf);
+                    }
+                    many.push(k);
+                }
+                len += 1;
+            }
+        }
+        let slots: &[u32] = if many.is_empty() { &buf[..len] } else { &many };
         let _guard = self.lock();
-        self.unpark(me, &slots);
+        self.unpark(me, slots);
     }
 
     /// Ends a retired node this thread owns (state `ending`): records `outcome`, seals its
