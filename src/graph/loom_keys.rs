@@ -234,3 +234,72 @@ fn loom_graph_remove_races_link() {
     eprintln!("remove vs link: {outcomes:?}");
     outcomes.assert_exactly(&["linked-then-failed", "parked-for-next-producer"]);
 }
+
+/// A job is published on a key while the key advances. Either the publication came first and
+/// the advance retired it (ended at once if it was waiting or queued; refused at completion if
+/// the advance caught it between ready and queued), or it came after and the job runs at the
+/// new generation: a job whose completion is accepted always carries the key's current version.
+#[test]
+fn loom_graph_publication_races_advance() {
+    let outcomes = std::sync::Arc::new(Outcomes::new());
+    let seen = outcomes.clone();
+    model(move || {
+        let g = Arc::new(LockFreeGraph::new(bounds()));
+        let mut w = Work::default();
+        // Key 1 exists (named by a dependency) with no producer and no waiters: a dependent
+        // of key 1 that was superseded leaves it so.
+        let d = submit(&g, 2, &[dep(1, Gate::OnSuccess)], &mut w);
+        GraphEngine::advance(&*g, JobKey::new(2), &mut w).unwrap();
+        assert!(failed(g.outcome(d, false).unwrap(), Reason::Superseded));
+        let before = GraphEngine::version(&*g, JobKey::new(1)).unwrap();
+
+        let publisher = {
+            let g = g.clone();
+            loom::thread::spawn(move || {
+                let mut w = Work::default();
+                let p = submit(&g, 1, &[], &mut w);
+                for k in ready(&g, &mut w) {
+                    assert_eq!(k, 1);
+                    g.admitted(p, &mut w);
+                }
+                p
+            })
+        };
+        let advancer = {
+            let g = g.clone();
+            loom::thread::spawn(move || {
+                let mut w = Work::default();
+                GraphEngine::advance(&*g, JobKey::new(1), &mut w).unwrap()
+            })
+        };
+        let p = publisher.join().unwrap();
+        let v = advancer.join().unwrap();
+        assert_eq!(v.generation, before.generation + 1);
+        let (key, recorded) = GraphEngine::node_version(&*g, p).unwrap();
+        assert_eq!(key, JobKey::new(1));
+        if let Some(out) = g.outcome(p, false).unwrap() {
+            assert!(failed(Some(out), Reason::Superseded));
+            seen.hit("ended-by-advance");
+            return;
+        }
+        assert!(g.start(p));
+        match g.complete(p, JobOutcome::Succeeded, &mut w) {
+            Ok(()) => {
+                assert_eq!(recorded, v, "accepted at a stale version");
+                seen.hit("current-at-the-new-generation");
+            }
+            Err(e) => {
+                assert_eq!(e.reason(), Reason::Superseded);
+                seen.hit("ran-stale");
+            }
+        }
+        let o = g.occupancy();
+        assert_eq!((o.waiting, o.ready, o.running), (0, 0, 0));
+    });
+    eprintln!("publication vs advance: {outcomes:?}");
+    outcomes.assert_exactly(&[
+        "ended-by-advance",
+        "ran-stale",
+        "current-at-the-new-generation",
+    ]);
+}

@@ -113,9 +113,11 @@ impl GraphEngine for LockFreeGraph {
             }
             if st == K_NONE {
                 // Release: publishes the node's initialisation to linkers (their Acquire load).
+                // Acquire: pairs with the AcqRel RMW of a key operation's `detach` that this
+                // CAS follows, so the version read below is the one it stored (SPEC D20).
                 if own
                     .state
-                    .compare_exchange(K_NONE, key_live(me), Ordering::Release, Ordering::Relaxed)
+                    .compare_exchange(K_NONE, key_live(me), Ordering::AcqRel, Ordering::Relaxed)
                     .is_ok()
                 {
                     break;

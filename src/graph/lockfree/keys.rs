@@ -53,8 +53,12 @@ impl LockFreeGraph {
         }
     }
 
-    /// Under the topology lock: moves the key's state off its producer. Waiters stay unless
-    /// `remove`. Returns the producer it named, if one.
+    /// Under the topology lock, after the key's new version was stored: moves the key's state
+    /// off its producer. Waiters stay unless `remove`. Returns the producer it named, if one.
+    ///
+    /// Always one RMW, even when the state stays: an RMW reads the latest state, so a
+    /// publication either precedes it (and is retired here) or follows it and, acquiring this
+    /// RMW's release, reads the new version.
     fn detach(&self, slot: &KeySlot, remove: bool) -> Option<NodeRef> {
         // Acquire: pairs with the publication (Release) of the node it may name.
         let mut st = slot.state.load(Ordering::Acquire);
@@ -65,11 +69,8 @@ impl LockFreeGraph {
             } else {
                 K_NONE
             };
-            if new == st {
-                return None;
-            }
-            // AcqRel: Acquire as the load; Release publishes the detach to linkers, which then
-            // park on the key for the next producer.
+            // AcqRel: Acquire as the load; Release publishes the detach (and the version stored
+            // before it) to linkers and to a publication CAS that follows it.
             match slot
                 .state
                 .compare_exchange(st, new, Ordering::AcqRel, Ordering::Acquire)
