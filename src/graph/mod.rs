@@ -92,7 +92,8 @@
 //! `tests/graph_churn.rs`), D40 (a chain of 16 jobs on one cell), D50, and D01, D20–D24
 //! (`tests/graph_keys.rs`; `tests/graph_keys_differential.rs` adds the key operations to the
 //! differential op mix, `tests/graph_keys_churn.rs` advances and removes keys under load;
-//! `loom_keys.rs` models advance against complete and against start, remove against link).
+//! `loom_keys.rs` models advance against complete, against start and against a publication,
+//! remove against link).
 //! D41's cap is
 //! engine-independent. `tests/graph_differential.rs` compares the engines after every operation
 //! of random sequences; `tests/graph_churn.rs` checks conservation at quiescence on threads and
