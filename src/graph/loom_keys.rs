@@ -1,7 +1,10 @@
 //! loom models of the lock-free graph's key operations (SPEC D20, D21, D24) against the hot
 //! paths: `advance` against a completion (a stale completion is refused whole, never half
-//! applied), `advance` against an executor starting a queued job, and `remove` against a
-//! dependent linking to the key's producer. The topology lock is loom's here.
+//! applied), `advance` against an executor starting a queued job, `advance` against a job
+//! being published on the key, and `remove` against a dependent linking to the key's producer.
+//! The topology lock is loom's here. loom does not produce store-buffering outcomes, so the
+//! publication model checks the invariant but cannot by itself show why the key operation's
+//! `detach` must be an RMW (see `lockfree/keys.rs`).
 
 use super::lockfree::{LockFreeGraph, Work};
 use super::{
