@@ -1,5 +1,6 @@
 //! Differential test of the two graph engines (SPEC Q02 for section D): random single-threaded
-//! sequences of submit (random keys, some not produced yet, random gates, cycles possible), pull,
+//! sequences of submit (random keys, some not produced yet, random gates, cycles possible),
+//! all-or-none batches of one to three such jobs (D04, dependencies inside the batch too), pull,
 //! discover on a running job, complete with success or failure, and collect, give identical results and occupancy on the
 //! lock-free graph and the mutex graph after every operation.
 //!
@@ -35,6 +36,7 @@ enum Op {
     Complete(usize, bool),
     Take(u64),
     Discover(usize, Vec<(u64, Gate)>),
+    Batch(Vec<(u64, Vec<(u64, Gate)>)>),
 }
 
 fn random_deps(r: &mut Rng) -> Vec<(u64, Gate)> {
@@ -53,7 +55,15 @@ fn random_deps(r: &mut Rng) -> Vec<(u64, Gate)> {
 fn ops(seed: u64, n: usize) -> Vec<Op> {
     let mut r = Rng(seed | 1);
     (0..n)
-        .map(|_| match r.below(11) {
+        .map(|_| match r.below(12) {
+            11 => Op::Batch(
+                (0..1 + r.below(3))
+                    .map(|_| {
+                        let key = r.below(12);
+                        (key, random_deps(&mut r))
+                    })
+                    .collect(),
+            ),
             0..=3 => {
                 let key = r.below(12);
                 let deps = random_deps(&mut r);
@@ -78,6 +88,7 @@ enum Seen {
     Completed(Option<JobKey>),
     Taken(Option<Result<Option<JobOutcome>, Error>>),
     Discovered(Option<Result<Admission<()>, Error>>),
+    Batched(Result<&'static str, Error>),
 }
 
 fn run<E: GraphEngine>(ops: &[Op]) -> Vec<(Seen, Occupancy)> {
@@ -155,6 +166,40 @@ fn run<E: GraphEngine>(ops: &[Op]) -> Vec<(Seen, Occupancy)> {
                     Some(g.discover(j, &deps))
                 })
             }
+            Op::Batch(jobs) => {
+                let deps: Vec<Vec<Dependency>> = jobs
+                    .iter()
+                    .map(|(_, d)| {
+                        d.iter()
+                            .map(|&(k, gate)| Dependency {
+                                key: JobKey::new(k),
+                                gate,
+                            })
+                            .collect()
+                    })
+                    .collect();
+                let specs: Vec<JobSpec<'_>> = jobs
+                    .iter()
+                    .zip(&deps)
+                    .map(|((key, _), d)| JobSpec {
+                        key: JobKey::new(*key),
+                        tenant: TenantId(0),
+                        class: ClassId(0),
+                        priority: 0,
+                        deps: d,
+                    })
+                    .collect();
+                Seen::Batched(g.submit_batch_atomic(&specs, None).map(|a| match a {
+                    Admission::Admitted(hs) => {
+                        for ((key, _), h) in jobs.iter().zip(hs) {
+                            handles.insert(*key, h);
+                        }
+                        "admitted"
+                    }
+                    Admission::Backpressured => "backpressured",
+                    Admission::DedupeJoined(_) => "joined",
+                }))
+            }
             Op::Take(key) => Seen::Taken(handles.get(key).copied().map(|h| {
                 let r = g.take_outcome(h);
                 if matches!(r, Ok(Some(_))) {
@@ -179,6 +224,7 @@ fn q02_graph_engines_agree_on_random_sequences() {
     let mut backpressured = 0;
     let mut dependency_failed = 0;
     let mut discovered = 0;
+    let (mut batches, mut batches_refused) = (0, 0);
     for case in 0..cases {
         let seed = 0x9E37_79B9_7F4A_7C15u64.wrapping_mul(case + 1);
         let ops = ops(seed, 80);
@@ -197,6 +243,8 @@ fn q02_graph_engines_agree_on_random_sequences() {
                 Seen::Submitted(Ok("backpressured")) => backpressured += 1,
                 Seen::Submitted(Err(e)) if e.reason() == Reason::Cycle => refused_cycles += 1,
                 Seen::Discovered(Some(Ok(Admission::Admitted(())))) => discovered += 1,
+                Seen::Batched(Ok("admitted")) => batches += 1,
+                Seen::Batched(_) => batches_refused += 1,
                 Seen::Taken(Some(Ok(Some(JobOutcome::Failed(e)))))
                     if e.reason() == Reason::DependencyFailed =>
                 {
@@ -209,10 +257,11 @@ fn q02_graph_engines_agree_on_random_sequences() {
     eprintln!(
         "{cases} cases: admitted {submitted}, cycles refused {refused_cycles}, \
          backpressured {backpressured}, dependency-failed outcomes {dependency_failed}, \
-         discoveries {discovered}"
+         discoveries {discovered}, batches admitted {batches}, refused {batches_refused}"
     );
     // The generator reaches every interesting case.
     assert!(discovered > 0);
+    assert!(batches > 0 && batches_refused > 0);
     assert!(
         submitted > 0 && refused_cycles > 0 && backpressured > 0 && dependency_failed > 0,
         "admitted {submitted}, cycles {refused_cycles}, backpressured {backpressured}, \

@@ -40,6 +40,7 @@ both_graphs!(
     d04_atomic_batch_admits_all_or_none,
     d04_atomic_batch_is_never_seen_half_admitted,
     d41_batch_cap_bounds_the_batch_bodies,
+    d42_full_graph_makes_submitters_wait_or_retry_and_drops_nothing,
     d05_full_stores_backpressure_and_mutate_nothing,
     d05_waiting_submit_resumes_when_room_frees,
     d06_waiting_jobs_hold_no_quota,

@@ -15,6 +15,7 @@
 
 mod compare;
 mod graph;
+mod graph_dag;
 mod plot;
 mod report;
 mod suites;
@@ -31,6 +32,8 @@ use fairway_bench_support::pool::OneCell;
 use fairway_bench_support::sched::{engines, AdmitRefund, UncontendedCas};
 use fairway_bench_support::{OpUser, SingleOp};
 
+use fairway::{LockFreeGraph, MutexGraph};
+use graph::Until;
 use report::{Report, System};
 use suites::Settings;
 
@@ -47,9 +50,9 @@ const USAGE: &str =
 
   --suite NAME     default (one row per PERF.md target), open-loop (50/80/95 % load at 2 and 8
                    threads, with plots), scaling (wait, pull and open-loop rows at --threads),
-                   peers (the ring against crossbeam and locked deques), graph (a random
-                   10^5-job DAG at 1/2/8 executor threads beside a topological walk, advance
-                   and remove on both graph engines), all
+                   peers (the ring against crossbeam and locked deques), graph (the dependency
+                   graph's P8 and P9 rows, a random 10^5-job DAG at 1/2/8 executor threads
+                   beside a topological walk, advance and remove), all
   --json           print the report as JSON (no progress on stderr)
   --markdown       print the targets as the README's Markdown table
   --check          exit with status 1 when a target misses (on the run's median)
@@ -63,7 +66,8 @@ const USAGE: &str =
                    exceeds the spread of their repetitions
   --report FILE    print a saved JSON report (text, or --markdown; --check applies)
   --instr ROW      run one single-thread operation --ops times inside `measured` (for callgrind):
-                   cycle, fast, cancel-1, cancel-4096, admit-refund, cas, pool, tokio";
+                   cycle, fast, cancel-1, cancel-4096, admit-refund, cas, pool, tokio,
+                   graph-p8-lock-free, graph-p8-std, graph-p9-lock-free, graph-p9-std";
 
 /// What to do.
 #[derive(Debug, Clone, PartialEq)]
@@ -355,6 +359,11 @@ fn instr(row: &str, n: u64) -> Result<(), String> {
         "cas" => u(&mut UncontendedCas::default()),
         "pool" => u(&mut OneCell::<FixedCellPool>::new()),
         "tokio" => u(&mut OneCell::<tokio::sync::Semaphore>::new()),
+        // The graph rows count their timed regions (`graph::p8_timed`, `graph::p9_timed`).
+        "graph-p8-lock-free" => drop(graph::p8_until::<LockFreeGraph>(Until::Ops(n))),
+        "graph-p8-std" => drop(graph::p8_until::<MutexGraph>(Until::Ops(n))),
+        "graph-p9-lock-free" => drop(graph::p9_until::<LockFreeGraph>(Until::Ops(n))),
+        "graph-p9-std" => drop(graph::p9_until::<MutexGraph>(Until::Ops(n))),
         other => return Err(format!("unknown row {other:?}")),
     }
     println!("{row}: {n} operations");
@@ -512,7 +521,7 @@ mod tests {
         let r = run_suite("default", &a);
         let ids: Vec<&str> = r.targets.iter().map(|v| v.id.as_str()).collect();
         for id in [
-            "P1", "P2", "P3", "P4", "P5", "P6", "P7", "P10", "P11", "P13",
+            "P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8", "P9", "P10", "P11", "P13",
         ] {
             assert!(ids.contains(&id), "{id} missing from {ids:?}");
         }

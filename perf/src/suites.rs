@@ -6,7 +6,6 @@
 use std::time::{Duration, Instant};
 
 use fairway::pool::FixedCellPool;
-use fairway::{LockFreeGraph, MutexGraph};
 use fairway_bench_support::alloc::thread_allocs;
 use fairway_bench_support::latency::Latency;
 use fairway_bench_support::pool::OneCell;
@@ -15,6 +14,8 @@ use fairway_bench_support::{ring, Measured, OpUser, SingleOp};
 
 use crate::report::{Rep, Row};
 use crate::targets::rows;
+use crate::{graph, graph_dag};
+use fairway::{LockFreeGraph, MutexGraph};
 
 /// The named suites (`--suite`).
 pub const SUITES: [&str; 6] = ["default", "open-loop", "scaling", "peers", "graph", "all"];
@@ -41,6 +42,8 @@ pub enum Job {
     Fairness,
     /// The ring and its peers at a thread count.
     Ring(usize),
+    /// P8 (8) or P9 (9): the dependency graph, lock-free and mutex graph.
+    Graph(u8),
     /// The whole random DAG (10^5 jobs) run by this many executor threads, both graph engines
     /// and the single-threaded topological walk.
     GraphDag(usize),
@@ -87,6 +90,8 @@ impl Job {
             Job::Open(load, t, c) => format!("open {load}% {t} thr {}", cells(c)),
             Job::Fairness => rows::FAIRNESS.into(),
             Job::Ring(t) => format!("ring {t} thr"),
+            Job::Graph(8) => rows::GRAPH_P8.into(),
+            Job::Graph(_) => rows::GRAPH_P9.into(),
             Job::GraphDag(t) => format!("graph DAG 10^5 jobs {t} thr"),
             Job::GraphAdvance(n) => format!("graph advance, {n} jobs superseded"),
             Job::GraphRemove(n) => format!("graph remove, {n} waiters"),
@@ -96,12 +101,16 @@ impl Job {
     /// Length of one run of one arm.
     fn run_for(&self, s: &Settings) -> Duration {
         match self {
-            Job::Cycle | Job::Fast | Job::Single | Job::Cancel => s.single,
-            Job::Closed(..) | Job::Open(..) => s.threaded,
+            Job::Cycle
+            | Job::Fast
+            | Job::Single
+            | Job::Cancel
+            | Job::Graph(_)
+            | Job::GraphAdvance(_)
+            | Job::GraphRemove(_) => s.single,
+            Job::Closed(..) | Job::Open(..) | Job::GraphDag(_) => s.threaded,
             Job::Fairness => s.fairness,
             Job::Ring(_) => s.ring,
-            Job::GraphDag(_) => s.threaded,
-            Job::GraphAdvance(_) | Job::GraphRemove(_) => s.single,
         }
     }
 
@@ -109,7 +118,7 @@ impl Job {
     fn estimate(&self, s: &Settings) -> f64 {
         let arms = match self {
             Job::Single | Job::Ring(_) => 4.0,
-            Job::Cancel | Job::GraphAdvance(_) | Job::GraphRemove(_) => 2.0,
+            Job::Cancel | Job::Graph(_) | Job::GraphAdvance(_) | Job::GraphRemove(_) => 2.0,
             _ => 3.0,
         };
         arms * (s.reps as f64 + 0.25) * self.run_for(s).as_secs_f64()
@@ -190,49 +199,61 @@ impl Job {
                 .into_iter()
                 .map(|e| arm(&name, e.name, Box::new(move |d| (e.fairness)(d))))
                 .collect(),
+            Job::Graph(p) => {
+                type Run = fn(Duration) -> Measured;
+                let (lf, std): (Run, Run) = if p == 8 {
+                    (graph::p8::<LockFreeGraph>, graph::p8::<MutexGraph>)
+                } else {
+                    (graph::p9::<LockFreeGraph>, graph::p9::<MutexGraph>)
+                };
+                vec![
+                    arm(&name, "lock-free", Box::new(lf)),
+                    arm(&name, "std Mutex", Box::new(std)),
+                ]
+            }
             Job::GraphDag(t) => {
-                let dag = std::sync::Arc::new(crate::graph::Dag::new());
+                let dag = std::sync::Arc::new(graph_dag::Dag::new());
                 let (a, b, c) = (dag.clone(), dag.clone(), dag);
                 vec![
                     arm(
                         &name,
-                        "lock-free graph",
-                        Box::new(move |d| crate::graph::whole_dag::<LockFreeGraph>(&a, t, d)),
+                        "lock-free",
+                        Box::new(move |d| graph_dag::whole_dag::<LockFreeGraph>(&a, t, d)),
                     ),
                     arm(
                         &name,
-                        "mutex graph",
-                        Box::new(move |d| crate::graph::whole_dag::<MutexGraph>(&b, t, d)),
+                        "std Mutex",
+                        Box::new(move |d| graph_dag::whole_dag::<MutexGraph>(&b, t, d)),
                     ),
                     arm(
                         &name,
                         "topological walk, 1 thr",
-                        Box::new(move |d| crate::graph::topo_walk(&c, d)),
+                        Box::new(move |d| graph_dag::topo_walk(&c, d)),
                     ),
                 ]
             }
             Job::GraphAdvance(n) => vec![
                 arm(
                     &name,
-                    "lock-free graph",
-                    Box::new(move |d| crate::graph::advance::<LockFreeGraph>(n, d)),
+                    "lock-free",
+                    Box::new(move |d| graph_dag::advance::<LockFreeGraph>(n, d)),
                 ),
                 arm(
                     &name,
-                    "mutex graph",
-                    Box::new(move |d| crate::graph::advance::<MutexGraph>(n, d)),
+                    "std Mutex",
+                    Box::new(move |d| graph_dag::advance::<MutexGraph>(n, d)),
                 ),
             ],
             Job::GraphRemove(n) => vec![
                 arm(
                     &name,
-                    "lock-free graph",
-                    Box::new(move |d| crate::graph::remove::<LockFreeGraph>(n, d)),
+                    "lock-free",
+                    Box::new(move |d| graph_dag::remove::<LockFreeGraph>(n, d)),
                 ),
                 arm(
                     &name,
-                    "mutex graph",
-                    Box::new(move |d| crate::graph::remove::<MutexGraph>(n, d)),
+                    "std Mutex",
+                    Box::new(move |d| graph_dag::remove::<MutexGraph>(n, d)),
                 ),
             ],
             Job::Ring(t) => ring::backends()
@@ -284,6 +305,8 @@ pub fn plan(suite: &str, threads: &[usize]) -> Result<Vec<Job>, String> {
             Job::Open(80, 2, 4),
             Job::Open(80, 8, 4),
             Job::Fairness,
+            Job::Graph(8),
+            Job::Graph(9),
         ],
         "open-loop" => [2, 8]
             .into_iter()
@@ -301,6 +324,8 @@ pub fn plan(suite: &str, threads: &[usize]) -> Result<Vec<Job>, String> {
             .collect(),
         "peers" => vec![Job::Ring(1), Job::Ring(2), Job::Ring(8)],
         "graph" => vec![
+            Job::Graph(8),
+            Job::Graph(9),
             Job::GraphDag(1),
             Job::GraphDag(2),
             Job::GraphDag(8),
@@ -418,7 +443,7 @@ mod tests {
     #[test]
     fn default_plan_has_every_target_row_once() {
         let p = plan("default", &[]).unwrap();
-        assert_eq!(p.len(), 9);
+        assert_eq!(p.len(), 11);
         let all = plan("all", &[1, 2, 8]).unwrap();
         for j in &p {
             assert_eq!(all.iter().filter(|x| *x == j).count(), 1, "{j:?}");

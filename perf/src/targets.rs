@@ -89,6 +89,10 @@ pub mod rows {
     pub const OPEN8: &str = "open 80% 8 thr 4 cells";
     /// P11.
     pub const FAIRNESS: &str = "fairness 4 tenants 1 cell";
+    /// P8: the dependency graph.
+    pub const GRAPH_P8: &str = "graph complete fan-out 4 + drain";
+    /// P9: the dependency graph.
+    pub const GRAPH_P9: &str = "graph submit 4 edges";
 }
 
 use rows::*;
@@ -210,6 +214,24 @@ pub const TARGETS: &[Target] = &[
         Some((CANCEL_SHALLOW, LF)),
         Metric::Time,
         1.2,
+        false,
+    ),
+    t(
+        "P8",
+        "graph: complete fan-out 4 + drain vs std",
+        (GRAPH_P8, LF),
+        Some((GRAPH_P8, STD)),
+        Metric::Time,
+        0.67,
+        false,
+    ),
+    t(
+        "P9",
+        "graph: submit with 4 edges vs std",
+        (GRAPH_P9, LF),
+        Some((GRAPH_P9, STD)),
+        Metric::Time,
+        0.5,
         false,
     ),
     t(

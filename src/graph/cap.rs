@@ -1,6 +1,7 @@
 //! A concurrency cap shared by a batch's job bodies (SPEC D41).
 
 use super::*;
+use crate::sync::UnsafeCell;
 
 /// A per-batch concurrency cap shared by a batch's jobs (SPEC D41): a permit is taken right
 /// before a body runs and given back when it returns or unwinds.
@@ -62,5 +63,55 @@ impl Drop for CapPermit<'_> {
         let (lock, cond) = &*self.cap.inner;
         *lock.lock().unwrap_or_else(|e| e.into_inner()) += 1;
         cond.notify_one();
+    }
+}
+
+/// Per node slot: the cap of the capped batch whose job holds the slot, tagged with the job's
+/// node (generation included), so an entry left by an earlier job of the slot is told apart
+/// and simply overwritten by the next capped batch. No lock: each slot is written only by the
+/// submitter of a capped batch while its job holds the slot and is not yet sealed, and read
+/// only by the executor that started that slot's current job; see [`CapSlots::set`].
+pub(super) struct CapSlots(Box<[UnsafeCell<CapEntry>]>);
+
+/// A slot's entry: the job's node and its batch's cap.
+type CapEntry = Option<(NodeRef, ConcurrencyCap)>;
+
+// SAFETY: the cells are accessed under the protocol of `set` and `get`: for one slot, every
+// write happens before the reads of the job it names and after the reads of earlier jobs.
+unsafe impl Sync for CapSlots {}
+// SAFETY: as above; nothing is tied to a thread.
+unsafe impl Send for CapSlots {}
+
+impl CapSlots {
+    pub(super) fn new(nodes: u32) -> Self {
+        Self((0..nodes).map(|_| UnsafeCell::new(None)).collect())
+    }
+
+    /// Records `cap` for the job on `node`.
+    ///
+    /// # Safety
+    ///
+    /// `node` is a job of an atomic batch that is admitted and not yet sealed: nobody else
+    /// touches its slot's cell. Earlier jobs of the slot were collected, which happens after
+    /// their executors' reads (completion, then the free list's Release/Acquire); the seal and
+    /// the hand-off to the scheduler order this write before the read of the executor that
+    /// starts the job.
+    pub(super) unsafe fn set(&self, node: NodeRef, cap: &ConcurrencyCap) {
+        // SAFETY: see the function's contract.
+        self.0[node.idx as usize].with_mut(|p| unsafe { *p = Some((node, cap.clone())) });
+    }
+
+    /// The cap recorded for the job on `node`, if any.
+    ///
+    /// # Safety
+    ///
+    /// The caller has just started `node` (its `start` succeeded): no write to its slot can
+    /// happen until the job is collected.
+    pub(super) unsafe fn get(&self, node: NodeRef) -> Option<ConcurrencyCap> {
+        // SAFETY: see the function's contract.
+        self.0[node.idx as usize].with(|p| match unsafe { &*p } {
+            Some((n, cap)) if *n == node => Some(cap.clone()),
+            _ => None,
+        })
     }
 }

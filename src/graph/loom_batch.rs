@@ -26,7 +26,9 @@ fn loom_graph_atomic_batch_is_never_seen_half_admitted() {
     let seen = outcomes.clone();
     model(move || {
         let g = Arc::new(LockFreeGraph::new(Bounds {
-            nodes: 3,
+            // Two for the batch and two for the observer: a batch that will be refused may
+            // hold its nodes for a moment.
+            nodes: 4,
             edges: 1,
             keys: 4,
             max_deps: 1,

@@ -47,20 +47,40 @@
 //!
 //! # The lock-free engine and its one lock
 //!
-//! Nodes and edges live in fixed arenas allocated at build; node slots are generation-tagged.
-//! Each node keeps two push-only stacks of dependent edges (released at admission, and at the
-//! end) that whoever ends the node seals with one swap; a late linker sees the seal (or a newer
+//! Nodes and edges live in fixed arenas allocated at build; node slots are generation-tagged,
+//! and generations are checked: a slot freed at the last one retires (it is never allocated
+//! again and stays counted as used), so a stale handle never names a later job. Each node
+//! keeps two push-only stacks of dependent edges (released at admission, and at the end) that
+//! whoever ends the node seals with one swap; a late linker sees the seal (or a newer
 //! generation, after which the key table says how the producer ended) and counts its gate at
 //! once. Submit, link to an existing producer, complete and the hand-off take no lock and
 //! allocate nothing.
 //!
-//! One mutex, the **topology lock**, guards what is rare: registering a waiter on a key that has
-//! no producer yet (D11), adopting those waiters when the producer arrives, the cycle check
-//! that such an adoption or a discovery (D14) needs (D15, a walk of the dependency keys
-//! upstream, which allocates its visited set), and recording a discovered dependency's key. No
-//! user code, waker or drop of user data runs under it. A submit whose key has no waiters and
-//! whose dependencies all have producers never takes it. The key operations (`advance`,
-//! `remove`, `reset`) take it too, as does freeing the parked edges of a job they retired.
+//! One mutex, the **topology lock**, guards what is rare:
+//!
+//! - registering a waiter on a key that has no producer yet (D11), adopting those waiters when
+//!   the producer arrives, the cycle check that such an adoption or a discovery (D14) needs
+//!   (D15, a walk of the dependency keys upstream, which allocates its visited set), and
+//!   recording a discovered dependency's key. A submit whose key has no waiters and whose
+//!   dependencies all have producers never takes it;
+//! - an atomic batch ([`Graph::submit_batch_atomic`], D04), from its first check to its
+//!   publication: it reserves every key of the batch, and whoever meets a reserved key goes to
+//!   the lock, so nobody sees part of a batch. Batches are the host's explicit choice of the
+//!   slow path (they also allocate);
+//! - [`Graph::shutdown`]'s walk of the key table that fails every parked dependency (once);
+//! - the key operations ([`Graph::advance`], [`Graph::remove`], [`Graph::reset`]), and freeing
+//!   the parked edges of a job they retired.
+//!
+//! No user code, waker or drop of user data runs under it.
+//!
+//! # Shutdown
+//!
+//! [`Graph::shutdown`] refuses new work, shuts the scheduler down and gives every job that has
+//! not ended exactly one outcome: queued jobs, and jobs that become ready from then on, end
+//! `unavailable / shutdown`; jobs waiting for a key without producer, and their dependents
+//! per gate, end `dependency-failed`; running jobs complete as usual. Payloads that the
+//! scheduler hands back later (a dispatch pass that was running during the shutdown) are
+//! collected by every later hand-off and by executors that find nothing.
 //!
 //! # Keys: versions, supersede, removal (SPEC D01, D20–D24)
 //!
@@ -82,23 +102,27 @@
 //! # What holds, and where it is tested
 //!
 //! On both engines (`tests/graph_rules.rs`, one generic test per rule through one macro): D02
-//! (three outcomes, errors apart, unknown and foreign handles), D04 (one-by-one batches,
-//! `wait_batch` in input order), D05 (full node, edge and key stores give `Backpressured` and
-//! change nothing; the waiting form resumes when room frees, D42), D06 (no quota while
-//! waiting; a ledger refusal fails the job, and its dependents per gate), D10 (every gate,
-//! transitive `dependency-failed`), D11, D12, D13, D14 (a dependency discovered while a job
-//! runs gates its end; union with earlier edges), D15 (self-dependency; a cycle through a
-//! waiting key, refused with nothing changed; two threads racing the halves of a cycle in
-//! `tests/graph_churn.rs`), D40 (a chain of 16 jobs on one cell), D50, and D01, D20–D24
+//! (three outcomes, errors apart, unknown and foreign handles, node generations that retire
+//! instead of wrapping, shutdown), D04 (one-by-one batches, all-or-none batches with
+//! refusals that change nothing, an observer that never sees half a batch, `wait_batch` in
+//! input order), D05 (full node, edge and key stores give `Backpressured` and change nothing;
+//! the waiting form resumes when room frees, D42), D06 (no quota while waiting; a ledger
+//! refusal fails the job, and its dependents per gate), D10 (every gate, transitive
+//! `dependency-failed`), D11, D12, D13, D14 (a dependency discovered while a job runs gates
+//! its end; union with earlier edges), D15 (self-dependency; a cycle through a waiting key or
+//! inside a batch, refused with nothing changed; two threads racing the halves of a cycle in
+//! `tests/graph_churn.rs`), D40 (a chain of 16 jobs on one cell), D41 (a batch's cap bounds
+//! its bodies on four executors, released on unwind), D50, and D01, D20–D24
 //! (`tests/graph_keys.rs`; `tests/graph_keys_differential.rs` adds the key operations to the
 //! differential op mix, `tests/graph_keys_churn.rs` advances and removes keys under load;
 //! `loom_keys.rs` models advance against complete, against start and against a publication,
 //! remove against link).
-//! D41's cap is
-//! engine-independent. `tests/graph_differential.rs` compares the engines after every operation
-//! of random sequences; `tests/graph_churn.rs` checks conservation at quiescence on threads and
-//! on tokio; `loom_link.rs` models link against complete, against slot reuse, and discovery
-//! against the producer completing.
+//! `tests/graph_differential.rs` compares the engines after every operation of random
+//! sequences; `tests/graph_churn.rs` checks conservation at quiescence on threads and on
+//! tokio, and with a shutdown in the middle; the loom models (`loom_link.rs`,
+//! `loom_batch.rs`, `loom_shutdown.rs`) cover link against complete, against slot reuse,
+//! discovery against the producer completing, an atomic batch against an observer, and the
+//! ready hand-off against a shutdown.
 //!
 //! # Limits of this part (not built yet)
 //!
@@ -112,18 +136,15 @@
 //!   built, and dependents of a superseded job fail rather than re-attach to the next one. A
 //!   running job is signalled through its witness, not a cancellation token; a queued job
 //!   that a key operation ended stays in the scheduler until an executor skips it.
-//! - Not built: `DedupeJoined` is never produced (D03); `submit_batch_atomic` (D04; the
-//!   one-by-one `submit_batch` and `wait_batch` exist), so the [`ConcurrencyCap`] is a
-//!   standalone handle that job bodies share, not attached to a batch; priority inheritance and
-//!   cancellation through the graph (D30, D31); a graph shutdown: shutting the graph's
-//!   scheduler down while jobs are queued in it leaves those jobs without an outcome (the
-//!   scheduler drops their payloads), so shut it down only at quiescence.
+//! - Not built: `DedupeJoined` is never produced (D03); priority inheritance and cancellation
+//!   through the graph (D30, D31).
 //! - The ready depth is the node capacity: the graph's scheduler queues as many jobs per class
 //!   as there are nodes, so a job that became ready is never refused for queue space.
-//! - Node generations are 32 bits and wrap after 2^32 reuses of one slot.
-//! - A job refused for a cycle or a duplicate key in the rare race where the conflict appears
-//!   while it links keeps the edge slots it had linked onto live producers until those end;
-//!   the edges are inert (generation-checked).
+//! - A job (or a batch) refused for a cycle or a duplicate key in the rare race where the
+//!   conflict appears while it links keeps the edge slots it had linked onto live producers
+//!   until those end; the edges are inert (generation-checked).
+//! - After [`Graph::shutdown`], jobs must be pulled through the graph, not through
+//!   [`Graph::scheduler`] directly: a payload taken out behind the graph's back gets no outcome.
 
 mod cap;
 mod keys;
@@ -345,7 +366,7 @@ impl GraphBuilder {
                 room_sleepers: std::sync::atomic::AtomicU32::new(0),
                 shut: std::sync::atomic::AtomicBool::new(false),
                 capped: std::sync::atomic::AtomicBool::new(false),
-                caps: (0..bounds.nodes).map(|_| Mutex::new(None)).collect(),
+                caps: cap::CapSlots::new(bounds.nodes),
             }),
         })
     }
@@ -373,13 +394,9 @@ struct Inner<E> {
     shut: std::sync::atomic::AtomicBool,
     /// Whether any batch was submitted with a cap: until then no executor looks at `caps`.
     capped: std::sync::atomic::AtomicBool,
-    /// Per node slot: the cap of the capped batch whose job holds it (stale entries are told
-    /// apart by the node's generation and overwritten by the next capped batch).
-    caps: Box<[CapSlot]>,
+    /// Per node slot: the cap of the capped batch whose job holds it.
+    caps: cap::CapSlots,
 }
-
-/// The cap of the job on one node slot, with the job's node (generation included).
-type CapSlot = Mutex<Option<(NodeRef, ConcurrencyCap)>>;
 
 /// A dependency graph on the fair scheduler. Cheap to clone (one `Arc`).
 pub struct Graph<E: GraphEngine = LockFreeGraph> {
@@ -605,9 +622,8 @@ impl<E: GraphEngine> Graph<E> {
                 .capped
                 .store(true, std::sync::atomic::Ordering::Release);
             for &n in &nodes {
-                *self.inner.caps[n.idx as usize]
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner()) = Some((n, cap.clone()));
+                // SAFETY: `n` is admitted and not sealed yet (`CapSlots::set`).
+                unsafe { self.inner.caps.set(n, cap) };
             }
         }
         self.inner.engine.seal_batch(&nodes, &mut work);
@@ -618,19 +634,15 @@ impl<E: GraphEngine> Graph<E> {
         ))
     }
 
-    /// The batch cap of the job on `node`, if it was submitted in a capped batch.
+    /// The batch cap of the job on `node`, which this thread has just started, if it was
+    /// submitted in a capped batch.
     fn cap_of(&self, node: NodeRef) -> Option<ConcurrencyCap> {
         // Acquire: pairs with the Release store in `submit_batch_atomic`.
         if !self.inner.capped.load(std::sync::atomic::Ordering::Acquire) {
             return None;
         }
-        let slot = self.inner.caps[node.idx as usize]
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        match &*slot {
-            Some((n, cap)) if *n == node => Some(cap.clone()),
-            _ => None,
-        }
+        // SAFETY: called from `accept` right after `start` succeeded (`CapSlots::get`).
+        unsafe { self.inner.caps.get(node) }
     }
 
     /// Blocks until every job of `handles` has ended, then takes their outcomes (freeing their
@@ -701,7 +713,7 @@ impl<E: GraphEngine> Graph<E> {
             priority,
         }) = inner.engine.pop_ready(work)
         {
-            if self.is_shut() {
+            if self.is_shutdown() {
                 // Shut down: the job never takes a permit; it ends here.
                 inner.engine.fail_ready(node, rules::SHUTDOWN, false, work);
                 continue;
@@ -726,20 +738,20 @@ impl<E: GraphEngine> Graph<E> {
                 inner.engine.fail_ready(node, e.error, true, work);
             }
         }
-        if self.is_shut() {
+        if self.is_shutdown() {
             self.reap(work);
         }
     }
 
     /// Whether [`shutdown`](Self::shutdown) was called. One atomic load.
     #[inline]
-    pub fn is_shut(&self) -> bool {
+    pub fn is_shutdown(&self) -> bool {
         // Acquire: pairs with the Release store in `shutdown`.
         self.inner.shut.load(std::sync::atomic::Ordering::Acquire)
     }
 
     fn check_open(&self) -> Result<(), Error> {
-        if self.is_shut() {
+        if self.is_shutdown() {
             Err(rules::SHUTDOWN)
         } else {
             Ok(())
@@ -810,7 +822,7 @@ impl<E: GraphEngine> Graph<E> {
     /// # Ok::<(), fairway::Error>(())
     /// ```
     pub fn shutdown(&self) {
-        // Release: pairs with the Acquire load in `is_shut`.
+        // Release: pairs with the Acquire load in `is_shutdown`.
         self.inner
             .shut
             .store(true, std::sync::atomic::Ordering::Release);
@@ -849,7 +861,7 @@ impl<E: GraphEngine> Graph<E> {
 
     /// An executor found nothing: after a shutdown, end what the scheduler gave back.
     fn none_left(&self) -> Option<RunningJob> {
-        if self.is_shut() {
+        if self.is_shutdown() {
             let mut work = E::Work::default();
             self.reap(&mut work);
             self.wake_waiters();

@@ -242,16 +242,10 @@ impl State {
         true
     }
 
-    /// Admits one checked job (room reserved): links its edges, publishes its key, and fires
-    /// it if every gate already holds, unless `held` (an atomic batch's count, given up by
-    /// `seal_batch`).
-    fn admit_one(
-        &mut self,
-        spec: &JobSpec<'_>,
-        deps: Vec<u64>,
-        held: bool,
-        work: &mut Work,
-    ) -> NodeRef {
+    /// Sets up one checked job (room reserved) and links its edges, counting at once the gates
+    /// of producers that have ended; `held` adds an atomic batch's count, given up by
+    /// `seal_batch`. [`publish_one`](Self::publish_one) then publishes it.
+    fn link_one(&mut self, spec: &JobSpec<'_>, deps: Vec<u64>, held: bool) -> NodeRef {
         let own = rules::ident(spec.key);
         let idx = self.free.pop().expect("checked above");
         let gen = self.nodes[idx as usize].gen;
@@ -310,7 +304,22 @@ impl State {
                 self.edges_used += 1;
             }
         }
-        // Publish, adopting the key's waiters.
+        {
+            let n = &mut self.nodes[idx as usize];
+            for met in immediate {
+                n.remaining -= 1;
+                n.failed |= !met;
+            }
+        }
+        me
+    }
+
+    /// Publishes a linked job's key, adopting the key's waiters, and fires the job if every
+    /// gate already holds (an atomic batch's jobs still hold their count here).
+    fn publish_one(&mut self, me: NodeRef, work: &mut Work) {
+        let idx = me.idx;
+        let own = self.nodes[idx as usize].key;
+        // The key version it runs at (SPEC D01).
         self.nodes[idx as usize].ver = self.ensure_version(own);
         if let Some(MKey::Waiting(list)) = self.keys.insert(own, MKey::Live(me)) {
             let n = &mut self.nodes[idx as usize];
@@ -325,18 +334,10 @@ impl State {
             }
         }
         let mut failed = Vec::new();
-        {
-            let n = &mut self.nodes[idx as usize];
-            for met in immediate {
-                n.remaining -= 1;
-                n.failed |= !met;
-            }
-        }
         if self.nodes[idx as usize].remaining == 0 {
             self.fire(me, work, &mut failed);
         }
         self.end_failed(failed, work);
-        me
     }
 
     fn closes_cycle(&self, own: u64, deps: &[u64]) -> bool {
@@ -421,7 +422,9 @@ impl GraphEngine for MutexGraph {
         if !s.room_for(core::slice::from_ref(spec), &self.bounds) {
             return Ok(Admission::Backpressured);
         }
-        Ok(Admission::Admitted(s.admit_one(spec, deps, false, work)))
+        let me = s.link_one(spec, deps, false);
+        s.publish_one(me, work);
+        Ok(Admission::Admitted(me))
     }
 
     fn submit_batch(
@@ -453,9 +456,14 @@ impl GraphEngine for MutexGraph {
         if !s.room_for(jobs, &self.bounds) {
             return Ok(Admission::Backpressured);
         }
+        // Link every job, then publish every key (a dependency inside the batch waits on its
+        // key and is adopted), as the lock-free graph does.
         for spec in jobs {
             let deps = spec.deps.iter().map(|d| rules::ident(d.key)).collect();
-            out.push(s.admit_one(spec, deps, true, work));
+            out.push(s.link_one(spec, deps, true));
+        }
+        for &me in out.iter() {
+            s.publish_one(me, work);
         }
         Ok(Admission::Admitted(()))
     }

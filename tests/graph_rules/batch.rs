@@ -157,7 +157,7 @@ pub(crate) fn d04_atomic_batch_is_never_seen_half_admitted<E: GraphEngine>() {
 /// through `RunningJob::run` on four executor threads, is released on return and on unwind,
 /// and does not touch jobs outside the batch.
 pub(crate) fn d41_batch_cap_bounds_the_batch_bodies<E: GraphEngine>() {
-    const JOBS: u64 = 24;
+    const JOBS: u64 = if cfg!(miri) { 9 } else { 24 };
     let g = builder(Limits::UNLIMITED).build_with::<E>().unwrap();
     let cap = ConcurrencyCap::new(2).unwrap();
     let batch: Vec<JobSpec<'_>> = (0..JOBS).map(|k| spec(k, &[])).collect();
@@ -177,7 +177,16 @@ pub(crate) fn d41_batch_cap_bounds_the_batch_bodies<E: GraphEngine>() {
                             if capped {
                                 let now = live.fetch_add(1, Ordering::SeqCst) + 1;
                                 peak.fetch_max(now, Ordering::SeqCst);
-                                std::thread::sleep(std::time::Duration::from_millis(2));
+                                // Stay until a second body is in (bounded: the last one is
+                                // alone), so the cap is reached whatever the thread timing.
+                                let t = std::time::Instant::now();
+                                while live.load(Ordering::SeqCst) < 2
+                                    && t.elapsed() < std::time::Duration::from_millis(100)
+                                {
+                                    std::thread::yield_now();
+                                }
+                                peak.fetch_max(live.load(Ordering::SeqCst), Ordering::SeqCst);
+                                std::thread::sleep(std::time::Duration::from_millis(1));
                                 live.fetch_sub(1, Ordering::SeqCst);
                                 if job.key().key.0 % 3 == 0 {
                                     panic!("body fails");
@@ -218,4 +227,84 @@ pub(crate) fn d41_batch_cap_bounds_the_batch_bodies<E: GraphEngine>() {
         g.take_outcome(outside).unwrap(),
         Some(JobOutcome::Succeeded)
     );
+}
+
+/// SPEC D42: a full graph never drops a submission. 48 jobs go through a graph of 4 node
+/// slots (16 under Miri): 24 from async submitters that wait for room (`submit_waiting`) and 24 from a thread
+/// that retries on `Backpressured`; the executor, which also collects outcomes (freeing
+/// slots), submits with the try form only, so it never parks on the graph it drains. Every
+/// job is admitted once and runs once.
+pub(crate) fn d42_full_graph_makes_submitters_wait_or_retry_and_drops_nothing<E: GraphEngine>() {
+    const EACH: u64 = if cfg!(miri) { 8 } else { 24 };
+    let g = builder(Limits::UNLIMITED)
+        .nodes(4)
+        .edges(4)
+        .build_with::<E>()
+        .unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .build()
+        .unwrap();
+    let waiting: Vec<_> = (0..EACH)
+        .map(|k| {
+            let g = g.clone();
+            rt.spawn(async move { g.submit_waiting(&spec(k, &[])).await })
+        })
+        .collect();
+    let retrying = {
+        let g = g.clone();
+        std::thread::spawn(move || {
+            let mut refused = 0u32;
+            let handles: Vec<JobHandle> = (EACH..2 * EACH)
+                .map(|k| loop {
+                    match g.submit(&spec(k, &[])).unwrap() {
+                        Admission::Admitted(h) => break h,
+                        Admission::Backpressured => {
+                            refused += 1;
+                            std::thread::yield_now();
+                        }
+                        other => panic!("{other:?}"),
+                    }
+                })
+                .collect();
+            (handles, refused)
+        })
+    };
+    // The executor: runs what is ready, collects outcomes, and never waits on a full graph.
+    let (mut ran, mut collected, mut own_refusals) = (0u64, Vec::new(), 0u32);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while collected.len() < 2 * EACH as usize {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "jobs lost: {:?}",
+            g.occupancy()
+        );
+        if let Some(job) = g.try_next(CPU) {
+            let h = job.handle();
+            g.complete(job, JobOutcome::Succeeded).unwrap();
+            ran += 1;
+            // Full (only this thread frees slots): the try form refuses at once.
+            if g.occupancy().nodes_used == 4 {
+                let r = g.submit(&spec(1000 + ran, &[])).unwrap();
+                assert_eq!(r, Admission::Backpressured);
+                own_refusals += 1;
+            }
+            assert_eq!(g.take_outcome(h).unwrap(), Some(JobOutcome::Succeeded));
+            collected.push(h);
+        } else {
+            std::thread::yield_now();
+        }
+    }
+    let (mut handles, refused) = retrying.join().unwrap();
+    for w in waiting {
+        handles.push(rt.block_on(w).unwrap().unwrap());
+    }
+    assert_eq!(ran, 2 * EACH, "every job ran once");
+    for h in &handles {
+        assert!(collected.contains(h), "{h:?} never ran");
+    }
+    eprintln!("try submitter refused {refused} times, executor {own_refusals} times");
+    assert!(refused + own_refusals > 0, "the graph was never full");
+    let o = g.occupancy();
+    assert_eq!((o.nodes_used, o.waiting, o.ready, o.running), (0, 0, 0, 0));
 }

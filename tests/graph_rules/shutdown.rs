@@ -36,7 +36,7 @@ pub(crate) fn d02_shutdown_gives_every_job_exactly_one_outcome<E: GraphEngine>()
     assert!(!g.ledger().usage().is_zero());
     g.shutdown();
     g.shutdown(); // idempotent
-    assert!(g.is_shut());
+    assert!(g.is_shutdown());
     // New work is refused; the executor gets nothing more.
     assert_eq!(
         g.submit(&spec(20, &[])).unwrap_err().reason(),

@@ -114,23 +114,50 @@ impl LockFreeGraph {
         if rules::batch_closes_cycle(&in_batch, |k| self.live_deps(k)) {
             return Err(CYCLE);
         }
-        // Key slots (as a single submit, a slot claimed for a key stays claimed).
+        // Nodes and edges for every job, then key slots (the single submit's order; a slot
+        // claimed for a key stays claimed, as there).
+        let dep_count: usize = jobs.iter().map(|j| j.deps.len()).sum();
+        let mut edges = NIL;
+        let give_back = |nodes: &mut Vec<NodeRef>, edges: u32| {
+            self.give_back_edges(edges);
+            for n in nodes.drain(..) {
+                self.push_node(n.idx);
+            }
+        };
+        for _ in 0..dep_count {
+            let Some(e) = self.pop_edge() else {
+                give_back(out, edges);
+                return Ok(Admission::Backpressured);
+            };
+            self.edges[e as usize].next.store(edges, Ordering::Relaxed);
+            edges = e;
+        }
+        for _ in jobs {
+            let Some(idx) = self.pop_node() else {
+                give_back(out, edges);
+                return Ok(Admission::Backpressured);
+            };
+            let gen = gen_of(self.nodes[idx as usize].state.load(Ordering::Relaxed));
+            out.push(NodeRef { idx, gen });
+        }
         let mut own_slots = Vec::with_capacity(jobs.len());
-        let mut dep_slots = Vec::new();
+        let mut dep_slots = Vec::with_capacity(dep_count);
         for j in jobs {
             let Some(k) = self.find_key(rules::ident(j.key), true) else {
+                give_back(out, edges);
                 return Ok(Admission::Backpressured);
             };
             own_slots.push(k);
             for d in j.deps {
                 let Some(k) = self.find_key(rules::ident(d.key), true) else {
+                    give_back(out, edges);
                     return Ok(Admission::Backpressured);
                 };
                 dep_slots.push(k);
             }
         }
         // Reserve every key: a lock-free publisher of the same key now goes to the lock. One
-        // may have published the key since the check above: refused then, with the claims.
+        // may have published the key since the check above: refused then.
         let mut had_waiters = false;
         for (i, &k) in own_slots.iter().enumerate() {
             let key = &self.keys[k as usize];
@@ -139,6 +166,7 @@ impl LockFreeGraph {
                 let st = key.state.load(Ordering::Acquire);
                 if st & 0xff >= K_LIVE {
                     self.unreserve(&own_slots[..i]);
+                    give_back(out, edges);
                     return Err(DUPLICATE_KEY);
                 }
                 // Relaxed: the reservation carries no data; a publisher racing on `K_NONE`
@@ -150,41 +178,6 @@ impl LockFreeGraph {
                 {
                     had_waiters |= st == K_WAITING;
                     break;
-                }
-            }
-        }
-        // Nodes and edges for every job.
-        let mut edges = NIL;
-        let give_back = |nodes: &[NodeRef], edges: u32| {
-            self.give_back_edges(edges);
-            for n in nodes {
-                self.push_node(n.idx);
-            }
-        };
-        for _ in 0..dep_slots.len() {
-            match self.pop_edge() {
-                Some(e) => {
-                    self.edges[e as usize].next.store(edges, Ordering::Relaxed);
-                    edges = e;
-                }
-                None => {
-                    give_back(&[], edges);
-                    self.unreserve(&own_slots);
-                    return Ok(Admission::Backpressured);
-                }
-            }
-        }
-        for _ in jobs {
-            match self.pop_node() {
-                Some(idx) => {
-                    let gen = gen_of(self.nodes[idx as usize].state.load(Ordering::Relaxed));
-                    out.push(NodeRef { idx, gen });
-                }
-                None => {
-                    give_back(out, edges);
-                    out.clear();
-                    self.unreserve(&own_slots);
-                    return Ok(Admission::Backpressured);
                 }
             }
         }

@@ -169,6 +169,7 @@ impl GraphEngine for LockFreeGraph {
     }
 
     fn pop_ready(&self, work: &mut Work) -> Option<Ready> {
+        self.flush(work);
         let idx = work.ready;
         if idx == NIL {
             return None;
@@ -255,6 +256,22 @@ impl GraphEngine for LockFreeGraph {
         // SAFETY: the executor owns the running node's outcome cell; it is read by whoever
         // ends the node, after the hold is given up below (AcqRel).
         n.outcome.with_mut(|p| unsafe { *p = Some(outcome) });
+        // No gate discovered while it ran (the common case): the body's count is the last,
+        // and the job ends here.
+        let body_only = word(node.gen, 0) | RUNNING | 1;
+        // AcqRel: as the RMWs of `release` (the count's release sequence).
+        if n.ctl
+            .compare_exchange(
+                body_only,
+                body_only - 1,
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            )
+            .is_ok()
+        {
+            self.end(node, outcome, true, work);
+            return Ok(());
+        }
         inc(&self.gauges.waiting);
         let mut failed = NIL;
         // Give up the body's hold: ends the node now unless discovered gates are pending.

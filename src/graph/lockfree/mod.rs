@@ -9,10 +9,11 @@
 //!   inert;
 //! - node `admit` and `done` heads: `gen << 32 | edge`, push-only stacks of dependent edges,
 //!   sealed by one swap to `SEALED_OK` or `SEALED_FAIL` by whoever admits or ends the node;
-//! - key `state`: `gen << 32 | node << 8 | tag` (no producer, waiters, live, or how it ended).
+//! - key `state`: `gen << 32 | node << 8 | tag` (no producer, waiters, live, or how it ended),
+//!   or `K_RESERVED` over "no producer" / "waiters" while an atomic batch publishes the key.
 //!
-//! The topology lock (see the module docs of `graph`) guards key waiter lists and the cycle
-//! check only.
+//! The topology lock (see the module docs of `graph`) guards key waiter lists, the cycle
+//! check, atomic batches (`batch.rs`) and the shutdown's walk of the key table.
 
 mod batch;
 mod engine;
@@ -223,11 +224,16 @@ impl core::fmt::Debug for LockFreeGraph {
 #[derive(Debug)]
 pub struct Work {
     ready: u32,
+    /// Jobs made ready whose gauges have not moved yet (see `flush`).
+    readied: u32,
 }
 
 impl Default for Work {
     fn default() -> Self {
-        Self { ready: NIL }
+        Self {
+            ready: NIL,
+            readied: 0,
+        }
     }
 }
 
@@ -407,8 +413,9 @@ impl LockFreeGraph {
                         } else {
                             node.state
                                 .store(word(target.gen, S_READY), Ordering::Relaxed);
-                            dec(&self.gauges.waiting);
-                            inc(&self.gauges.ready);
+                            // The waiting and ready gauges move once per operation, in
+                            // `pop_ready` (`flush`), not once per job.
+                            work.readied += 1;
                             node.next.store(work.ready, Ordering::Relaxed);
                             work.ready = target.idx;
                         }
@@ -421,16 +428,40 @@ impl LockFreeGraph {
     }
 
     /// Releases every edge of a sealed list, freeing the edges.
+    ///
+    /// The list is already a chain of edges ending in `NIL`: it goes back to the free list
+    /// whole, with one CAS and one gauge update, not one per edge.
     fn release_list(&self, mut e: u32, ok: bool, work: &mut Work, failed: &mut u32) {
+        let first = e;
+        let mut last = NIL;
+        let mut count = 0;
         while e < SEALED_RETIRED {
             let edge = &self.edges[e as usize];
             // Relaxed: these were published by the Release push and acquired by the seal swap.
             let next = edge.next.load(Ordering::Relaxed);
             let target = NodeRef::unpack(edge.target.load(Ordering::Relaxed));
             let gate = rules::gate_from(edge.gate.load(Ordering::Relaxed));
-            self.push_edge(e);
             self.release(target, rules::gate_met(gate, ok), work, failed);
+            last = e;
+            count += 1;
             e = next;
+        }
+        if count > 0 {
+            let tail = &self.edges[last as usize];
+            self.free_edges
+                .push(first, |n| tail.next.store(n, Ordering::Relaxed));
+            self.gauges.edges.fetch_sub(count, Ordering::Relaxed);
+        }
+    }
+
+    /// Moves the gauges of the jobs that `work` made ready (waiting to ready) in one update.
+    pub(super) fn flush(&self, work: &mut Work) {
+        if work.readied != 0 {
+            self.gauges
+                .waiting
+                .fetch_sub(work.readied, Ordering::Relaxed);
+            self.gauges.ready.fetch_add(work.readied, Ordering::Relaxed);
+            work.readied = 0;
         }
     }
 
