@@ -270,8 +270,8 @@ impl GraphBuilder {
         self
     }
 
-    /// Key-table slots, rounded up to a power of two (default 4096). Keys are never freed in
-    /// this part.
+    /// Key-table slots, rounded up to a power of two (default 4096). A slot, once a key
+    /// claimed it, stays that key's, also after `remove` (the key reuses it when named again).
     pub fn keys(mut self, n: u32) -> Self {
         self.bounds.keys = n;
         self
