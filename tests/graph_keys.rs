@@ -35,6 +35,7 @@ both_graphs!(
     d24_remove_of_a_running_job_makes_its_completion_stale,
     d24_reset_retires_every_key_at_scale,
     d24_bad_key_operations_are_typed_errors_and_change_nothing,
+    d20_d23_atomic_batch_jobs_carry_versions_and_are_superseded,
 );
 
 const CPU: ClassId = ClassId(0);
@@ -603,4 +604,30 @@ fn d24_bad_key_operations_are_typed_errors_and_change_nothing<E: GraphEngine>() 
         Code::Unavailable,
         Reason::Removed
     ));
+}
+
+fn d20_d23_atomic_batch_jobs_carry_versions_and_are_superseded<E: GraphEngine>() {
+    let g = graph::<E>();
+    // Key 2 exists at generation 1 before the batch.
+    admit(&g, 2, &[]);
+    drain(&g);
+    g.advance(key(2)).unwrap();
+    let after = [dep(1, Gate::OnSuccess)];
+    let batch = [spec(3, &after), spec(1, &[]), spec(2, &[])];
+    let Admission::Admitted(h) = g.submit_batch_atomic(&batch, None).unwrap() else {
+        panic!("room for the batch")
+    };
+    // Supersede the batch's key 1: its dependent in the batch fails with it.
+    g.advance(key(1)).unwrap();
+    assert!(superseded(g.outcome(h[1]).unwrap()));
+    assert!(dependency_failed(g.outcome(h[0]).unwrap()));
+    let job = g.try_next(CPU).unwrap();
+    assert_eq!(job.handle(), h[2]);
+    // The batch's job runs at its key's current version.
+    let w = g.witness(&job);
+    assert_eq!(w.version(), g.version(key(2)).unwrap());
+    assert_eq!(w.version().generation, 1);
+    g.check_witness(&w).unwrap();
+    g.complete(job, JobOutcome::Succeeded).unwrap();
+    assert_eq!(g.outcome(h[2]).unwrap(), Some(JobOutcome::Succeeded));
 }
