@@ -190,7 +190,7 @@ impl GraphEngine for LockFreeGraph {
 
     fn admitted(&self, node: NodeRef, work: &mut Work) {
         let n = &self.nodes[node.idx as usize];
-        // Release: pairs with the Acquire of the executor's CAS in `start`.
+        // Release: pairs with the Acquire load in `start`.
         n.state.store(word(node.gen, S_QUEUED), Ordering::Release);
         let mut failed = NIL;
         self.seal(&n.admit, node.gen, true, work, &mut failed);
@@ -200,47 +200,55 @@ impl GraphEngine for LockFreeGraph {
 
     fn fail_ready(&self, node: NodeRef, error: Error, admitted: bool, work: &mut Work) {
         let n = &self.nodes[node.idx as usize];
-        dec(&self.gauges.ready);
+        self.gauges
+            .ready_running
+            .fetch_sub(READY_ONE, Ordering::Relaxed);
         n.state.store(word(node.gen, S_ENDING), Ordering::Relaxed);
         self.end(node, JobOutcome::Failed(error), admitted, work);
     }
 
     fn start(&self, node: NodeRef) -> bool {
         let n = &self.nodes[node.idx as usize];
-        // AcqRel: pairs with the Release store in `admitted`.
-        let ok = n
-            .state
-            .compare_exchange(
-                word(node.gen, S_QUEUED),
-                word(node.gen, S_RUNNING),
-                Ordering::AcqRel,
-                Ordering::Relaxed,
-            )
-            .is_ok();
-        if ok {
-            // Nothing else touches the count now: every gate was counted when it fired. The
-            // body holds one. Keeps a retirement flag an `advance` set meanwhile (the job then
-            // runs superseded and its completion is stale, SPEC D21).
-            let mut c = n.ctl.load(Ordering::Relaxed);
-            loop {
-                let new = (c & RETIRED) | word(node.gen, 0) | RUNNING | 1;
-                match n
-                    .ctl
-                    .compare_exchange_weak(c, new, Ordering::Relaxed, Ordering::Relaxed)
-                {
-                    Ok(_) => break,
-                    Err(cur) => c = cur,
-                }
-            }
-            dec(&self.gauges.ready);
-            inc(&self.gauges.running);
+        // Acquire: pairs with the Release store in `admitted`.
+        if n.state.load(Ordering::Acquire) != word(node.gen, S_QUEUED) {
+            return false;
         }
-        ok
+        // The count word decides between this executor and a key operation retiring the
+        // queued job (SPEC D20): whoever moves it first owns the node. Only the executor
+        // holding the job's one scheduler payload gets here, and a key operation writes a
+        // queued node's state only after winning this word (`TAKEN`), so the state itself
+        // takes a load and a store. A retirement flag without `TAKEN` (set while the job was
+        // on its way to the scheduler) is kept: the job runs and its completion is stale.
+        let mut c = n.ctl.load(Ordering::Relaxed);
+        loop {
+            if gen_of(c) != node.gen || c & (TAKEN | RUNNING) != 0 {
+                return false;
+            }
+            // Nothing else touches the count now: every gate was counted when it fired. The
+            // body holds one.
+            let new = (c & RETIRED) | word(node.gen, 0) | RUNNING | 1;
+            // Relaxed: the state's Acquire load above ordered the node's set-up; the RMW only
+            // arbitrates with `mark_retired`.
+            match n
+                .ctl
+                .compare_exchange_weak(c, new, Ordering::Relaxed, Ordering::Relaxed)
+            {
+                Ok(_) => break,
+                Err(cur) => c = cur,
+            }
+        }
+        n.state.store(word(node.gen, S_RUNNING), Ordering::Relaxed);
+        // Ready to running in one RMW (the flush that counted it ready came before the hand-off).
+        self.gauges
+            .ready_running
+            .fetch_add(RUNNING_ONE - READY_ONE, Ordering::Relaxed);
+        true
     }
 
     fn complete(&self, node: NodeRef, outcome: JobOutcome, work: &mut Work) -> Result<(), Error> {
         let n = &self.nodes[node.idx as usize];
-        // Acquire: pairs with the Release CAS in `start`.
+        // Acquire: orders the body's outcome after what `start` saw (the Release store in
+        // `admitted`), for a completer on another thread than the starter.
         n.state
             .compare_exchange(
                 word(node.gen, S_RUNNING),
@@ -249,15 +257,14 @@ impl GraphEngine for LockFreeGraph {
                 Ordering::Relaxed,
             )
             .map_err(|_| STALE)?;
-        dec(&self.gauges.running);
-        if let Some(e) = self.refuse_stale(node, work) {
-            return Err(e);
-        }
+        self.gauges
+            .ready_running
+            .fetch_sub(RUNNING_ONE, Ordering::Relaxed);
         // SAFETY: the executor owns the running node's outcome cell; it is read by whoever
         // ends the node, after the hold is given up below (AcqRel).
         n.outcome.with_mut(|p| unsafe { *p = Some(outcome) });
-        // No gate discovered while it ran (the common case): the body's count is the last,
-        // and the job ends here.
+        // No gate discovered while it ran and not retired (the common case): the body's count
+        // is the last, and the job ends here.
         let body_only = word(node.gen, 0) | RUNNING | 1;
         // AcqRel: as the RMWs of `release` (the count's release sequence).
         if n.ctl
@@ -271,6 +278,11 @@ impl GraphEngine for LockFreeGraph {
         {
             self.end(node, outcome, true, work);
             return Ok(());
+        }
+        // Not the plain case: a retirement flag (the job was superseded or its key removed,
+        // SPEC D21) or gates discovered while it ran.
+        if let Some(e) = self.refuse_stale(node, work) {
+            return Err(e);
         }
         inc(&self.gauges.waiting);
         let mut failed = NIL;
@@ -449,6 +461,7 @@ impl GraphEngine for LockFreeGraph {
 
     fn occupancy(&self) -> Occupancy {
         let g = &self.gauges;
+        let ready_running = g.ready_running.load(Ordering::Relaxed);
         Occupancy {
             nodes_used: g.nodes.load(Ordering::Relaxed),
             nodes_total: self.bounds.nodes,
@@ -457,8 +470,8 @@ impl GraphEngine for LockFreeGraph {
             keys_used: g.keys.load(Ordering::Relaxed),
             keys_total: self.keys.len() as u32,
             waiting: g.waiting.load(Ordering::Relaxed),
-            ready: g.ready.load(Ordering::Relaxed),
-            running: g.running.load(Ordering::Relaxed),
+            ready: ready_running as u32,
+            running: (ready_running >> 32) as u32,
         }
     }
 }

@@ -6,8 +6,9 @@
 //! (one CAS, the linearisation point) from the producer it named, and retire that producer:
 //! a flag in its `ctl` word. A publication that precedes the detach is retired by it; one that
 //! follows it reads the new version (see `submit`). A retired node that was waiting (its count
-//! zeroed by the same CAS) or queued (a CAS of its state) is ended by the retiring thread;
-//! a running one is ended by its completion, refused as stale.
+//! zeroed by the same CAS) or queued (`TAKEN` set by the same CAS, which the executor's `start`
+//! then refuses) is ended by the retiring thread; a running one — or one caught on its way to
+//! the scheduler — is ended by its completion, refused as stale.
 
 use super::*;
 use crate::graph::keys::{
@@ -98,13 +99,22 @@ impl LockFreeGraph {
         };
         // Acquire/AcqRel: the RMWs on `ctl` form one release sequence (see `release`).
         let mut c = n.ctl.load(Ordering::Acquire);
-        let waiting = loop {
+        let (waiting, queued) = loop {
             if gen_of(c) != node.gen || c & RETIRED != 0 {
                 return r;
             }
             let waiting = c & RUNNING == 0 && c & REMAINING != 0;
+            // Fired and not started: if it is in the scheduler already, take it from its
+            // executor (`start` refuses a `TAKEN` node). On its way there (ready, the hand-off
+            // still running) it is only flagged: it will run, and its completion is stale.
+            // Acquire: pairs with the Release store of `admitted`.
+            let queued = !waiting
+                && c & RUNNING == 0
+                && n.state.load(Ordering::Acquire) == word(node.gen, S_QUEUED);
             let new = if waiting {
                 (c & !REMAINING) | why
+            } else if queued {
+                c | why | TAKEN
             } else {
                 c | why
             };
@@ -112,7 +122,7 @@ impl LockFreeGraph {
                 .ctl
                 .compare_exchange_weak(c, new, Ordering::AcqRel, Ordering::Acquire)
             {
-                Ok(_) => break waiting,
+                Ok(_) => break (waiting, queued),
                 Err(cur) => c = cur,
             }
         };
@@ -120,19 +130,12 @@ impl LockFreeGraph {
             n.state.store(word(node.gen, S_ENDING), Ordering::Relaxed);
             dec(&self.gauges.waiting);
             r.end = Some(false);
-        } else if n
-            .state
-            // Acquire: pairs with the Release store of `admitted`; the executor's `start`
-            // CASes the same word, one of the two wins.
-            .compare_exchange(
-                word(node.gen, S_QUEUED),
-                word(node.gen, S_ENDING),
-                Ordering::Acquire,
-                Ordering::Relaxed,
-            )
-            .is_ok()
-        {
-            dec(&self.gauges.ready);
+        } else if queued {
+            // This thread won the count word: the executor's `start` will refuse the node.
+            n.state.store(word(node.gen, S_ENDING), Ordering::Relaxed);
+            self.gauges
+                .ready_running
+                .fetch_sub(READY_ONE, Ordering::Relaxed);
             r.end = Some(true);
         }
         r

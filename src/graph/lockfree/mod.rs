@@ -58,7 +58,10 @@ const RETIRED_REMOVED: u64 = 1 << 28;
 const RETIRED: u64 = RETIRED_SUPERSEDED | RETIRED_REMOVED;
 /// With `FAILED`: the failed gate was a removed key's waiter edge (outcome `removed`).
 const WAITED_REMOVED: u64 = 1 << 27;
-const REMAINING: u64 = WAITED_REMOVED - 1;
+/// A key operation took a queued node before its executor started it, and ends it (SPEC D20);
+/// `start` then refuses it.
+const TAKEN: u64 = 1 << 26;
+const REMAINING: u64 = TAKEN - 1;
 
 const K_NONE: u64 = 0;
 const K_WAITING: u64 = 1;
@@ -184,9 +187,15 @@ struct Gauges {
     edges: AtomicU32,
     keys: AtomicU32,
     waiting: AtomicU32,
-    ready: AtomicU32,
-    running: AtomicU32,
+    /// Ready jobs in the low half, running ones in the high half: a job that starts moves
+    /// from one to the other with one RMW.
+    ready_running: AtomicU64,
 }
+
+/// One ready job in `Gauges::ready_running`.
+const READY_ONE: u64 = 1;
+/// One running job in `Gauges::ready_running`.
+const RUNNING_ONE: u64 = 1 << 32;
 
 /// The lock-free graph engine (the product).
 pub struct LockFreeGraph {
@@ -460,7 +469,9 @@ impl LockFreeGraph {
             self.gauges
                 .waiting
                 .fetch_sub(work.readied, Ordering::Relaxed);
-            self.gauges.ready.fetch_add(work.readied, Ordering::Relaxed);
+            self.gauges
+                .ready_running
+                .fetch_add(u64::from(work.readied) * READY_ONE, Ordering::Relaxed);
             work.readied = 0;
         }
     }
