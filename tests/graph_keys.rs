@@ -36,6 +36,7 @@ both_graphs!(
     d24_reset_retires_every_key_at_scale,
     d24_bad_key_operations_are_typed_errors_and_change_nothing,
     d20_d23_atomic_batch_jobs_carry_versions_and_are_superseded,
+    d20_superseded_queued_job_is_not_ended_again_by_a_shutdown,
 );
 
 const CPU: ClassId = ClassId(0);
@@ -630,4 +631,28 @@ fn d20_d23_atomic_batch_jobs_carry_versions_and_are_superseded<E: GraphEngine>()
     g.check_witness(&w).unwrap();
     g.complete(job, JobOutcome::Succeeded).unwrap();
     assert_eq!(g.outcome(h[2]).unwrap(), Some(JobOutcome::Succeeded));
+}
+
+fn d20_superseded_queued_job_is_not_ended_again_by_a_shutdown<E: GraphEngine>() {
+    let g = graph::<E>();
+    let a = admit(&g, 1, &[]);
+    let b = admit(&g, 2, &[]);
+    assert_eq!(g.occupancy().ready, 2);
+    g.advance(key(1)).unwrap();
+    assert!(superseded(g.outcome(a).unwrap()));
+    // The shutdown hands both payloads back: `b` ends `shutdown`, `a` keeps its one outcome.
+    g.shutdown();
+    assert!(superseded(g.outcome(a).unwrap()));
+    assert!(failed_with(
+        g.outcome(b).unwrap(),
+        Code::Unavailable,
+        Reason::Shutdown
+    ));
+    let o = g.occupancy();
+    assert_eq!((o.waiting, o.ready, o.running), (0, 0, 0));
+    assert!(g.ledger().usage().is_zero());
+    for h in [a, b] {
+        g.take_outcome(h).unwrap().unwrap();
+    }
+    assert_eq!(g.occupancy().nodes_used, 0);
 }

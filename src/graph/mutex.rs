@@ -495,7 +495,8 @@ impl GraphEngine for MutexGraph {
 
     fn fail_ready(&self, node: NodeRef, error: Error, admitted: bool, work: &mut Work) {
         let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        if s.node(node).is_none() {
+        // Not if a key operation ended it meanwhile (SPEC D20).
+        if !matches!(s.node(node), Some(n) if matches!(n.st, St::Ready | St::Queued)) {
             return;
         }
         s.ready -= 1;

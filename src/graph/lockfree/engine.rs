@@ -200,6 +200,22 @@ impl GraphEngine for LockFreeGraph {
 
     fn fail_ready(&self, node: NodeRef, error: Error, admitted: bool, work: &mut Work) {
         let n = &self.nodes[node.idx as usize];
+        // A queued node may have been taken by a key operation meanwhile (SPEC D20), which
+        // ended it: decide on the count word, as `start` does. Rare (a refusal or a shutdown).
+        // Relaxed: only arbitrates; the node's set-up was acquired by the caller.
+        let mut c = n.ctl.load(Ordering::Relaxed);
+        loop {
+            if gen_of(c) != node.gen || c & (TAKEN | RUNNING) != 0 {
+                return;
+            }
+            match n
+                .ctl
+                .compare_exchange_weak(c, c | TAKEN, Ordering::Relaxed, Ordering::Relaxed)
+            {
+                Ok(_) => break,
+                Err(cur) => c = cur,
+            }
+        }
         self.gauges
             .ready_running
             .fetch_sub(READY_ONE, Ordering::Relaxed);

@@ -108,8 +108,9 @@ impl LockFreeGraph {
             // executor (`start` refuses a `TAKEN` node). On its way there (ready, the hand-off
             // still running) it is only flagged: it will run, and its completion is stale.
             // Acquire: pairs with the Release store of `admitted`.
+            // `TAKEN` already: a refusal or a shutdown is ending it.
             let queued = !waiting
-                && c & RUNNING == 0
+                && c & (RUNNING | TAKEN) == 0
                 && n.state.load(Ordering::Acquire) == word(node.gen, S_QUEUED);
             let new = if waiting {
                 (c & !REMAINING) | why
