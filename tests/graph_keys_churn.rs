@@ -24,7 +24,7 @@ fn mix(mut x: u64) -> u64 {
 const KEYS: u64 = 256;
 const CPU: ClassId = ClassId(0);
 
-fn churn<E: GraphEngine>() {
+fn churn<E: GraphEngine>(end_with_shutdown: bool) {
     let ledger = Ledger::new(LedgerConfig::new(vec![ClassSpec::new("cpu")], 4)).unwrap();
     let g: Graph<E> = Graph::builder(ledger)
         .class(4)
@@ -163,18 +163,24 @@ fn churn<E: GraphEngine>() {
     }
     stop.store(true, Ordering::Release);
     churner.join().unwrap();
-    // Jobs still waiting on keys nobody will produce: retire everything.
-    g.reset();
+    // Jobs still waiting on keys nobody will produce: retire everything, or shut down (which
+    // fails them, and ends what is queued).
+    if end_with_shutdown {
+        g.shutdown();
+    } else {
+        g.reset();
+    }
     for e in executors {
         e.join().unwrap();
     }
     // Quiescent: every job has exactly one outcome.
     let handles = std::mem::take(&mut *handles.lock().unwrap());
-    let (mut ok, mut superseded, mut removed, mut other) = (0, 0, 0, 0);
+    let (mut ok, mut superseded, mut removed, mut other, mut shut) = (0, 0, 0, 0, 0);
     let mut tally = |o: Option<JobOutcome>| match o {
         Some(JobOutcome::Succeeded) => ok += 1,
         Some(JobOutcome::Failed(e)) if e.reason() == Reason::Superseded => superseded += 1,
         Some(JobOutcome::Failed(e)) if e.reason() == Reason::Removed => removed += 1,
+        Some(JobOutcome::Failed(e)) if e.reason() == Reason::Shutdown => shut += 1,
         Some(JobOutcome::Failed(_)) => other += 1,
         None => panic!("a job without an outcome at quiescence"),
     };
@@ -198,7 +204,7 @@ fn churn<E: GraphEngine>() {
     assert_eq!(g.stale_completions(), refused_stale.load(Ordering::Relaxed));
     eprintln!(
         "{jobs} jobs: succeeded {ok}, superseded {superseded}, removed {removed}, other failures \
-         {other}; {} advances, {} removes, {} stale completions",
+         {other}, shutdown {shut}; {} advances, {} removes, {} stale completions",
         advances.load(Ordering::Relaxed),
         removes.load(Ordering::Relaxed),
         g.stale_completions()
@@ -211,10 +217,20 @@ fn churn<E: GraphEngine>() {
 
 #[test]
 fn d20_d24_churn_with_keys_advancing_and_removed_conserves_every_job_lockfree() {
-    churn::<fairway::LockFreeGraph>();
+    churn::<fairway::LockFreeGraph>(false);
 }
 
 #[test]
 fn d20_d24_churn_with_keys_advancing_and_removed_conserves_every_job_mutex() {
-    churn::<fairway::MutexGraph>();
+    churn::<fairway::MutexGraph>(false);
+}
+
+#[test]
+fn d20_d24_churn_with_keys_advancing_then_shutdown_conserves_every_job_lockfree() {
+    churn::<fairway::LockFreeGraph>(true);
+}
+
+#[test]
+fn d20_d24_churn_with_keys_advancing_then_shutdown_conserves_every_job_mutex() {
+    churn::<fairway::MutexGraph>(true);
 }
