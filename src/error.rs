@@ -142,6 +142,16 @@ pub enum Reason {
     KeyRange,
     /// A job lists more dependencies than the graph was built for.
     TooManyDependencies,
+    /// A graph job of an older generation of its key, superseded by `advance` (SPEC D20).
+    Superseded,
+    /// A graph key was removed or reset; its waiters and work fail with it (SPEC D24).
+    Removed,
+    /// A graph key that names nothing live: never named, or removed (SPEC D20, D24).
+    UnknownKey,
+    /// A graph key's generation counter is at its maximum; `advance` refuses (SPEC D22).
+    GenerationExhausted,
+    /// A witness whose key version is no longer current (SPEC D21, D23).
+    StaleWitness,
 }
 
 impl Reason {
@@ -191,6 +201,11 @@ impl Reason {
             Reason::DuplicateKey => "duplicate-key",
             Reason::KeyRange => "key-range",
             Reason::TooManyDependencies => "too-many-dependencies",
+            Reason::Superseded => "superseded",
+            Reason::Removed => "removed",
+            Reason::UnknownKey => "unknown-key",
+            Reason::GenerationExhausted => "generation-exhausted",
+            Reason::StaleWitness => "stale-witness",
         }
     }
 }

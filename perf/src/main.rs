@@ -15,6 +15,7 @@
 
 mod compare;
 mod graph;
+mod graph_dag;
 mod plot;
 mod report;
 mod suites;
@@ -50,8 +51,9 @@ const USAGE: &str =
   --suite NAME     default (one row per PERF.md target), open-loop (50/80/95 % load at 2 and 8
                    threads, with plots), scaling (wait, pull and open-loop rows at --threads),
                    peers (the ring against crossbeam and locked deques), graph (the dependency
-                   graph's P8 and P9 rows), all, request (the request path's rows only: P1, P13,
-                   P7, P3)
+                   graph's P8 and P9 rows, a random 10^5-job DAG at 1/2/8 executor threads
+                   beside a topological walk, advance and remove), all, request (the request
+                   path's rows only: P1, P13, P7, P3)
   --json           print the report as JSON (no progress on stderr)
   --markdown       print the targets as the README's Markdown table
   --check          exit with status 1 when a target misses (on the run's median)

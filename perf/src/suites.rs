@@ -12,9 +12,9 @@ use fairway_bench_support::pool::OneCell;
 use fairway_bench_support::sched::{engines, AdmitRefund, Mode, UncontendedCas};
 use fairway_bench_support::{ring, Measured, OpUser, SingleOp};
 
-use crate::graph;
 use crate::report::{Rep, Row};
 use crate::targets::rows;
+use crate::{graph, graph_dag};
 use fairway::{LockFreeGraph, MutexGraph};
 
 /// The named suites (`--suite`).
@@ -52,6 +52,13 @@ pub enum Job {
     Ring(usize),
     /// P8 (8) or P9 (9): the dependency graph, lock-free and mutex graph.
     Graph(u8),
+    /// The whole random DAG (10^5 jobs) run by this many executor threads, both graph engines
+    /// and the single-threaded topological walk.
+    GraphDag(usize),
+    /// `advance` of a key whose sweep ends this many jobs, both graph engines.
+    GraphAdvance(usize),
+    /// `remove` of a key with this many waiters, both graph engines.
+    GraphRemove(usize),
 }
 
 /// How long each kind of run lasts, and how many repetitions.
@@ -93,14 +100,23 @@ impl Job {
             Job::Ring(t) => format!("ring {t} thr"),
             Job::Graph(8) => rows::GRAPH_P8.into(),
             Job::Graph(_) => rows::GRAPH_P9.into(),
+            Job::GraphDag(t) => format!("graph DAG 10^5 jobs {t} thr"),
+            Job::GraphAdvance(n) => format!("graph advance, {n} jobs superseded"),
+            Job::GraphRemove(n) => format!("graph remove, {n} waiters"),
         }
     }
 
     /// Length of one run of one arm.
     fn run_for(&self, s: &Settings) -> Duration {
         match self {
-            Job::Cycle | Job::Fast | Job::Single | Job::Cancel | Job::Graph(_) => s.single,
-            Job::Closed(..) | Job::Open(..) => s.threaded,
+            Job::Cycle
+            | Job::Fast
+            | Job::Single
+            | Job::Cancel
+            | Job::Graph(_)
+            | Job::GraphAdvance(_)
+            | Job::GraphRemove(_) => s.single,
+            Job::Closed(..) | Job::Open(..) | Job::GraphDag(_) => s.threaded,
             Job::Fairness => s.fairness,
             Job::Ring(_) => s.ring,
         }
@@ -110,7 +126,7 @@ impl Job {
     fn estimate(&self, s: &Settings) -> f64 {
         let arms = match self {
             Job::Single | Job::Ring(_) => 4.0,
-            Job::Cancel | Job::Graph(_) => 2.0,
+            Job::Cancel | Job::Graph(_) | Job::GraphAdvance(_) | Job::GraphRemove(_) => 2.0,
             _ => 3.0,
         };
         arms * (s.reps as f64 + 0.25) * self.run_for(s).as_secs_f64()
@@ -203,6 +219,51 @@ impl Job {
                     arm(&name, "std Mutex", Box::new(std)),
                 ]
             }
+            Job::GraphDag(t) => {
+                let dag = std::sync::Arc::new(graph_dag::Dag::new());
+                let (a, b, c) = (dag.clone(), dag.clone(), dag);
+                vec![
+                    arm(
+                        &name,
+                        "lock-free",
+                        Box::new(move |d| graph_dag::whole_dag::<LockFreeGraph>(&a, t, d)),
+                    ),
+                    arm(
+                        &name,
+                        "std Mutex",
+                        Box::new(move |d| graph_dag::whole_dag::<MutexGraph>(&b, t, d)),
+                    ),
+                    arm(
+                        &name,
+                        "topological walk, 1 thr",
+                        Box::new(move |d| graph_dag::topo_walk(&c, d)),
+                    ),
+                ]
+            }
+            Job::GraphAdvance(n) => vec![
+                arm(
+                    &name,
+                    "lock-free",
+                    Box::new(move |d| graph_dag::advance::<LockFreeGraph>(n, d)),
+                ),
+                arm(
+                    &name,
+                    "std Mutex",
+                    Box::new(move |d| graph_dag::advance::<MutexGraph>(n, d)),
+                ),
+            ],
+            Job::GraphRemove(n) => vec![
+                arm(
+                    &name,
+                    "lock-free",
+                    Box::new(move |d| graph_dag::remove::<LockFreeGraph>(n, d)),
+                ),
+                arm(
+                    &name,
+                    "std Mutex",
+                    Box::new(move |d| graph_dag::remove::<MutexGraph>(n, d)),
+                ),
+            ],
             Job::Ring(t) => ring::backends()
                 .into_iter()
                 .map(|(backend, run)| {
@@ -270,7 +331,17 @@ pub fn plan(suite: &str, threads: &[usize]) -> Result<Vec<Job>, String> {
             })
             .collect(),
         "peers" => vec![Job::Ring(1), Job::Ring(2), Job::Ring(8)],
-        "graph" => vec![Job::Graph(8), Job::Graph(9)],
+        "graph" => vec![
+            Job::Graph(8),
+            Job::Graph(9),
+            Job::GraphDag(1),
+            Job::GraphDag(2),
+            Job::GraphDag(8),
+            Job::GraphAdvance(0),
+            Job::GraphAdvance(10),
+            Job::GraphAdvance(1000),
+            Job::GraphRemove(1000),
+        ],
         // The request path's rows (P1, P13, P7, P3): the before/after check of a change to it.
         "request" => vec![Job::Cycle, Job::Fast, Job::Single, Job::Cancel, pull(2)],
         "all" => {

@@ -15,6 +15,7 @@ fn bounds() -> Bounds {
         edges: 2,
         keys: 4,
         max_deps: 1,
+        max_gen: crate::graph::Version::MAX_GENERATION,
         first_gen: 0,
     }
 }

@@ -1,5 +1,5 @@
-//! The dependency graph (SPEC section D, part 1): keyed jobs with gated edges, run on the fair
-//! scheduler.
+//! The dependency graph (SPEC section D): keyed, versioned jobs with gated edges, run on the
+//! fair scheduler.
 //!
 //! A job names its key, tenant, class and priority and lists dependencies on other keys, each
 //! with a [`Gate`]. It becomes ready only when every gate holds (D12); then it takes its ledger
@@ -67,7 +67,9 @@
 //!   publication: it reserves every key of the batch, and whoever meets a reserved key goes to
 //!   the lock, so nobody sees part of a batch. Batches are the host's explicit choice of the
 //!   slow path (they also allocate);
-//! - [`Graph::shutdown`]'s walk of the key table that fails every parked dependency (once).
+//! - [`Graph::shutdown`]'s walk of the key table that fails every parked dependency (once);
+//! - the key operations ([`Graph::advance`], [`Graph::remove`], [`Graph::reset`]), and freeing
+//!   the parked edges of a job they retired.
 //!
 //! No user code, waker or drop of user data runs under it.
 //!
@@ -79,6 +81,23 @@
 //! per gate, end `dependency-failed`; running jobs complete as usual. Payloads that the
 //! scheduler hands back later (a dispatch pass that was running during the shutdown) are
 //! collected by every later hand-off and by executors that find nothing.
+//!
+//! # Keys: versions, supersede, removal (SPEC D01, D20–D24)
+//!
+//! A key ([`JobKey`]) exists from the first job or dependency that names it until it is
+//! removed; it has a [`Version`]: a process-unique incarnation and a generation.
+//! [`Graph::advance`] bumps the generation and retires the key's current job in the same step:
+//! waiting or queued, it ends `cancelled / superseded`; running, its completion will be refused
+//! as stale (the job's witness is no longer current, [`Graph::is_current`]). A retired job
+//! meets none of its dependents' gates, so they fail `dependency-failed`; jobs waiting on the
+//! key with no producer wait for the next generation's. [`Graph::remove`] and [`Graph::reset`]
+//! do the same with `removed`, and fail the key's waiters `unavailable / removed`. A
+//! [`Witness`] proves a running job's version; [`Graph::check_witness`] refuses it once the
+//! key advanced, was removed, or was re-created. See `keys.rs` and each engine's `keys.rs` for
+//! the protocol: on the lock-free engine the key's version word changes under the topology
+//! lock, the key's state word is moved off its producer by one CAS (the linearisation point),
+//! and the producer is retired by a flag in its count word, which the executor's `start` keeps
+//! and `complete` checks.
 //!
 //! # What holds, and where it is tested
 //!
@@ -93,7 +112,11 @@
 //! its end; union with earlier edges), D15 (self-dependency; a cycle through a waiting key or
 //! inside a batch, refused with nothing changed; two threads racing the halves of a cycle in
 //! `tests/graph_churn.rs`), D40 (a chain of 16 jobs on one cell), D41 (a batch's cap bounds
-//! its bodies on four executors, released on unwind), D50.
+//! its bodies on four executors, released on unwind), D50, and D01, D20–D24
+//! (`tests/graph_keys.rs`; `tests/graph_keys_differential.rs` adds the key operations to the
+//! differential op mix, `tests/graph_keys_churn.rs` advances and removes keys under load;
+//! `loom_keys.rs` models advance against complete, against start and against a publication,
+//! remove against link).
 //! `tests/graph_differential.rs` compares the engines after every operation of random
 //! sequences; `tests/graph_churn.rs` checks conservation at quiescence on threads and on
 //! tokio, and with a shutdown in the middle; the loom models (`loom_link.rs`,
@@ -103,11 +126,16 @@
 //!
 //! # Limits of this part (not built yet)
 //!
-//! - A key holds one job for the graph's lifetime: generations, supersede, removal and the key
-//!   table's compaction (D01, D20–D24) come later; a second job on a key is refused
-//!   `already-exists / duplicate-key`, and key-table slots are never freed. Keys are at most
-//!   [`WorkKey::MAX`], stage tags 8 bits. A waiter on a key whose producer never comes waits
-//!   until the graph is shut down (removal, which fails such waiters, is part 2).
+//! - A key holds one job per generation: a second job at the same generation is refused
+//!   `already-exists / duplicate-key` until the key advances or is removed. Keys are at most
+//!   [`WorkKey::MAX`], stage tags 8 bits, generations 24 bits.
+//! - Key-table slots are never freed for another key: a removed key keeps its slot, which it
+//!   reuses when named again. The table's compaction, with crossbeam-epoch reclaiming an old
+//!   table, is not built (the lock-free submit reads the table without an epoch pin).
+//! - Dependencies name a key's current producer; pinning an exact generation (D10) is not
+//!   built, and dependents of a superseded job fail rather than re-attach to the next one. A
+//!   running job is signalled through its witness, not a cancellation token; a queued job
+//!   that a key operation ended stays in the scheduler until an executor skips it.
 //! - Not built: `DedupeJoined` is never produced (D03); priority inheritance and cancellation
 //!   through the graph (D30, D31).
 //! - The ready depth is the node capacity: the graph's scheduler queues as many jobs per class
@@ -119,9 +147,12 @@
 //!   [`Graph::scheduler`] directly: a payload taken out behind the graph's back gets no outcome.
 
 mod cap;
+mod keys;
 mod lockfree;
 #[cfg(all(test, loom))]
 mod loom_batch;
+#[cfg(all(test, loom))]
+mod loom_keys;
 #[cfg(all(test, loom))]
 mod loom_link;
 #[cfg(all(test, loom))]
@@ -131,6 +162,7 @@ pub(crate) mod rules;
 mod types;
 
 pub use cap::ConcurrencyCap;
+pub use keys::{Version, Witness};
 pub use lockfree::LockFreeGraph;
 pub use mutex::MutexGraph;
 pub use types::*;
@@ -195,6 +227,20 @@ pub trait GraphEngine: sealed::Sealed + Send + Sync + Sized + 'static {
     fn occupancy(&self) -> Occupancy;
     #[doc(hidden)]
     fn max_deps(&self) -> usize;
+    #[doc(hidden)]
+    fn advance(&self, key: JobKey, work: &mut Self::Work) -> Result<Version, Error>;
+    #[doc(hidden)]
+    fn remove(&self, key: JobKey, work: &mut Self::Work) -> Result<(), Error>;
+    #[doc(hidden)]
+    fn reset(&self, work: &mut Self::Work);
+    #[doc(hidden)]
+    fn version(&self, key: JobKey) -> Option<Version>;
+    #[doc(hidden)]
+    fn node_version(&self, node: NodeRef) -> Option<(JobKey, Version)>;
+    #[doc(hidden)]
+    fn witness_current(&self, witness: &Witness) -> bool;
+    #[doc(hidden)]
+    fn stale_completions(&self) -> u64;
 }
 
 /// Builds a [`Graph`].
@@ -224,8 +270,8 @@ impl GraphBuilder {
         self
     }
 
-    /// Key-table slots, rounded up to a power of two (default 4096). Keys are never freed in
-    /// this part.
+    /// Key-table slots, rounded up to a power of two (default 4096). A slot, once a key
+    /// claimed it, stays that key's, also after `remove` (the key reuses it when named again).
     pub fn keys(mut self, n: u32) -> Self {
         self.bounds.keys = n;
         self
@@ -234,6 +280,13 @@ impl GraphBuilder {
     /// The most dependencies one job may list (default 16).
     pub fn max_deps(mut self, n: u32) -> Self {
         self.bounds.max_deps = n;
+        self
+    }
+
+    /// The largest generation a key may reach (default and at most
+    /// [`Version::MAX_GENERATION`]); `advance` beyond it is refused (SPEC D22).
+    pub fn max_generation(mut self, n: u32) -> Self {
+        self.bounds.max_gen = n;
         self
     }
 
@@ -258,6 +311,9 @@ impl GraphBuilder {
         }
         if b.max_deps > 1024 {
             return Err(Error::configuration("max_deps"));
+        }
+        if b.max_gen > Version::MAX_GENERATION {
+            return Err(Error::configuration("max_generation"));
         }
         Ok(Bounds {
             keys: b.keys.next_power_of_two(),
@@ -375,6 +431,7 @@ impl Graph<LockFreeGraph> {
                 edges: 4096,
                 keys: 4096,
                 max_deps: 16,
+                max_gen: Version::MAX_GENERATION,
                 first_gen: 0,
             },
         }

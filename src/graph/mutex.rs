@@ -10,6 +10,8 @@ use crate::{ClassId, Error, Priority, TenantId};
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 
+mod keys;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum St {
     Free,
@@ -39,6 +41,12 @@ struct MNode {
     done: Vec<(NodeRef, Gate)>,
     outcome: Option<JobOutcome>,
     body: Option<JobOutcome>,
+    /// The key version it was published at (SPEC D01).
+    ver: u64,
+    /// Superseded or removed (SPEC D20, D24): the error it ends with.
+    retired: Option<Error>,
+    /// A gate failed because a key it waited on was removed (outcome `removed`).
+    waited_removed: bool,
 }
 
 #[derive(Debug)]
@@ -60,6 +68,10 @@ struct State {
     running: u32,
     /// Shut down: submissions and discoveries are refused.
     shut: bool,
+    /// Key versions (incarnation and generation; absent or 0: none).
+    vers: HashMap<u64, u64>,
+    /// Completions refused as stale (SPEC D21).
+    stale: u64,
 }
 
 /// The mutex baseline graph engine.
@@ -77,6 +89,12 @@ pub struct Work {
 
 impl super::sealed::Sealed for MutexGraph {}
 
+impl MutexGraph {
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
 impl State {
     fn node(&mut self, r: NodeRef) -> Option<&mut MNode> {
         self.nodes
@@ -86,6 +104,18 @@ impl State {
 
     /// Counts one gate of `target`; fires it when its count reaches zero.
     fn release(&mut self, target: NodeRef, met: bool, work: &mut Work, failed: &mut Vec<NodeRef>) {
+        self.release_with(target, met, false, work, failed);
+    }
+
+    /// As `release`; `removed`: the gate failed because its key was removed.
+    fn release_with(
+        &mut self,
+        target: NodeRef,
+        met: bool,
+        removed: bool,
+        work: &mut Work,
+        failed: &mut Vec<NodeRef>,
+    ) {
         let Some(n) = self.node(target) else {
             return;
         };
@@ -94,6 +124,7 @@ impl State {
         }
         n.remaining -= 1;
         n.failed |= !met;
+        n.waited_removed |= removed;
         if n.remaining == 0 {
             self.fire(target, work, failed);
         }
@@ -143,7 +174,9 @@ impl State {
             self.waiting -= 1;
             let n = &self.nodes[f.idx as usize];
             let ran = n.st == St::Completing;
-            let outcome = if n.failed {
+            let outcome = if n.waited_removed {
+                JobOutcome::Failed(super::keys::REMOVED)
+            } else if n.failed {
                 JobOutcome::Failed(DEPENDENCY_FAILED)
             } else {
                 n.body.unwrap_or(JobOutcome::Failed(DEPENDENCY_FAILED))
@@ -171,13 +204,16 @@ impl State {
             std::mem::take(&mut n.admit)
         };
         let done = std::mem::take(&mut n.done);
-        self.keys.insert(
-            key,
-            MKey::Done {
-                admitted,
-                ok: outcome.is_success(),
-            },
-        );
+        // Only while the key still names this node: after `advance` or `remove` it names the
+        // next generation (SPEC D20).
+        if let Some(k) = self.keys.get_mut(&key) {
+            if matches!(k, MKey::Live(p) if *p == node) {
+                *k = MKey::Done {
+                    admitted,
+                    ok: outcome.is_success(),
+                };
+            }
+        }
         self.release_list(admit, false, work, failed);
         self.release_list(done, outcome.is_success(), work, failed);
     }
@@ -200,6 +236,7 @@ impl State {
                     }
                     self.keys.insert(ident, MKey::None);
                 }
+                self.ensure_version(ident);
             }
         }
         true
@@ -226,6 +263,8 @@ impl State {
             n.deps = deps;
             n.admit_sealed = None;
             n.outcome = None;
+            n.retired = None;
+            n.waited_removed = false;
         }
         self.waiting += 1;
         let mut immediate: Vec<bool> = Vec::new();
@@ -280,6 +319,8 @@ impl State {
     fn publish_one(&mut self, me: NodeRef, work: &mut Work) {
         let idx = me.idx;
         let own = self.nodes[idx as usize].key;
+        // The key version it runs at (SPEC D01).
+        self.nodes[idx as usize].ver = self.ensure_version(own);
         if let Some(MKey::Waiting(list)) = self.keys.insert(own, MKey::Live(me)) {
             let n = &mut self.nodes[idx as usize];
             // Adopted in the lock-free engine's order: the first waiter is released first
@@ -338,6 +379,9 @@ impl GraphEngine for MutexGraph {
                 done: Vec::new(),
                 outcome: None,
                 body: None,
+                ver: 0,
+                retired: None,
+                waited_removed: false,
             })
             .collect();
         Self {
@@ -350,6 +394,8 @@ impl GraphEngine for MutexGraph {
                 ready: 0,
                 running: 0,
                 shut: false,
+                vers: HashMap::new(),
+                stale: 0,
             }),
             bounds,
         }
@@ -449,7 +495,8 @@ impl GraphEngine for MutexGraph {
 
     fn fail_ready(&self, node: NodeRef, error: Error, admitted: bool, work: &mut Work) {
         let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        if s.node(node).is_none() {
+        // Not if a key operation ended it meanwhile (SPEC D20).
+        if !matches!(s.node(node), Some(n) if matches!(n.st, St::Ready | St::Queued)) {
             return;
         }
         s.ready -= 1;
@@ -479,6 +526,9 @@ impl GraphEngine for MutexGraph {
             _ => return Err(STALE),
         }
         s.running -= 1;
+        if let Some(e) = s.refuse_stale(node, work) {
+            return Err(e);
+        }
         s.waiting += 1;
         let n = &mut s.nodes[node.idx as usize];
         n.st = St::Completing;
@@ -535,6 +585,7 @@ impl GraphEngine for MutexGraph {
                 }
                 s.keys.insert(ident, MKey::None);
             }
+            s.ensure_version(ident);
         }
         let idents: Vec<u64> = fresh.iter().map(|f| f.0).collect();
         if s.closes_cycle(own, &idents) {
@@ -615,6 +666,37 @@ impl GraphEngine for MutexGraph {
             s.release(target, false, work, &mut failed);
         }
         s.end_failed(failed, work);
+    }
+
+    fn advance(&self, key: JobKey, work: &mut Work) -> Result<super::Version, Error> {
+        self.lock()
+            .advance(rules::ident(key), self.bounds.max_gen, work)
+    }
+
+    fn remove(&self, key: JobKey, work: &mut Work) -> Result<(), Error> {
+        self.lock().remove(rules::ident(key), work)
+    }
+
+    fn reset(&self, work: &mut Work) {
+        self.lock().reset(work);
+    }
+
+    fn version(&self, key: JobKey) -> Option<super::Version> {
+        self.lock().version(rules::ident(key))
+    }
+
+    fn node_version(&self, node: NodeRef) -> Option<(JobKey, super::Version)> {
+        let mut s = self.lock();
+        let n = s.node(node)?;
+        Some((n.job_key, super::Version::unpack(n.ver)))
+    }
+
+    fn witness_current(&self, witness: &super::Witness) -> bool {
+        self.lock().witness_current(witness)
+    }
+
+    fn stale_completions(&self) -> u64 {
+        self.lock().stale
     }
 
     fn occupancy(&self) -> Occupancy {

@@ -247,6 +247,7 @@ pub struct Bounds {
     pub(crate) edges: u32,
     pub(crate) keys: u32,
     pub(crate) max_deps: u32,
+    pub(crate) max_gen: u32,
     /// The generation every node slot starts at (0; near [`NodeRef::MAX_GEN`] in tests).
     pub(crate) first_gen: u32,
 }

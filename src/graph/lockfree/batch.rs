@@ -217,6 +217,10 @@ impl LockFreeGraph {
             self.adopt_waiters(own, me);
             // Release: publishes the node and its adopted lists (pairs with linkers' Acquire).
             own.state.store(key_live(me), Ordering::Release);
+            // The key version it runs at (exact: key operations take this lock too).
+            self.nodes[me.idx as usize]
+                .ver
+                .store(self.ensure_version(k), Ordering::Relaxed);
         }
         drop(guard);
         Ok(Admission::Admitted(()))

@@ -113,9 +113,11 @@ impl GraphEngine for LockFreeGraph {
             }
             if st == K_NONE {
                 // Release: publishes the node's initialisation to linkers (their Acquire load).
+                // Acquire: pairs with the AcqRel RMW of a key operation's `detach` that this
+                // CAS follows, so the version read below is the one it stored (SPEC D20).
                 if own
                     .state
-                    .compare_exchange(K_NONE, key_live(me), Ordering::Release, Ordering::Relaxed)
+                    .compare_exchange(K_NONE, key_live(me), Ordering::AcqRel, Ordering::Relaxed)
                     .is_ok()
                 {
                     break;
@@ -141,6 +143,10 @@ impl GraphEngine for LockFreeGraph {
             break;
         }
         drop(guard);
+        // The version the node runs at: read after publication, so an `advance` that the
+        // publication followed is seen; one that preceded it retired the node (SPEC D20).
+        n.ver
+            .store(self.ensure_version(own_slot), Ordering::Relaxed);
         // Give up the submitter's hold: the node may fire now.
         let mut failed = NIL;
         self.release(me, true, work, &mut failed);
@@ -194,6 +200,22 @@ impl GraphEngine for LockFreeGraph {
 
     fn fail_ready(&self, node: NodeRef, error: Error, admitted: bool, work: &mut Work) {
         let n = &self.nodes[node.idx as usize];
+        // A queued node may have been taken by a key operation meanwhile (SPEC D20), which
+        // ended it: decide on the count word, as `start` does. Rare (a refusal or a shutdown).
+        // Relaxed: only arbitrates; the node's set-up was acquired by the caller.
+        let mut c = n.ctl.load(Ordering::Relaxed);
+        loop {
+            if gen_of(c) != node.gen || c & (TAKEN | RUNNING) != 0 {
+                return;
+            }
+            match n
+                .ctl
+                .compare_exchange_weak(c, c | TAKEN, Ordering::Relaxed, Ordering::Relaxed)
+            {
+                Ok(_) => break,
+                Err(cur) => c = cur,
+            }
+        }
         self.gauges
             .ready_running
             .fetch_sub(READY_ONE, Ordering::Relaxed);
@@ -207,14 +229,31 @@ impl GraphEngine for LockFreeGraph {
         if n.state.load(Ordering::Acquire) != word(node.gen, S_QUEUED) {
             return false;
         }
-        // A load and a store, not a CAS: only the executor holding the job's one scheduler
-        // payload gets here, and nobody else writes a queued node's state (a shutdown ends
-        // only the payloads the scheduler gave back, which no executor holds).
+        // The count word decides between this executor and a key operation retiring the
+        // queued job (SPEC D20): whoever moves it first owns the node. Only the executor
+        // holding the job's one scheduler payload gets here, and a key operation writes a
+        // queued node's state only after winning this word (`TAKEN`), so the state itself
+        // takes a load and a store. A retirement flag without `TAKEN` (set while the job was
+        // on its way to the scheduler) is kept: the job runs and its completion is stale.
+        let mut c = n.ctl.load(Ordering::Relaxed);
+        loop {
+            if gen_of(c) != node.gen || c & (TAKEN | RUNNING) != 0 {
+                return false;
+            }
+            // Nothing else touches the count now: every gate was counted when it fired. The
+            // body holds one.
+            let new = (c & RETIRED) | word(node.gen, 0) | RUNNING | 1;
+            // Relaxed: the state's Acquire load above ordered the node's set-up; the RMW only
+            // arbitrates with `mark_retired`.
+            match n
+                .ctl
+                .compare_exchange_weak(c, new, Ordering::Relaxed, Ordering::Relaxed)
+            {
+                Ok(_) => break,
+                Err(cur) => c = cur,
+            }
+        }
         n.state.store(word(node.gen, S_RUNNING), Ordering::Relaxed);
-        // Nothing else touches the count now: every gate was counted when it fired. The body
-        // holds one.
-        n.ctl
-            .store(word(node.gen, 0) | RUNNING | 1, Ordering::Relaxed);
         // Ready to running in one RMW (the flush that counted it ready came before the hand-off).
         self.gauges
             .ready_running
@@ -240,8 +279,8 @@ impl GraphEngine for LockFreeGraph {
         // SAFETY: the executor owns the running node's outcome cell; it is read by whoever
         // ends the node, after the hold is given up below (AcqRel).
         n.outcome.with_mut(|p| unsafe { *p = Some(outcome) });
-        // No gate discovered while it ran (the common case): the body's count is the last,
-        // and the job ends here.
+        // No gate discovered while it ran and not retired (the common case): the body's count
+        // is the last, and the job ends here.
         let body_only = word(node.gen, 0) | RUNNING | 1;
         // AcqRel: as the RMWs of `release` (the count's release sequence).
         if n.ctl
@@ -255,6 +294,11 @@ impl GraphEngine for LockFreeGraph {
         {
             self.end(node, outcome, true, work);
             return Ok(());
+        }
+        // Not the plain case: a retirement flag (the job was superseded or its key removed,
+        // SPEC D21) or gates discovered while it ran.
+        if let Some(e) = self.refuse_stale(node, work) {
+            return Err(e);
         }
         inc(&self.gauges.waiting);
         let mut failed = NIL;
@@ -397,6 +441,34 @@ impl GraphEngine for LockFreeGraph {
             self.recycle(node, g);
         }
         Ok(out)
+    }
+
+    fn advance(&self, key: JobKey, work: &mut Work) -> Result<crate::graph::Version, Error> {
+        self.advance_key(key, work)
+    }
+
+    fn remove(&self, key: JobKey, work: &mut Work) -> Result<(), Error> {
+        self.remove_key(key, work)
+    }
+
+    fn reset(&self, work: &mut Work) {
+        self.reset_keys(work);
+    }
+
+    fn version(&self, key: JobKey) -> Option<crate::graph::Version> {
+        self.key_version(key)
+    }
+
+    fn node_version(&self, node: NodeRef) -> Option<(JobKey, crate::graph::Version)> {
+        self.version_of_node(node)
+    }
+
+    fn witness_current(&self, witness: &crate::graph::Witness) -> bool {
+        self.is_witness_current(witness)
+    }
+
+    fn stale_completions(&self) -> u64 {
+        self.stale.load(Ordering::Relaxed)
     }
 
     fn shutdown(&self, work: &mut Work) {

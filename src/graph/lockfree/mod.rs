@@ -17,6 +17,7 @@
 
 mod batch;
 mod engine;
+mod keys;
 
 use super::rules::{self, CYCLE, DEPENDENCY_FAILED, DUPLICATE_KEY, STALE};
 use super::{
@@ -34,6 +35,8 @@ use std::sync::{Mutex, MutexGuard};
 const NIL: u32 = u32::MAX;
 const SEALED_OK: u32 = u32::MAX - 1;
 const SEALED_FAIL: u32 = u32::MAX - 2;
+/// A list sealed by a superseded or removed producer: no gate holds (SPEC D20, D24).
+const SEALED_RETIRED: u32 = u32::MAX - 3;
 
 const S_FREE: u32 = 0;
 const S_WAITING: u32 = 1;
@@ -47,7 +50,18 @@ const FAILED: u64 = 1 << 31;
 /// Set from `start`: the node runs, and reaching zero ends it instead of making it ready (its
 /// count then holds the body, one, plus the gates discovered while it runs, SPEC D14).
 const RUNNING: u64 = 1 << 30;
-const REMAINING: u64 = RUNNING - 1;
+/// The node was superseded by `advance` (SPEC D20): a waiting or queued node is ended by the
+/// advancer, a running one's completion is stale (D21).
+const RETIRED_SUPERSEDED: u64 = 1 << 29;
+/// The node's key was removed (SPEC D24); as [`RETIRED_SUPERSEDED`].
+const RETIRED_REMOVED: u64 = 1 << 28;
+const RETIRED: u64 = RETIRED_SUPERSEDED | RETIRED_REMOVED;
+/// With `FAILED`: the failed gate was a removed key's waiter edge (outcome `removed`).
+const WAITED_REMOVED: u64 = 1 << 27;
+/// A key operation took a queued node before its executor started it, and ends it (SPEC D20);
+/// `start` then refuses it.
+const TAKEN: u64 = 1 << 26;
+const REMAINING: u64 = TAKEN - 1;
 
 const K_NONE: u64 = 0;
 const K_WAITING: u64 = 1;
@@ -100,6 +114,8 @@ struct Node {
     /// Key identities of its dependencies, for the cycle walk (read under the topology lock,
     /// validated by the generation).
     dep_count: AtomicU32,
+    /// The key version the node was published at (SPEC D01, D23).
+    ver: AtomicU64,
     info: UnsafeCell<Info>,
     outcome: UnsafeCell<Option<JobOutcome>>,
 }
@@ -113,6 +129,10 @@ struct Edge {
 struct KeySlot {
     ident: AtomicU64,
     state: AtomicU64,
+    /// The key's version: incarnation and generation (`keys::GEN_BITS`); 0 when it has none
+    /// (removed). Changed only under the topology lock, except a creation (0 to a fresh
+    /// incarnation, one CAS).
+    ver: AtomicU64,
     /// Waiter list head (edge index), touched under the topology lock only.
     waiters: AtomicU32,
 }
@@ -190,6 +210,8 @@ pub struct LockFreeGraph {
     shut: AtomicBool,
     gauges: Gauges,
     bounds: Bounds,
+    /// Completions refused as stale (SPEC D21).
+    stale: AtomicU64,
 }
 
 // SAFETY: the `UnsafeCell`s of a node are written only by the thread that owns the node's
@@ -245,6 +267,7 @@ impl LockFreeGraph {
                 done: AtomicU64::new(word(bounds.first_gen, NIL)),
                 next: AtomicU32::new(if i + 1 < n { i + 1 } else { NIL }),
                 dep_count: AtomicU32::new(0),
+                ver: AtomicU64::new(0),
                 info: UnsafeCell::new(Info {
                     key: JobKey::new(0),
                     tenant: TenantId(0),
@@ -267,6 +290,7 @@ impl LockFreeGraph {
             .map(|_| KeySlot {
                 ident: AtomicU64::new(0),
                 state: AtomicU64::new(K_NONE),
+                ver: AtomicU64::new(0),
                 waiters: AtomicU32::new(NIL),
             })
             .collect();
@@ -288,6 +312,7 @@ impl LockFreeGraph {
             shut: AtomicBool::new(false),
             gauges: Gauges::default(),
             bounds,
+            stale: AtomicU64::new(0),
         }
     }
 
@@ -328,6 +353,15 @@ impl LockFreeGraph {
     /// The key slot of `ident`, claiming an empty one if `insert`. `None`: not present, or the
     /// table is full.
     fn find_key(&self, ident: u64, insert: bool) -> Option<u32> {
+        let k = self.find_slot(ident, insert)?;
+        if insert {
+            self.ensure_version(k);
+        }
+        Some(k)
+    }
+
+    /// The key slot of `ident`, claiming an empty one if `insert`.
+    fn find_slot(&self, ident: u64, insert: bool) -> Option<u32> {
         let mask = self.keys.len() - 1;
         let mut i = (ident.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 17) as usize & mask;
         for _ in 0..self.keys.len() {
@@ -362,6 +396,11 @@ impl LockFreeGraph {
     /// Counts one gate of `target` as met or failed; a node whose count reaches zero fires
     /// (onto `work` if ready, onto `failed` if a gate failed).
     fn release(&self, target: NodeRef, met: bool, work: &mut Work, failed: &mut u32) {
+        self.release_with(target, if met { 0 } else { FAILED }, work, failed);
+    }
+
+    /// As [`release`](Self::release), setting `flags` (`FAILED`, `WAITED_REMOVED`) on the node.
+    fn release_with(&self, target: NodeRef, flags: u64, work: &mut Work, failed: &mut u32) {
         let node = &self.nodes[target.idx as usize];
         // Acquire/AcqRel: the RMWs on `ctl` form one release sequence from the submitter's
         // initial Release store, so the one that reaches zero sees the node's info.
@@ -370,10 +409,7 @@ impl LockFreeGraph {
             if gen_of(c) != target.gen || c & REMAINING == 0 {
                 return;
             }
-            let mut new = c - 1;
-            if !met {
-                new |= FAILED;
-            }
+            let new = (c - 1) | flags;
             match node
                 .ctl
                 .compare_exchange_weak(c, new, Ordering::AcqRel, Ordering::Acquire)
@@ -408,7 +444,7 @@ impl LockFreeGraph {
         let first = e;
         let mut last = NIL;
         let mut count = 0;
-        while e < SEALED_FAIL {
+        while e < SEALED_RETIRED {
             let edge = &self.edges[e as usize];
             // Relaxed: these were published by the Release push and acquired by the seal swap.
             let next = edge.next.load(Ordering::Relaxed);
@@ -475,7 +511,9 @@ impl LockFreeGraph {
             dec(&self.gauges.waiting);
             n.state.store(word(gen, S_ENDING), Ordering::Relaxed);
             let ran = c & RUNNING != 0;
-            let outcome = if c & FAILED != 0 {
+            let outcome = if c & WAITED_REMOVED != 0 {
+                JobOutcome::Failed(crate::graph::keys::REMOVED)
+            } else if c & FAILED != 0 {
                 JobOutcome::Failed(DEPENDENCY_FAILED)
             } else {
                 // SAFETY: the completer wrote the body's outcome before giving up its hold
@@ -508,10 +546,14 @@ impl LockFreeGraph {
             (false, false) => K_DONE_FAIL_UNADMITTED,
         };
         // Release: pairs with a linker's Acquire load of the key after it saw this node's
-        // generation move on.
-        self.keys[info.key_slot as usize]
-            .state
-            .store(tag, Ordering::Release);
+        // generation move on. Only while the key still names this node: after `advance` or
+        // `remove` it names the next generation (SPEC D20).
+        let _ = self.keys[info.key_slot as usize].state.compare_exchange(
+            key_live(node),
+            tag,
+            Ordering::Release,
+            Ordering::Relaxed,
+        );
         if !admitted {
             self.seal(&n.admit, node.gen, false, work, failed);
         }
@@ -555,14 +597,12 @@ impl LockFreeGraph {
                             break; // collected: the key says how it ended
                         }
                         let top = low_of(h);
-                        if top == SEALED_OK || top == SEALED_FAIL {
+                        if top == SEALED_OK || top == SEALED_FAIL || top == SEALED_RETIRED {
                             self.push_edge(e);
-                            self.release(
-                                me,
-                                rules::gate_met(gate, top == SEALED_OK),
-                                work,
-                                &mut dummy,
-                            );
+                            // A retired producer meets no gate (SPEC D21).
+                            let met =
+                                top != SEALED_RETIRED && rules::gate_met(gate, top == SEALED_OK);
+                            self.release(me, met, work, &mut dummy);
                             return;
                         }
                         edge.next.store(top, Ordering::Relaxed);

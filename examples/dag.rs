@@ -1,0 +1,143 @@
+//! A small build-system-like DAG on a thread pool in pull mode.
+//!
+//! Two classes of cells (`io` for fetching, `cpu` for compiling), a shared dependency (the
+//! toolchain both compiles need), one supersede (a source file changes after its compile was
+//! submitted: `advance` retires the old job and a new one is submitted at the next
+//! generation), and one failure (the linter) that gates the packaging job depending on it.
+//!
+//! Run with `cargo run --example dag`.
+
+use fairway::admission::{ClassSpec, Ledger, LedgerConfig};
+use fairway::graph::{Admission, Dependency, Gate, Graph, JobHandle, JobKey, JobOutcome, JobSpec};
+use fairway::{ClassId, Code, Error, Reason, TenantId};
+use std::collections::HashMap;
+use std::time::Duration;
+
+const IO: ClassId = ClassId(0);
+const CPU: ClassId = ClassId(1);
+
+fn main() -> Result<(), Error> {
+    let ledger = Ledger::new(LedgerConfig::new(
+        vec![ClassSpec::new("io"), ClassSpec::new("cpu")],
+        1,
+    ))?;
+    // Two io cells and two cpu cells.
+    let graph = Graph::builder(ledger).class(2).class(2).build()?;
+
+    let names: HashMap<u64, &str> = [
+        (1, "fetch toolchain"),
+        (2, "fetch sources"),
+        (10, "compile a"),
+        (11, "compile b"),
+        (20, "link"),
+        (21, "test"),
+        (30, "lint"),
+        (31, "package"),
+    ]
+    .into_iter()
+    .collect();
+
+    // Executors: a pool of threads per class, each pulling ready jobs of its class.
+    let mut pool = Vec::new();
+    for (class, threads) in [(IO, 2), (CPU, 2)] {
+        for _ in 0..threads {
+            let graph = graph.clone();
+            let names = names.clone();
+            pool.push(std::thread::spawn(move || {
+                while let Some(job) = graph.next_blocking(class) {
+                    let key = job.key().key.0;
+                    let name = names[&key];
+                    std::thread::sleep(Duration::from_millis(20));
+                    let outcome = if key == 30 {
+                        println!("  {name}: found a problem");
+                        JobOutcome::Failed(Error::new(Code::Internal, Reason::Failed))
+                    } else {
+                        JobOutcome::Succeeded
+                    };
+                    let version = graph.witness(&job).version();
+                    match graph.complete(job, outcome) {
+                        Ok(()) => println!(
+                            "  {name} (generation {}): result recorded",
+                            version.generation
+                        ),
+                        Err(e) => println!("  {name}: result dropped ({e})"),
+                    }
+                }
+            }));
+        }
+    }
+
+    let submit = |key: u64, class: ClassId, deps: &[(u64, Gate)]| -> Result<JobHandle, Error> {
+        let deps: Vec<Dependency> = deps
+            .iter()
+            .map(|&(k, gate)| Dependency {
+                key: JobKey::new(k),
+                gate,
+            })
+            .collect();
+        match graph.submit(&JobSpec {
+            key: JobKey::new(key),
+            tenant: TenantId(0),
+            class,
+            priority: 0,
+            deps: &deps,
+        })? {
+            Admission::Admitted(h) | Admission::DedupeJoined(h) => Ok(h),
+            Admission::Backpressured => unreachable!("the default bounds are far larger"),
+        }
+    };
+
+    let mut jobs = Vec::new();
+    // The compiles wait for the toolchain (shared) and the sources; submitted before them,
+    // they wait for producers that do not exist yet.
+    let compile_a = submit(10, CPU, &[(1, Gate::OnSuccess), (2, Gate::OnSuccess)])?;
+    let old_compile_b = submit(11, CPU, &[(1, Gate::OnSuccess), (2, Gate::OnSuccess)])?;
+    // Source b changed: supersede its compile and submit it again at the new generation.
+    let v = graph.advance(JobKey::new(11))?;
+    println!(
+        "compile b superseded; key 11 is now at generation {}",
+        v.generation
+    );
+    let compile_b = submit(11, CPU, &[(1, Gate::OnSuccess), (2, Gate::OnSuccess)])?;
+    let link = submit(20, CPU, &[(10, Gate::OnSuccess), (11, Gate::OnSuccess)])?;
+    let test = submit(21, CPU, &[(20, Gate::OnSuccess)])?;
+    // The linter reads the sources; packaging needs a clean lint.
+    let lint = submit(30, CPU, &[(2, Gate::OnSuccess)])?;
+    let package = submit(31, CPU, &[(21, Gate::OnSuccess), (30, Gate::OnSuccess)])?;
+    // The producers everything waits on.
+    let toolchain = submit(1, IO, &[])?;
+    let sources = submit(2, IO, &[])?;
+    jobs.extend([
+        (1, toolchain),
+        (2, sources),
+        (10, compile_a),
+        (11, old_compile_b),
+        (11, compile_b),
+        (20, link),
+        (21, test),
+        (30, lint),
+        (31, package),
+    ]);
+
+    let handles: Vec<JobHandle> = jobs.iter().map(|&(_, h)| h).collect();
+    let outcomes = graph.wait_batch(&handles)?;
+    // Everything has ended: stop the executors.
+    graph.scheduler().shutdown();
+    for t in pool {
+        t.join().expect("executor panicked");
+    }
+
+    println!("outcomes:");
+    for ((key, _), outcome) in jobs.iter().zip(&outcomes) {
+        let what = match outcome {
+            JobOutcome::Succeeded => "succeeded".to_string(),
+            JobOutcome::Failed(e) => format!("failed ({e})"),
+        };
+        println!("  {:<16} {what}", names[key]);
+    }
+    assert!(matches!(outcomes[3], JobOutcome::Failed(e) if e.reason() == Reason::Superseded));
+    assert!(outcomes[4].is_success() && outcomes[6].is_success());
+    assert!(matches!(outcomes[8], JobOutcome::Failed(e) if e.reason() == Reason::DependencyFailed));
+    println!("occupancy at the end: {:?}", graph.occupancy());
+    Ok(())
+}

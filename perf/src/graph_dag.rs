@@ -1,0 +1,326 @@
+//! The `graph` suite's whole-graph and key workloads (beside P8 and P9 in `graph.rs`): a whole
+//! random DAG run through the scheduler, `advance` sweeping a key's live work, and `remove`
+//! failing a key's waiters, each on both graph engines; the DAG beside a plain single-threaded
+//! topological walk (the floor).
+
+use std::time::{Duration, Instant};
+
+use fairway::admission::{ClassSpec, Ledger, LedgerConfig};
+use fairway::graph::{
+    Admission, Dependency, Gate, Graph, GraphEngine, JobHandle, JobKey, JobOutcome, JobSpec,
+};
+use fairway::{ClassId, TenantId};
+use fairway_bench_support::alloc::thread_allocs;
+use fairway_bench_support::latency::Latency;
+use fairway_bench_support::Measured;
+
+const CPU: ClassId = ClassId(0);
+
+/// Jobs in the whole-DAG workload.
+pub const DAG_JOBS: usize = 100_000;
+/// Jobs per layer: 100 layers.
+const LAYER: usize = 1000;
+/// Dependencies of every job outside the first layer (mean out-degree ≈ 4).
+const DEGREE: usize = 4;
+
+/// A random layered DAG: `deps[j]` are indices of earlier jobs (the previous layer), distinct.
+pub struct Dag {
+    deps: Vec<[u32; DEGREE]>,
+    /// Jobs of the first layer have none.
+    has_deps: Vec<bool>,
+}
+
+impl Dag {
+    /// The fixed-seed DAG of the suite.
+    pub fn new() -> Self {
+        let mut x: u64 = 0x2545_F491_4F6C_DD1D;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let mut deps = Vec::with_capacity(DAG_JOBS);
+        let mut has_deps = Vec::with_capacity(DAG_JOBS);
+        for j in 0..DAG_JOBS {
+            let layer = j / LAYER;
+            if layer == 0 {
+                deps.push([0; DEGREE]);
+                has_deps.push(false);
+                continue;
+            }
+            let base = (layer - 1) * LAYER;
+            let mut d = [u32::MAX; DEGREE];
+            let mut n = 0;
+            while n < DEGREE {
+                let c = (base + next() as usize % LAYER) as u32;
+                if !d[..n].contains(&c) {
+                    d[n] = c;
+                    n += 1;
+                }
+            }
+            deps.push(d);
+            has_deps.push(true);
+        }
+        Self { deps, has_deps }
+    }
+
+    /// Jobs plus edges: the work one run does.
+    pub fn size(&self) -> usize {
+        DAG_JOBS + self.edges()
+    }
+
+    fn edges(&self) -> usize {
+        self.has_deps.iter().filter(|&&h| h).count() * DEGREE
+    }
+
+    fn deps_of(&self, j: usize) -> &[u32] {
+        if self.has_deps[j] {
+            &self.deps[j]
+        } else {
+            &[]
+        }
+    }
+}
+
+impl Default for Dag {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Repeats `once` (which returns the seconds of its timed part and the heap allocations made
+/// in it, on every thread taking part) until `d` has passed, at least once; jobs plus edges per
+/// second over the timed parts, allocations per job-or-edge.
+fn repeat(size: usize, d: Duration, mut once: impl FnMut() -> (f64, u64)) -> Measured {
+    let start = Instant::now();
+    let (mut secs, mut allocs, mut runs) = (0.0, 0u64, 0u64);
+    while runs == 0 || start.elapsed() < d {
+        let (s, a) = once();
+        secs += s;
+        allocs += a;
+        runs += 1;
+    }
+    let ops = (size as u64 * runs) as f64;
+    Measured {
+        ops_per_sec: ops / secs,
+        latency: Latency::new(),
+        allocs_per_op: allocs as f64 / ops,
+        score: None,
+    }
+}
+
+/// The floor: Kahn's topological walk of the DAG on one thread (in-degree counters and a
+/// dependents list built outside the timed region).
+pub fn topo_walk(dag: &Dag, d: Duration) -> Measured {
+    // Dependents in CSR form.
+    let mut count = vec![0u32; DAG_JOBS + 1];
+    for j in 0..DAG_JOBS {
+        for &p in dag.deps_of(j) {
+            count[p as usize + 1] += 1;
+        }
+    }
+    for i in 0..DAG_JOBS {
+        count[i + 1] += count[i];
+    }
+    let mut fill = count.clone();
+    let mut out = vec![0u32; dag.edges()];
+    for j in 0..DAG_JOBS {
+        for &p in dag.deps_of(j) {
+            out[fill[p as usize] as usize] = j as u32;
+            fill[p as usize] += 1;
+        }
+    }
+    let indeg: Vec<u32> = (0..DAG_JOBS).map(|j| dag.deps_of(j).len() as u32).collect();
+    repeat(dag.size(), d, || {
+        let mut left = indeg.clone();
+        let mut queue: Vec<u32> = Vec::with_capacity(DAG_JOBS);
+        let (t, before) = (Instant::now(), thread_allocs());
+        queue.extend((0..DAG_JOBS as u32).filter(|&j| left[j as usize] == 0));
+        let mut head = 0;
+        while head < queue.len() {
+            let j = queue[head] as usize;
+            head += 1;
+            for &c in &out[count[j] as usize..count[j + 1] as usize] {
+                left[c as usize] -= 1;
+                if left[c as usize] == 0 {
+                    queue.push(c);
+                }
+            }
+        }
+        let r = (t.elapsed().as_secs_f64(), thread_allocs() - before);
+        assert_eq!(queue.len(), DAG_JOBS);
+        r
+    })
+}
+
+fn graph<E: GraphEngine>(nodes: u32, edges: u32, keys: u32, cells: u32) -> Graph<E> {
+    let ledger = Ledger::new(LedgerConfig::new(vec![ClassSpec::new("cpu")], 4)).unwrap();
+    Graph::builder(ledger)
+        .class(cells)
+        .nodes(nodes)
+        .edges(edges)
+        .keys(keys)
+        .max_deps(DEGREE as u32)
+        .build_with::<E>()
+        .unwrap()
+}
+
+fn spec(key: u64, deps: &[Dependency]) -> JobSpec<'_> {
+    JobSpec {
+        key: JobKey::new(key),
+        tenant: TenantId((key % 4) as u32),
+        class: CPU,
+        priority: 0,
+        deps,
+    }
+}
+
+fn admit<E: GraphEngine>(g: &Graph<E>, key: u64, deps: &[Dependency]) -> JobHandle {
+    match g.submit(&spec(key, deps)) {
+        Ok(Admission::Admitted(h)) => h,
+        other => panic!("not admitted: {other:?}"),
+    }
+}
+
+/// The whole DAG through the graph: one thread submits every job (topological order) while
+/// `threads` executors pull and complete them; timed from the first submit to the last
+/// completion. Building the graph and collecting the outcomes are outside.
+pub fn whole_dag<E: GraphEngine>(dag: &Dag, threads: usize, d: Duration) -> Measured {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    repeat(dag.size(), d, || {
+        let g = graph::<E>(
+            DAG_JOBS as u32,
+            (dag.edges() + 1024) as u32,
+            1 << 18,
+            threads as u32,
+        );
+        let done = AtomicUsize::new(0);
+        let allocs = std::sync::atomic::AtomicU64::new(0);
+        let (secs, handles) = std::thread::scope(|s| {
+            for _ in 0..threads {
+                s.spawn(|| {
+                    let before = thread_allocs();
+                    while done.load(Ordering::Relaxed) < DAG_JOBS {
+                        match g.try_next(CPU) {
+                            Some(job) => {
+                                g.complete(job, JobOutcome::Succeeded).unwrap();
+                                done.fetch_add(1, Ordering::Relaxed);
+                            }
+                            None => std::thread::yield_now(),
+                        }
+                    }
+                    allocs.fetch_add(thread_allocs() - before, Ordering::Relaxed);
+                });
+            }
+            let mut handles = Vec::with_capacity(DAG_JOBS);
+            let mut deps = Vec::with_capacity(DEGREE);
+            let (t, before) = (Instant::now(), thread_allocs());
+            for j in 0..DAG_JOBS {
+                deps.clear();
+                deps.extend(dag.deps_of(j).iter().map(|&p| Dependency {
+                    key: JobKey::new(u64::from(p)),
+                    gate: Gate::OnSuccess,
+                }));
+                handles.push(admit(&g, j as u64, &deps));
+            }
+            while done.load(Ordering::Relaxed) < DAG_JOBS {
+                std::thread::yield_now();
+            }
+            allocs.fetch_add(thread_allocs() - before, Ordering::Relaxed);
+            (t.elapsed().as_secs_f64(), handles)
+        });
+        for h in handles {
+            assert!(g.take_outcome(h).unwrap().unwrap().is_success());
+        }
+        (secs, allocs.into_inner())
+    })
+}
+
+/// Keys advanced (or removed) per timed batch, by jobs each key has.
+fn batch(jobs: usize) -> usize {
+    (4096 / jobs.max(1)).clamp(8, 256)
+}
+
+/// A batch of keys is set up (untimed), then advanced back to back (timed as one interval, so
+/// the clock's cost is not in the figure).
+///
+/// `advance` of a key whose live job has `jobs - 1` waiting dependents (`jobs` jobs end in the
+/// sweep: the superseded producer, its dependents `dependency-failed`); `jobs == 0`: the key's
+/// job has finished, the advance only bumps the generation. One op is one `advance`.
+pub fn advance<E: GraphEngine>(jobs: usize, d: Duration) -> Measured {
+    let b = batch(jobs);
+    let per = jobs.max(1);
+    let (start, mut secs, mut ops, mut allocs) = (Instant::now(), 0.0, 0u64, 0u64);
+    while ops == 0 || start.elapsed() < d {
+        let g = graph::<E>((b * per + 8) as u32, (b * per + 8) as u32, 1 << 16, 4);
+        let missing = 1 << 40;
+        for k in 0..b {
+            let p = (k * per) as u64;
+            if jobs == 0 {
+                admit(&g, p, &[]);
+                let job = g.try_next(CPU).unwrap();
+                g.complete(job, JobOutcome::Succeeded).unwrap();
+            } else {
+                // Waiting on a key without a producer, so nothing runs.
+                admit(&g, p, &[dep(missing)]);
+                for i in 1..per as u64 {
+                    admit(&g, p + i, &[dep(p)]);
+                }
+            }
+        }
+        let (t, before) = (Instant::now(), thread_allocs());
+        for k in 0..b {
+            g.advance(JobKey::new((k * per) as u64)).unwrap();
+        }
+        secs += t.elapsed().as_secs_f64();
+        allocs += thread_allocs() - before;
+        ops += b as u64;
+        assert_eq!(g.occupancy().waiting, 0);
+    }
+    Measured {
+        ops_per_sec: ops as f64 / secs,
+        latency: Latency::new(),
+        allocs_per_op: allocs as f64 / ops as f64,
+        score: None,
+    }
+}
+
+/// `remove` of a key without a producer that `waiters` jobs wait on (each fails `unavailable
+/// / removed`). One op is one `remove`.
+pub fn remove<E: GraphEngine>(waiters: usize, d: Duration) -> Measured {
+    let b = batch(waiters);
+    let (start, mut secs, mut ops, mut allocs) = (Instant::now(), 0.0, 0u64, 0u64);
+    while ops == 0 || start.elapsed() < d {
+        let n = (b * (waiters + 1) + 8) as u32;
+        let g = graph::<E>(n, n, 1 << 16, 4);
+        for k in 0..b {
+            let key = (k * (waiters + 1)) as u64;
+            for i in 1..=waiters as u64 {
+                admit(&g, key + i, &[dep(key)]);
+            }
+        }
+        let (t, before) = (Instant::now(), thread_allocs());
+        for k in 0..b {
+            g.remove(JobKey::new((k * (waiters + 1)) as u64)).unwrap();
+        }
+        secs += t.elapsed().as_secs_f64();
+        allocs += thread_allocs() - before;
+        ops += b as u64;
+        assert_eq!(g.occupancy().waiting, 0);
+        assert_eq!(g.occupancy().edges_used, 0);
+    }
+    Measured {
+        ops_per_sec: ops as f64 / secs,
+        latency: Latency::new(),
+        allocs_per_op: allocs as f64 / ops as f64,
+        score: None,
+    }
+}
+
+fn dep(key: u64) -> Dependency {
+    Dependency {
+        key: JobKey::new(key),
+        gate: Gate::OnSuccess,
+    }
+}

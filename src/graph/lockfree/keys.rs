@@ -1,0 +1,390 @@
+//! Key versions on the lock-free graph: `advance`, `remove`, `reset`, stale completions and
+//! witnesses (SPEC D01, D20–D24).
+//!
+//! A key's version word changes under the topology lock only (save its creation, one CAS from
+//! 0). `advance` and `remove` first store the new version, then detach the key's state word
+//! (one CAS, the linearisation point) from the producer it named, and retire that producer:
+//! a flag in its `ctl` word. A publication that precedes the detach is retired by it; one that
+//! follows it reads the new version (see `submit`). A retired node that was waiting (its count
+//! zeroed by the same CAS) or queued (`TAKEN` set by the same CAS, which the executor's `start`
+//! then refuses) is ended by the retiring thread; a running one — or one caught on its way to
+//! the scheduler — is ended by its completion, refused as stale.
+
+use super::*;
+use crate::graph::keys::{
+    fresh_incarnation, gen_of_version, CANCELLED_REMOVED, EXHAUSTED, SUPERSEDED, UNKNOWN_KEY,
+};
+use crate::graph::{Version, Witness};
+
+/// A node found live on a key that a key operation retired, and what ending it needs.
+#[derive(Clone, Copy)]
+pub(super) struct Retired {
+    node: NodeRef,
+    why: u64,
+    /// `Some(admitted)` when this thread owns ending it now; `None` when it runs (its
+    /// completion ends it) or was already ending.
+    end: Option<bool>,
+}
+
+fn retired_error(why: u64) -> Error {
+    if why & RETIRED_REMOVED != 0 {
+        CANCELLED_REMOVED
+    } else {
+        SUPERSEDED
+    }
+}
+
+impl LockFreeGraph {
+    /// The key's version word, creating an incarnation if it has none (SPEC D01).
+    pub(super) fn ensure_version(&self, k: u32) -> u64 {
+        let slot = &self.keys[k as usize];
+        // Acquire: pairs with the Release stores of `advance` and `remove`.
+        let v = slot.ver.load(Ordering::Acquire);
+        if v != 0 {
+            return v;
+        }
+        let fresh = fresh_incarnation();
+        // AcqRel: one creator wins; the others read its incarnation.
+        match slot
+            .ver
+            .compare_exchange(0, fresh, Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) => fresh,
+            Err(cur) => cur,
+        }
+    }
+
+    /// Under the topology lock, after the key's new version was stored: moves the key's state
+    /// off its producer. Waiters stay unless `remove`. Returns the producer it named, if one.
+    ///
+    /// Always one RMW, even when the state stays: an RMW reads the latest state, so a
+    /// publication either precedes it (and is retired here) or follows it and, acquiring this
+    /// RMW's release, reads the new version.
+    fn detach(&self, slot: &KeySlot, remove: bool) -> Option<NodeRef> {
+        // Acquire: pairs with the publication (Release) of the node it may name.
+        let mut st = slot.state.load(Ordering::Acquire);
+        loop {
+            let tag = st & 0xff;
+            let new = if tag == K_WAITING && !remove {
+                K_WAITING
+            } else {
+                K_NONE
+            };
+            // AcqRel: Acquire as the load; Release publishes the detach (and the version stored
+            // before it) to linkers and to a publication CAS that follows it.
+            match slot
+                .state
+                .compare_exchange(st, new, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => {
+                    return (tag == K_LIVE).then(|| NodeRef {
+                        idx: (st as u32) >> 8,
+                        gen: gen_of(st),
+                    })
+                }
+                Err(cur) => st = cur,
+            }
+        }
+    }
+
+    /// Flags `node` retired (`why`). A waiting node's count is zeroed in the same CAS (so no
+    /// gate fires it any more) and a queued one is taken from its executor by a CAS of its
+    /// state: this thread ends those (`finish`).
+    fn mark_retired(&self, node: NodeRef, why: u64) -> Retired {
+        let n = &self.nodes[node.idx as usize];
+        let mut r = Retired {
+            node,
+            why,
+            end: None,
+        };
+        // Acquire/AcqRel: the RMWs on `ctl` form one release sequence (see `release`).
+        let mut c = n.ctl.load(Ordering::Acquire);
+        let (waiting, queued) = loop {
+            if gen_of(c) != node.gen || c & RETIRED != 0 {
+                return r;
+            }
+            let waiting = c & RUNNING == 0 && c & REMAINING != 0;
+            // Fired and not started: if it is in the scheduler already, take it from its
+            // executor (`start` refuses a `TAKEN` node). On its way there (ready, the hand-off
+            // still running) it is only flagged: it will run, and its completion is stale.
+            // Acquire: pairs with the Release store of `admitted`.
+            // `TAKEN` already: a refusal or a shutdown is ending it.
+            let queued = !waiting
+                && c & (RUNNING | TAKEN) == 0
+                && n.state.load(Ordering::Acquire) == word(node.gen, S_QUEUED);
+            let new = if waiting {
+                (c & !REMAINING) | why
+            } else if queued {
+                c | why | TAKEN
+            } else {
+                c | why
+            };
+            match n
+                .ctl
+                .compare_exchange_weak(c, new, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => break (waiting, queued),
+                Err(cur) => c = cur,
+            }
+        };
+        if waiting {
+            n.state.store(word(node.gen, S_ENDING), Ordering::Relaxed);
+            dec(&self.gauges.waiting);
+            r.end = Some(false);
+        } else if queued {
+            // This thread won the count word: the executor's `start` will refuse the node.
+            n.state.store(word(node.gen, S_ENDING), Ordering::Relaxed);
+            self.gauges
+                .ready_running
+                .fetch_sub(READY_ONE, Ordering::Relaxed);
+            r.end = Some(true);
+        }
+        r
+    }
+
+    /// Ends a node `mark_retired` handed to this thread.
+    fn finish(&self, r: Retired, work: &mut Work, failed: &mut u32) {
+        if let Some(admitted) = r.end {
+            let outcome = JobOutcome::Failed(retired_error(r.why));
+            self.retire_end(r.node, outcome, admitted, work, failed);
+            if !admitted {
+                self.unpark_retired(r.node);
+            }
+        }
+    }
+
+    /// Frees the edges a retired node still has parked on keys without a producer (its other
+    /// edges are inert and freed when their producers end). Takes the topology lock.
+    fn unpark_retired(&self, me: NodeRef) {
+        let n = &self.nodes[me.idx as usize];
+        // Acquire: pairs with the Release store of the count (submit, discover).
+        let count =
+            (n.dep_count.load(Ordering::Acquire) as usize).min(self.bounds.max_deps as usize);
+        let base = me.idx as usize * self.bounds.max_deps as usize;
+        // No allocation for up to 64 dependencies.
+        let mut buf = [0u32; 64];
+        let mut many = Vec::new();
+        let mut len = 0;
+        for d in &self.dep_keys[base..base + count] {
+            if let Some(k) = self.find_slot(d.load(Ordering::Relaxed), false) {
+                if len < buf.len() {
+                    buf[len] = k;
+                } else {
+                    if many.is_empty() {
+                        many.extend_from_slice(&buf);
+                    }
+                    many.push(k);
+                }
+                len += 1;
+            }
+        }
+        let slots: &[u32] = if many.is_empty() { &buf[..len] } else { &many };
+        let _guard = self.lock();
+        self.unpark(me, slots);
+    }
+
+    /// Ends a retired node this thread owns (state `ending`): records `outcome`, seals its
+    /// lists so that no dependent's gate holds, and publishes nothing in its key (SPEC D21).
+    fn retire_end(
+        &self,
+        node: NodeRef,
+        outcome: JobOutcome,
+        admitted: bool,
+        work: &mut Work,
+        failed: &mut u32,
+    ) {
+        let n = &self.nodes[node.idx as usize];
+        // SAFETY: the caller owns the node's `ending` transition; readers wait for `done`.
+        n.outcome.with_mut(|p| unsafe { *p = Some(outcome) });
+        if !admitted {
+            self.seal_retired(&n.admit, node.gen, work, failed);
+        }
+        self.seal_retired(&n.done, node.gen, work, failed);
+        // Release: pairs with the Acquire load in `outcome`.
+        n.state.store(word(node.gen, S_DONE), Ordering::Release);
+    }
+
+    fn seal_retired(&self, head: &AtomicU64, gen: u32, work: &mut Work, failed: &mut u32) {
+        // AcqRel: as in `seal`.
+        let old = head.swap(word(gen, SEALED_RETIRED), Ordering::AcqRel);
+        let mut e = low_of(old);
+        while e < SEALED_RETIRED {
+            let edge = &self.edges[e as usize];
+            // Relaxed: published by the Release push, acquired by the swap.
+            let next = edge.next.load(Ordering::Relaxed);
+            let target = NodeRef::unpack(edge.target.load(Ordering::Relaxed));
+            self.push_edge(e);
+            self.release(target, false, work, failed);
+            e = next;
+        }
+    }
+
+    /// Fails every waiter edge of a removed key's list `e` with `unavailable / removed`.
+    fn fail_waiters(&self, mut e: u32, work: &mut Work, failed: &mut u32) {
+        while e != NIL {
+            let edge = &self.edges[e as usize];
+            // Relaxed: the list was built and taken under the topology lock.
+            let next = edge.next.load(Ordering::Relaxed);
+            let target = NodeRef::unpack(edge.target.load(Ordering::Relaxed));
+            self.push_edge(e);
+            self.release_with(target, FAILED | WAITED_REMOVED, work, failed);
+            e = next;
+        }
+    }
+
+    /// After a running node's state moved to `ending` in `complete`: if it was retired, the
+    /// completion is stale (SPEC D21) — it publishes nothing, releases no dependent, ends
+    /// the node `superseded` (or `removed`) and is counted. `None`: not retired.
+    pub(super) fn refuse_stale(&self, node: NodeRef, work: &mut Work) -> Option<Error> {
+        let n = &self.nodes[node.idx as usize];
+        // Acquire: pairs with the AcqRel CAS of `mark_retired`.
+        let mut c = n.ctl.load(Ordering::Acquire);
+        loop {
+            if c & RETIRED == 0 {
+                return None;
+            }
+            // Zero the count: edges of dependencies discovered while it ran become inert.
+            match n.ctl.compare_exchange_weak(
+                c,
+                c & !REMAINING,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => break,
+                Err(cur) => c = cur,
+            }
+        }
+        self.stale.fetch_add(1, Ordering::Relaxed);
+        let err = retired_error(c);
+        let mut failed = NIL;
+        self.retire_end(node, JobOutcome::Failed(err), true, work, &mut failed);
+        self.unpark_retired(node);
+        self.end_failed(failed, work);
+        Some(err)
+    }
+
+    pub(super) fn advance_key(&self, key: JobKey, work: &mut Work) -> Result<Version, Error> {
+        let ident = rules::ident(key);
+        let (v, retired) = {
+            let _g = self.lock();
+            let k = self.find_slot(ident, false).ok_or(UNKNOWN_KEY)?;
+            let slot = &self.keys[k as usize];
+            let v = slot.ver.load(Ordering::Acquire);
+            if v == 0 {
+                return Err(UNKNOWN_KEY);
+            }
+            if gen_of_version(v) >= self.bounds.max_gen {
+                return Err(EXHAUSTED);
+            }
+            // Release: pairs with the Acquire load of a submitter after its publication.
+            slot.ver.store(v + 1, Ordering::Release);
+            let live = self.detach(slot, false);
+            (
+                v + 1,
+                live.map(|n| self.mark_retired(n, RETIRED_SUPERSEDED)),
+            )
+        };
+        let mut failed = NIL;
+        if let Some(r) = retired {
+            self.finish(r, work, &mut failed);
+        }
+        self.end_failed(failed, work);
+        Ok(Version::unpack(v))
+    }
+
+    /// Under the topology lock: removes key slot `k` if it has an incarnation; returns the
+    /// retired producer and the waiter list taken.
+    fn remove_locked(&self, k: u32) -> Option<(Option<Retired>, u32)> {
+        let slot = &self.keys[k as usize];
+        if slot.ver.load(Ordering::Acquire) == 0 {
+            return None;
+        }
+        // Release: as in `advance_key`.
+        slot.ver.store(0, Ordering::Release);
+        let live = self.detach(slot, true);
+        let waiters = slot.waiters.swap(NIL, Ordering::Relaxed);
+        Some((live.map(|n| self.mark_retired(n, RETIRED_REMOVED)), waiters))
+    }
+
+    pub(super) fn remove_key(&self, key: JobKey, work: &mut Work) -> Result<(), Error> {
+        let ident = rules::ident(key);
+        let (retired, waiters) = {
+            let _g = self.lock();
+            let k = self.find_slot(ident, false).ok_or(UNKNOWN_KEY)?;
+            self.remove_locked(k).ok_or(UNKNOWN_KEY)?
+        };
+        let mut failed = NIL;
+        if let Some(r) = retired {
+            self.finish(r, work, &mut failed);
+        }
+        self.fail_waiters(waiters, work, &mut failed);
+        self.end_failed(failed, work);
+        Ok(())
+    }
+
+    /// Removes every key. Every producer is flagged before any is ended, so no outcome
+    /// depends on the order of the table.
+    pub(super) fn reset_keys(&self, work: &mut Work) {
+        let mut taken = Vec::new();
+        {
+            let _g = self.lock();
+            for k in 0..self.keys.len() as u32 {
+                if self.keys[k as usize].ident.load(Ordering::Relaxed) != 0 {
+                    if let Some(t) = self.remove_locked(k) {
+                        taken.push(t);
+                    }
+                }
+            }
+        }
+        let mut failed = NIL;
+        for &(r, _) in &taken {
+            if let Some(r) = r {
+                self.finish(r, work, &mut failed);
+            }
+        }
+        for &(_, waiters) in &taken {
+            self.fail_waiters(waiters, work, &mut failed);
+        }
+        self.end_failed(failed, work);
+    }
+
+    pub(super) fn key_version(&self, key: JobKey) -> Option<Version> {
+        let k = self.find_slot(rules::ident(key), false)?;
+        // Acquire: pairs with the version's Release stores.
+        match self.keys[k as usize].ver.load(Ordering::Acquire) {
+            0 => None,
+            v => Some(Version::unpack(v)),
+        }
+    }
+
+    pub(super) fn version_of_node(&self, node: NodeRef) -> Option<(JobKey, Version)> {
+        let n = self.nodes.get(node.idx as usize)?;
+        // Acquire: pairs with the release sequence of `ctl`, after which `ver` and the info
+        // written before the submitter gave up its hold are visible.
+        if gen_of(n.ctl.load(Ordering::Acquire)) != node.gen {
+            return None;
+        }
+        // SAFETY: written before publication; read-only until the slot is collected, which
+        // needs the job to end, and a running job's owner is the caller.
+        let key = n.info.with(|p| unsafe { (*p).key });
+        Some((key, Version::unpack(n.ver.load(Ordering::Relaxed))))
+    }
+
+    pub(super) fn is_witness_current(&self, w: &Witness) -> bool {
+        let Some(k) = self.find_slot(rules::ident(w.key), false) else {
+            return false;
+        };
+        // Acquire: pairs with the version's Release stores.
+        if self.keys[k as usize].ver.load(Ordering::Acquire) != w.version.packed() {
+            return false;
+        }
+        match self.nodes.get(w.node.idx as usize) {
+            Some(n) => {
+                // Acquire: pairs with the CAS of `mark_retired`.
+                let c = n.ctl.load(Ordering::Acquire);
+                !(gen_of(c) == w.node.gen && c & RETIRED != 0)
+            }
+            None => false,
+        }
+    }
+}

@@ -1,0 +1,308 @@
+//! loom models of the lock-free graph's key operations (SPEC D20, D21, D24) against the hot
+//! paths: `advance` against a completion (a stale completion is refused whole, never half
+//! applied), `advance` against an executor starting a queued job, `advance` against a job
+//! being published on the key, and `remove` against a dependent linking to the key's producer.
+//! The topology lock is loom's here. loom does not produce store-buffering outcomes, so the
+//! publication model checks the invariant but cannot by itself show why the key operation's
+//! `detach` must be an RMW (see `lockfree/keys.rs`).
+
+use super::lockfree::{LockFreeGraph, Work};
+use super::{
+    Admission, Bounds, Dependency, Gate, GraphEngine, JobKey, JobOutcome, JobSpec, NodeRef,
+};
+use crate::sync::model::{model, Outcomes};
+use crate::sync::Arc;
+use crate::{ClassId, Code, Reason, TenantId};
+
+fn bounds() -> Bounds {
+    Bounds {
+        nodes: 3,
+        edges: 2,
+        keys: 4,
+        max_deps: 1,
+        max_gen: crate::graph::Version::MAX_GENERATION,
+        first_gen: 0,
+    }
+}
+
+fn spec(key: u64, deps: &[Dependency]) -> JobSpec<'_> {
+    JobSpec {
+        key: JobKey::new(key),
+        tenant: TenantId(0),
+        class: ClassId(0),
+        priority: 0,
+        deps,
+    }
+}
+
+fn ready(g: &LockFreeGraph, work: &mut Work) -> Vec<u64> {
+    let mut out = Vec::new();
+    while let Some(r) = g.pop_ready(work) {
+        out.push(r.key.key.0);
+    }
+    out
+}
+
+fn submit(g: &LockFreeGraph, key: u64, deps: &[Dependency], w: &mut Work) -> NodeRef {
+    match g.submit(&spec(key, deps), w) {
+        Ok(Admission::Admitted(n)) => n,
+        other => panic!("job {key} not admitted: {other:?}"),
+    }
+}
+
+fn dep(key: u64, gate: Gate) -> Dependency {
+    Dependency {
+        key: JobKey::new(key),
+        gate,
+    }
+}
+
+fn failed(o: Option<JobOutcome>, reason: Reason) -> bool {
+    matches!(o, Some(JobOutcome::Failed(e)) if e.reason() == reason)
+}
+
+/// A running producer (key 1, with a waiting sequential dependent) completes while its key
+/// advances. Either the completion came first — the producer succeeded and its dependent was
+/// released exactly once — or it is stale: nothing published, the dependent failed, the
+/// stale counter is 1. Never a mix.
+#[test]
+fn loom_graph_advance_races_complete() {
+    let outcomes = std::sync::Arc::new(Outcomes::new());
+    let seen = outcomes.clone();
+    model(move || {
+        let g = Arc::new(LockFreeGraph::new(bounds()));
+        let mut w = Work::default();
+        let p = submit(&g, 1, &[], &mut w);
+        assert_eq!(ready(&g, &mut w), vec![1]);
+        g.admitted(p, &mut w);
+        assert!(g.start(p));
+        let d = submit(&g, 2, &[dep(1, Gate::Sequential)], &mut w);
+        assert!(ready(&g, &mut w).is_empty());
+
+        let completer = {
+            let g = g.clone();
+            loom::thread::spawn(move || {
+                let mut w = Work::default();
+                let r = g.complete(p, JobOutcome::Succeeded, &mut w);
+                (r, ready(&g, &mut w))
+            })
+        };
+        let advancer = {
+            let g = g.clone();
+            loom::thread::spawn(move || {
+                let mut w = Work::default();
+                let v = GraphEngine::advance(&*g, JobKey::new(1), &mut w).unwrap();
+                assert_eq!(v.generation, 1);
+                ready(&g, &mut w)
+            })
+        };
+        let (r, by_completer) = completer.join().unwrap();
+        let by_advancer = advancer.join().unwrap();
+        let released = by_completer.len() + by_advancer.len();
+        let o = g.occupancy();
+        assert_eq!((o.running, o.edges_used), (0, 0));
+        match r {
+            Ok(()) => {
+                assert_eq!(g.outcome(p, false).unwrap(), Some(JobOutcome::Succeeded));
+                assert_eq!(released, 1, "dependent released {released} times");
+                assert_eq!(g.outcome(d, false).unwrap(), None);
+                assert_eq!(g.stale_completions(), 0);
+                seen.hit("completed-first");
+            }
+            Err(e) => {
+                assert_eq!(
+                    (e.code(), e.reason()),
+                    (Code::Cancelled, Reason::Superseded)
+                );
+                assert!(failed(g.outcome(p, false).unwrap(), Reason::Superseded));
+                assert_eq!(released, 0);
+                assert!(failed(
+                    g.outcome(d, false).unwrap(),
+                    Reason::DependencyFailed
+                ));
+                assert_eq!(g.stale_completions(), 1);
+                assert_eq!(o.waiting, 0);
+                seen.hit("stale");
+            }
+        }
+    });
+    eprintln!("advance vs complete: {outcomes:?}");
+    outcomes.assert_exactly(&["completed-first", "stale"]);
+}
+
+/// An executor starts a queued job while its key advances: the advance takes it from the
+/// queue (it never runs), or it runs and its completion is stale, or it completed first. It
+/// ends exactly once and every gauge is back to zero.
+#[test]
+fn loom_graph_advance_races_start_of_a_queued_job() {
+    let outcomes = std::sync::Arc::new(Outcomes::new());
+    let seen = outcomes.clone();
+    model(move || {
+        let g = Arc::new(LockFreeGraph::new(bounds()));
+        let mut w = Work::default();
+        let p = submit(&g, 1, &[], &mut w);
+        assert_eq!(ready(&g, &mut w), vec![1]);
+        g.admitted(p, &mut w);
+
+        let executor = {
+            let g = g.clone();
+            loom::thread::spawn(move || {
+                let mut w = Work::default();
+                if g.start(p) {
+                    Some(g.complete(p, JobOutcome::Succeeded, &mut w).is_ok())
+                } else {
+                    None
+                }
+            })
+        };
+        let advancer = {
+            let g = g.clone();
+            loom::thread::spawn(move || {
+                let mut w = Work::default();
+                GraphEngine::advance(&*g, JobKey::new(1), &mut w).unwrap();
+            })
+        };
+        let ran = executor.join().unwrap();
+        advancer.join().unwrap();
+        let o = g.occupancy();
+        assert_eq!((o.waiting, o.ready, o.running), (0, 0, 0));
+        let out = g.outcome(p, false).unwrap();
+        match ran {
+            None => {
+                assert!(failed(out, Reason::Superseded));
+                seen.hit("taken-from-queue");
+            }
+            Some(false) => {
+                assert!(failed(out, Reason::Superseded));
+                assert_eq!(g.stale_completions(), 1);
+                seen.hit("ran-stale");
+            }
+            Some(true) => {
+                assert_eq!(out, Some(JobOutcome::Succeeded));
+                seen.hit("completed-first");
+            }
+        }
+    });
+    eprintln!("advance vs start: {outcomes:?}");
+    outcomes.assert_exactly(&["taken-from-queue", "ran-stale", "completed-first"]);
+}
+
+/// A dependent links to a key's waiting producer while the key is removed. Either it linked
+/// to the producer (which ends `removed` and fails it, its edge freed), or it saw the key
+/// removed and waits, parked, for the key's next producer. Its gate is counted at most once.
+#[test]
+fn loom_graph_remove_races_link() {
+    let outcomes = std::sync::Arc::new(Outcomes::new());
+    let seen = outcomes.clone();
+    model(move || {
+        let g = Arc::new(LockFreeGraph::new(bounds()));
+        let mut w = Work::default();
+        // The producer waits on a key with no producer (its edge parked there).
+        let p = submit(&g, 1, &[dep(9, Gate::OnSuccess)], &mut w);
+
+        let remover = {
+            let g = g.clone();
+            loom::thread::spawn(move || {
+                let mut w = Work::default();
+                GraphEngine::remove(&*g, JobKey::new(1), &mut w).unwrap();
+                ready(&g, &mut w)
+            })
+        };
+        let linker = {
+            let g = g.clone();
+            loom::thread::spawn(move || {
+                let mut w = Work::default();
+                let d = submit(&g, 2, &[dep(1, Gate::OnSuccess)], &mut w);
+                (d, ready(&g, &mut w))
+            })
+        };
+        let by_remover = remover.join().unwrap();
+        let (d, by_linker) = linker.join().unwrap();
+        assert!(by_remover.is_empty() && by_linker.is_empty());
+        assert!(failed(g.outcome(p, false).unwrap(), Reason::Removed));
+        let o = g.occupancy();
+        match g.outcome(d, false).unwrap() {
+            None => {
+                // Parked on the removed key: its one edge is the only one held.
+                assert_eq!((o.edges_used, o.waiting), (1, 1));
+                seen.hit("parked-for-next-producer");
+            }
+            out => {
+                assert!(failed(out, Reason::DependencyFailed));
+                assert_eq!((o.edges_used, o.waiting), (0, 0));
+                seen.hit("linked-then-failed");
+            }
+        }
+    });
+    eprintln!("remove vs link: {outcomes:?}");
+    outcomes.assert_exactly(&["linked-then-failed", "parked-for-next-producer"]);
+}
+
+/// A job is published on a key while the key advances. Either the publication came first and
+/// the advance retired it (ended at once if it was waiting or queued; refused at completion if
+/// the advance caught it between ready and queued), or it came after and the job runs at the
+/// new generation: a job whose completion is accepted always carries the key's current version.
+#[test]
+fn loom_graph_publication_races_advance() {
+    let outcomes = std::sync::Arc::new(Outcomes::new());
+    let seen = outcomes.clone();
+    model(move || {
+        let g = Arc::new(LockFreeGraph::new(bounds()));
+        let mut w = Work::default();
+        // Key 1 exists (named by a dependency) with no producer and no waiters: a dependent
+        // of key 1 that was superseded leaves it so.
+        let d = submit(&g, 2, &[dep(1, Gate::OnSuccess)], &mut w);
+        GraphEngine::advance(&*g, JobKey::new(2), &mut w).unwrap();
+        assert!(failed(g.outcome(d, false).unwrap(), Reason::Superseded));
+        let before = GraphEngine::version(&*g, JobKey::new(1)).unwrap();
+
+        let publisher = {
+            let g = g.clone();
+            loom::thread::spawn(move || {
+                let mut w = Work::default();
+                let p = submit(&g, 1, &[], &mut w);
+                for k in ready(&g, &mut w) {
+                    assert_eq!(k, 1);
+                    g.admitted(p, &mut w);
+                }
+                p
+            })
+        };
+        let advancer = {
+            let g = g.clone();
+            loom::thread::spawn(move || {
+                let mut w = Work::default();
+                GraphEngine::advance(&*g, JobKey::new(1), &mut w).unwrap()
+            })
+        };
+        let p = publisher.join().unwrap();
+        let v = advancer.join().unwrap();
+        assert_eq!(v.generation, before.generation + 1);
+        let (key, recorded) = GraphEngine::node_version(&*g, p).unwrap();
+        assert_eq!(key, JobKey::new(1));
+        if let Some(out) = g.outcome(p, false).unwrap() {
+            assert!(failed(Some(out), Reason::Superseded));
+            seen.hit("ended-by-advance");
+            return;
+        }
+        assert!(g.start(p));
+        match g.complete(p, JobOutcome::Succeeded, &mut w) {
+            Ok(()) => {
+                assert_eq!(recorded, v, "accepted at a stale version");
+                seen.hit("current-at-the-new-generation");
+            }
+            Err(e) => {
+                assert_eq!(e.reason(), Reason::Superseded);
+                seen.hit("ran-stale");
+            }
+        }
+        let o = g.occupancy();
+        assert_eq!((o.waiting, o.ready, o.running), (0, 0, 0));
+    });
+    eprintln!("publication vs advance: {outcomes:?}");
+    outcomes.assert_exactly(&[
+        "ended-by-advance",
+        "ran-stale",
+        "current-at-the-new-generation",
+    ]);
+}
