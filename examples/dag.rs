@@ -16,7 +16,8 @@ use std::time::Duration;
 const IO: ClassId = ClassId(0);
 const CPU: ClassId = ClassId(1);
 
-fn main() -> Result<(), Error> {
+/// Runs the example (public so that `tests/examples.rs` runs it as a test too).
+pub fn main() -> Result<(), Error> {
     let ledger = Ledger::new(LedgerConfig::new(
         vec![ClassSpec::new("io"), ClassSpec::new("cpu")],
         1,

@@ -1,6 +1,8 @@
 //! The host examples (SPEC X03) run as tests, so they cannot rot: each example file is compiled
 //! here as a module and its `run` called with the report turned off.
 
+#[path = "../examples/dag.rs"]
+mod dag;
 #[path = "../examples/threads_host.rs"]
 mod threads_host;
 #[path = "../examples/tokio_host.rs"]
@@ -20,4 +22,12 @@ fn x03_tokio_host_example_accounts_for_every_invocation() {
     assert_eq!(ran + cancelled + expired + refused + aborted, 60);
     assert!(ran > 0);
     assert_eq!(refused, 0, "no invocation exceeds its tenant's limit of 32");
+}
+
+#[test]
+fn x03_dag_example_supersedes_and_gates_a_failure() {
+    // The example asserts its own outcomes: the superseded compile fails `superseded`, the
+    // other compiles succeed, and the job gated on the failed linter fails
+    // `dependency-failed`.
+    dag::main().unwrap();
 }
