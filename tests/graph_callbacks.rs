@@ -1,0 +1,127 @@
+//! SPEC D32: callbacks (here: the wakers of waiting submitters) run after the graph's state is
+//! consistent and outside every lock, so a callback may call back into the graph. On both graph
+//! engines, a waker that re-enters the graph — a submit that takes the lock-free graph's
+//! topology lock (a dependency on a key with no producer) or the mutex graph's one lock — must
+//! not deadlock, and must see the room whose release woke it.
+
+use fairway::admission::{ClassSpec, Ledger, LedgerConfig};
+use fairway::graph::{
+    Admission, Dependency, Gate, Graph, GraphEngine, JobKey, JobOutcome, JobSpec,
+};
+use fairway::{ClassId, TenantId};
+use std::future::Future;
+use std::pin::pin;
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Wake, Waker};
+use std::time::Duration;
+
+fn spec(key: u64, deps: &[Dependency]) -> JobSpec<'_> {
+    JobSpec {
+        key: JobKey::new(key),
+        tenant: TenantId(0),
+        class: ClassId(0),
+        priority: 0,
+        deps,
+    }
+}
+
+/// A waker whose `wake` submits a job into the graph and reports what it saw.
+struct ReEnter<E: GraphEngine> {
+    graph: Graph<E>,
+    seen: Mutex<mpsc::Sender<(u32, bool)>>,
+}
+
+impl<E: GraphEngine> Wake for ReEnter<E> {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+    fn wake_by_ref(self: &Arc<Self>) {
+        // Wakes may come early (a completion wakes waiting submitters before the outcome is
+        // collected); each one re-enters the graph.
+        let free_nodes = {
+            let o = self.graph.occupancy();
+            o.nodes_total - o.nodes_used
+        };
+        // A dependency on key 99, which has no producer: the lock-free graph parks the waiter
+        // under its topology lock; the mutex graph takes its one lock.
+        let waits = [Dependency {
+            key: JobKey::new(99),
+            gate: Gate::OnSuccess,
+        }];
+        let admitted = matches!(
+            self.graph.submit(&spec(3, &waits)),
+            Ok(Admission::Admitted(_))
+        );
+        let _ = self.seen.lock().unwrap().send((free_nodes, admitted));
+    }
+}
+
+fn d32_waker_runs_outside_every_lock_and_may_reenter<E: GraphEngine>() {
+    let ledger = Ledger::new(LedgerConfig::new(vec![ClassSpec::new("cpu")], 1)).unwrap();
+    let g = Graph::builder(ledger)
+        .class(1)
+        .nodes(1)
+        .edges(4)
+        .keys(8)
+        .build_with::<E>()
+        .unwrap();
+    let Admission::Admitted(a) = g.submit(&spec(1, &[])).unwrap() else {
+        panic!("the first job is admitted");
+    };
+    // The node store is full: the waiting submit of job 2 parks its (re-entering) waker.
+    let (tx, rx) = mpsc::channel();
+    let waker = Waker::from(Arc::new(ReEnter {
+        graph: g.clone(),
+        seen: Mutex::new(tx),
+    }));
+    let mut cx = Context::from_waker(&waker);
+    let spec2 = spec(2, &[]);
+    let mut waiting = pin!(g.submit_waiting(&spec2));
+    assert!(waiting.as_mut().poll(&mut cx).is_pending());
+
+    // Run job 1 and collect its outcome on another thread: that frees the node and wakes.
+    let g2 = g.clone();
+    let runner = std::thread::spawn(move || {
+        let job = g2.try_next(ClassId(0)).expect("job 1 is ready");
+        g2.complete(job, JobOutcome::Succeeded).unwrap();
+        assert_eq!(g2.take_outcome(a).unwrap(), Some(JobOutcome::Succeeded));
+    });
+    let (free_nodes, admitted) = rx
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the waker ran and returned (a wake under a graph lock would deadlock here)");
+    runner.join().unwrap();
+    let mut wakes = vec![(free_nodes, admitted)];
+    wakes.extend(rx.try_iter());
+    // Every wake that saw the freed node took it with its re-entrant submit.
+    for &(free, admitted) in &wakes {
+        assert_eq!(free == 1, admitted, "wakes: {wakes:?}");
+    }
+    // The one node went to exactly one of job 3 (submitted by a wake) and job 2 (the waiting
+    // submit, polled again now).
+    let job3 = wakes.iter().any(|&(_, admitted)| admitted);
+    let noop = Waker::noop();
+    let job2 = match waiting.as_mut().poll(&mut Context::from_waker(noop)) {
+        Poll::Ready(r) => {
+            r.unwrap();
+            true
+        }
+        Poll::Pending => false,
+    };
+    assert!(
+        job3 != job2,
+        "job 3 admitted: {job3}, job 2 admitted: {job2}"
+    );
+    let o = g.occupancy();
+    assert_eq!((o.nodes_used, o.nodes_total), (1, 1));
+}
+
+#[test]
+fn d32_waker_runs_outside_every_lock_and_may_reenter_lock_free() {
+    d32_waker_runs_outside_every_lock_and_may_reenter::<fairway::LockFreeGraph>();
+}
+
+#[test]
+fn d32_waker_runs_outside_every_lock_and_may_reenter_mutex() {
+    d32_waker_runs_outside_every_lock_and_may_reenter::<fairway::MutexGraph>();
+}
