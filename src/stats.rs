@@ -163,19 +163,32 @@ impl ClassStats {
     /// records through [`record_grant`](Self::record_grant).
     #[inline]
     pub(crate) fn record_grant_exclusive(&self, wait: u64) {
-        // Relaxed: statistics only; single writer (see above).
-        let add = |a: &AtomicU64, n: u64| {
-            a.store(
-                a.load(Ordering::Relaxed).saturating_add(n),
-                Ordering::Relaxed,
-            )
-        };
-        add(&self.buckets[bucket_of(wait).min(STORED - 1)], 1);
-        if wait > 0 {
-            add(&self.wait_total, wait);
-            // Relaxed: as above.
-            if wait > self.wait_max.load(Ordering::Relaxed) {
-                self.wait_max.store(wait, Ordering::Relaxed);
+        // Under loom the wait comes from the real clock, so which counter is touched and whether
+        // a load happens at all would differ between executions of one model (loom requires
+        // every execution to replay the same operations); read-modify-writes in a fixed
+        // sequence keep the models deterministic.
+        #[cfg(loom)]
+        {
+            self.buckets[bucket_of(wait).min(STORED - 1)].fetch_add(1, Ordering::Relaxed);
+            self.wait_total.fetch_add(wait, Ordering::Relaxed);
+            self.wait_max.fetch_max(wait, Ordering::Relaxed);
+        }
+        #[cfg(not(loom))]
+        {
+            // Relaxed: statistics only; single writer (see above).
+            let add = |a: &AtomicU64, n: u64| {
+                a.store(
+                    a.load(Ordering::Relaxed).saturating_add(n),
+                    Ordering::Relaxed,
+                )
+            };
+            add(&self.buckets[bucket_of(wait).min(STORED - 1)], 1);
+            if wait > 0 {
+                add(&self.wait_total, wait);
+                // Relaxed: as above.
+                if wait > self.wait_max.load(Ordering::Relaxed) {
+                    self.wait_max.store(wait, Ordering::Relaxed);
+                }
             }
         }
     }
