@@ -1,0 +1,286 @@
+//! The graph's executor side: handing ready jobs to the ledger and the scheduler, shutdown
+//! and the reaping of what it leaves behind, pulling ready jobs for executors, ending running
+//! jobs (completion and dynamic discovery of dependencies) and reading outcomes, occupancy and
+//! the underlying scheduler and ledger. These are methods of [`Graph`]; the submission side
+//! and the builder stay in the parent module.
+
+use super::*;
+
+impl<E: GraphEngine> Graph<E> {
+    /// Takes ledger permits for the jobs that became ready and submits them to the scheduler
+    /// (SPEC D06, D12). A refusal fails the job and its dependents per their gates.
+    pub(super) fn hand_off(&self, work: &mut E::Work) {
+        let inner = &*self.inner;
+        while let Some(Ready {
+            node,
+            key,
+            tenant,
+            class,
+            priority,
+        }) = inner.engine.pop_ready(work)
+        {
+            if self.is_shutdown() {
+                // Shut down: the job never takes a permit; it ends here.
+                inner.engine.fail_ready(node, rules::SHUTDOWN, false, work);
+                continue;
+            }
+            let request = AdmissionRequest::new(RequestId(node.packed()), tenant)
+                .class(class)
+                .priority(priority);
+            let permit = match inner.ledger.admit(request) {
+                Ok(p) => p,
+                Err(e) => {
+                    inner.engine.fail_ready(node, e, false, work);
+                    continue;
+                }
+            };
+            // Admitted: the admission-gated dependents may go, and an executor may start it as
+            // soon as the scheduler has it.
+            inner.engine.admitted(node, work);
+            if let Err(e) = inner
+                .scheduler
+                .submit(AdmittedRequest::without_token(permit), Task { node, key })
+            {
+                inner.engine.fail_ready(node, e.error, true, work);
+            }
+        }
+        if self.is_shutdown() {
+            self.reap(work);
+        }
+    }
+
+    /// Whether [`shutdown`](Self::shutdown) was called. One atomic load.
+    #[inline]
+    pub fn is_shutdown(&self) -> bool {
+        // Acquire: pairs with the Release store in `shutdown`.
+        self.inner.shut.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    pub(super) fn check_open(&self) -> Result<(), Error> {
+        if self.is_shutdown() {
+            Err(rules::SHUTDOWN)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// After shutdown: ends the jobs whose payloads the scheduler gave back (queued, or
+    /// granted and never taken) with `unavailable / shutdown`, and whatever that releases.
+    fn reap(&self, work: &mut E::Work) {
+        loop {
+            let back = self.inner.scheduler.take_undelivered();
+            if back.is_empty() {
+                return;
+            }
+            for task in back {
+                // They took their permit (the scheduler refunded it): admitted.
+                self.inner
+                    .engine
+                    .fail_ready(task.node, rules::SHUTDOWN, true, work);
+            }
+            // Their dependents: refused at once, as the graph is shut.
+            while let Some(r) = self.inner.engine.pop_ready(work) {
+                self.inner
+                    .engine
+                    .fail_ready(r.node, rules::SHUTDOWN, false, work);
+            }
+        }
+    }
+
+    /// Shuts the graph down: no job is admitted any more (`unavailable / shutdown`), the
+    /// scheduler is shut down, and every job that has not ended gets exactly one outcome —
+    /// queued jobs and jobs that become ready from now on end `unavailable / shutdown`, jobs
+    /// waiting for a key without producer (or for jobs that end so) end `dependency-failed`.
+    /// Running jobs run on: their [`complete`](Self::complete) still records their outcome
+    /// and ends their dependents the same way. Every permit goes back to the ledger and every
+    /// node and edge slot is freed as outcomes are collected. Idempotent.
+    ///
+    /// Executors' [`next`](Self::next) and [`next_blocking`](Self::next_blocking) return
+    /// `None` from now on. The scheduler's own methods (from [`scheduler`](Self::scheduler))
+    /// should not be used to pull graph jobs after this: what they took out would have no
+    /// outcome.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use fairway::admission::{ClassSpec, Ledger, LedgerConfig};
+    /// use fairway::graph::{Admission, Dependency, Gate, Graph, JobKey, JobSpec};
+    /// use fairway::{ClassId, Reason, TenantId};
+    ///
+    /// let ledger = Ledger::new(LedgerConfig::new(vec![ClassSpec::new("cpu")], 1))?;
+    /// let graph = Graph::builder(ledger.clone()).class(1).build()?;
+    /// let job = |key, deps| JobSpec {
+    ///     key: JobKey::new(key),
+    ///     tenant: TenantId(0),
+    ///     class: ClassId(0),
+    ///     priority: 0,
+    ///     deps,
+    /// };
+    /// let Admission::Admitted(queued) = graph.submit(&job(1, &[]))? else { unreachable!() };
+    /// let on_9 = [Dependency { key: JobKey::new(9), gate: Gate::Sequential }];
+    /// let Admission::Admitted(waiting) = graph.submit(&job(2, &on_9))? else { unreachable!() };
+    /// graph.shutdown();
+    /// let ended = graph.wait_batch(&[queued, waiting])?;
+    /// assert!(ended.iter().all(|o| !o.is_success()));
+    /// assert!(ledger.usage().is_zero());
+    /// assert_eq!(graph.occupancy().nodes_used, 0);
+    /// assert_eq!(graph.submit(&job(3, &[])).unwrap_err().reason(), Reason::Shutdown);
+    /// # Ok::<(), fairway::Error>(())
+    /// ```
+    pub fn shutdown(&self) {
+        // Release: pairs with the Acquire load in `is_shutdown`.
+        self.inner
+            .shut
+            .store(true, std::sync::atomic::Ordering::Release);
+        self.inner.scheduler.shutdown();
+        let mut work = E::Work::default();
+        self.inner.engine.shutdown(&mut work);
+        self.hand_off(&mut work);
+        self.wake_waiters();
+    }
+
+    fn accept(&self, job: crate::Job<Task>) -> Option<RunningJob> {
+        if self.inner.engine.start(job.payload.node) {
+            Some(RunningJob {
+                handle: self.handle(job.payload.node),
+                key: job.payload.key,
+                assignment: job.assignment,
+                cap: self.cap_of(job.payload.node),
+            })
+        } else {
+            job.assignment.release();
+            None
+        }
+    }
+
+    /// The next ready job of `class`, if one can be granted now.
+    pub fn try_next(&self, class: ClassId) -> Option<RunningJob> {
+        loop {
+            let Some(job) = self.inner.scheduler.try_next(class).ok().flatten() else {
+                return self.none_left();
+            };
+            if let Some(r) = self.accept(job) {
+                return Some(r);
+            }
+        }
+    }
+
+    /// An executor found nothing: after a shutdown, end what the scheduler gave back.
+    fn none_left(&self) -> Option<RunningJob> {
+        if self.is_shutdown() {
+            let mut work = E::Work::default();
+            self.reap(&mut work);
+            self.wake_waiters();
+        }
+        None
+    }
+
+    /// Waits (asynchronously) for the next ready job of `class`; `None` once the scheduler is
+    /// shut down.
+    pub async fn next(&self, class: ClassId) -> Option<RunningJob> {
+        loop {
+            let Some(job) = self.inner.scheduler.next(class).await.ok().flatten() else {
+                return self.none_left();
+            };
+            if let Some(r) = self.accept(job) {
+                return Some(r);
+            }
+        }
+    }
+
+    /// Blocks for the next ready job of `class`; `None` once the scheduler is shut down.
+    pub fn next_blocking(&self, class: ClassId) -> Option<RunningJob> {
+        loop {
+            let Some(job) = self.inner.scheduler.next_blocking(class).ok().flatten() else {
+                return self.none_left();
+            };
+            if let Some(r) = self.accept(job) {
+                return Some(r);
+            }
+        }
+    }
+
+    /// Ends a running job: gives its cell back, records the outcome and releases its
+    /// dependents in O(dependents) (SPEC D13).
+    ///
+    /// # Errors
+    ///
+    /// `permission-denied / foreign-handle` for a job of another graph.
+    pub fn complete(&self, job: RunningJob, outcome: JobOutcome) -> Result<(), Error> {
+        let node = self.node_of(job.handle)?;
+        job.assignment.release();
+        let mut work = E::Work::default();
+        let r = self.inner.engine.complete(node, outcome, &mut work);
+        self.hand_off(&mut work);
+        self.wake_waiters();
+        r
+    }
+
+    /// Adds dependencies discovered while `job` runs (SPEC D14). They gate the job's end: after
+    /// [`complete`](Self::complete) the job ends — and releases its dependents — only once
+    /// every discovered gate holds, with its body's outcome, or `dependency-failed` if one of
+    /// them fails. Discovery unions with earlier edges: a key the job already depends on keeps
+    /// its first edge and gate.
+    ///
+    /// # Errors
+    ///
+    /// As [`submit`](Self::submit) for the new dependencies (`cycle` if one closes a cycle
+    /// through this job, `too-many-dependencies` beyond `max_deps` in all, `key-range`);
+    /// `not-found / stale-handle` if the job is no longer running. `Backpressured` when the
+    /// edge or key store is full; on any refusal nothing changed.
+    pub fn discover(&self, job: &RunningJob, deps: &[Dependency]) -> Result<Admission<()>, Error> {
+        let node = self.node_of(job.handle)?;
+        self.check_open()?;
+        for d in deps {
+            if d.key.key.0 > WorkKey::MAX {
+                return Err(Error::new(Code::InvalidArgument, Reason::KeyRange));
+            }
+            if d.key == job.key {
+                return Err(rules::CYCLE);
+            }
+        }
+        let mut work = E::Work::default();
+        let r = self.inner.engine.discover(node, deps, &mut work);
+        self.hand_off(&mut work);
+        self.wake_waiters();
+        r
+    }
+
+    /// The job's outcome if it has ended, leaving the job in place.
+    ///
+    /// # Errors
+    ///
+    /// `not-found / stale-handle` once the outcome was taken; `permission-denied /
+    /// foreign-handle`.
+    pub fn outcome(&self, handle: JobHandle) -> Result<Option<JobOutcome>, Error> {
+        self.inner.engine.outcome(self.node_of(handle)?, false)
+    }
+
+    /// The job's outcome if it has ended, freeing its node slot (the handle goes stale).
+    ///
+    /// # Errors
+    ///
+    /// As [`outcome`](Self::outcome).
+    pub fn take_outcome(&self, handle: JobHandle) -> Result<Option<JobOutcome>, Error> {
+        let r = self.inner.engine.outcome(self.node_of(handle)?, true);
+        if matches!(r, Ok(Some(_))) {
+            self.wake_submitters();
+        }
+        r
+    }
+
+    /// Used and total capacity of every store (SPEC D50).
+    pub fn occupancy(&self) -> Occupancy {
+        self.inner.engine.occupancy()
+    }
+
+    /// The scheduler the graph's ready jobs run on.
+    pub fn scheduler(&self) -> &Scheduler<Task> {
+        &self.inner.scheduler
+    }
+
+    /// The ledger that admits the graph's jobs.
+    pub fn ledger(&self) -> &Ledger {
+        &self.inner.ledger
+    }
+}
