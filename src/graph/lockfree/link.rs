@@ -1,0 +1,197 @@
+//! Linking on the lock-free graph: attaching a dependent's edge to the producer of a key (or
+//! counting it at once when the producer has ended, or parking it on a key without producer),
+//! the cycle check under the topology lock, and undoing a submission refused after some of its
+//! edges were linked. These are methods of [`LockFreeGraph`]; node and edge slots, releasing
+//! and ending stay in the parent module.
+
+use super::*;
+
+impl LockFreeGraph {
+    /// Links edge `e` (dependent `me`, `gate`) to the producer of key slot `k`, or counts it at
+    /// once if the producer has ended, or parks it on the key if there is no producer yet.
+    pub(super) fn link(&self, e: u32, k: u32, gate: Gate, me: NodeRef, work: &mut Work) {
+        self.link_with(e, k, gate, me, work, false);
+    }
+
+    /// [`link`](Self::link), by a caller that already holds the topology lock if `locked`.
+    pub(super) fn link_with(
+        &self,
+        e: u32,
+        k: u32,
+        gate: Gate,
+        me: NodeRef,
+        work: &mut Work,
+        locked: bool,
+    ) {
+        let edge = &self.edges[e as usize];
+        edge.target.store(me.packed(), Ordering::Relaxed);
+        edge.gate.store(rules::gate_code(gate), Ordering::Relaxed);
+        let key = &self.keys[k as usize];
+        let mut dummy = NIL;
+        loop {
+            // Acquire: pairs with the Release stores of the key state (publication, end).
+            let st = key.state.load(Ordering::Acquire);
+            match st & 0xff {
+                K_LIVE => {
+                    let producer = NodeRef {
+                        idx: (st as u32) >> 8,
+                        gen: gen_of(st),
+                    };
+                    let p = &self.nodes[producer.idx as usize];
+                    let head = if rules::on_admission_list(gate) {
+                        &p.admit
+                    } else {
+                        &p.done
+                    };
+                    // Acquire: pairs with the seal swap (Release) or the slot's re-initialisation.
+                    let mut h = head.load(Ordering::Acquire);
+                    loop {
+                        if gen_of(h) != producer.gen {
+                            break; // collected: the key says how it ended
+                        }
+                        let top = low_of(h);
+                        if top == SEALED_OK || top == SEALED_FAIL || top == SEALED_RETIRED {
+                            self.push_edge(e);
+                            // A retired producer meets no gate (SPEC D21).
+                            let met =
+                                top != SEALED_RETIRED && rules::gate_met(gate, top == SEALED_OK);
+                            self.release(me, met, work, &mut dummy);
+                            return;
+                        }
+                        edge.next.store(top, Ordering::Relaxed);
+                        // Release: publishes the edge's fields to the sealer (its AcqRel swap).
+                        match head.compare_exchange_weak(
+                            h,
+                            word(producer.gen, e),
+                            Ordering::Release,
+                            Ordering::Acquire,
+                        ) {
+                            Ok(_) => return,
+                            Err(cur) => h = cur,
+                        }
+                    }
+                }
+                K_DONE_OK | K_DONE_FAIL_ADMITTED | K_DONE_FAIL_UNADMITTED => {
+                    let t = st & 0xff;
+                    let met = rules::gate_met_after_end(
+                        gate,
+                        t != K_DONE_FAIL_UNADMITTED,
+                        t == K_DONE_OK,
+                    );
+                    self.push_edge(e);
+                    self.release(me, met, work, &mut dummy);
+                    return;
+                }
+                _ => {
+                    let _guard = (!locked).then(|| self.lock());
+                    // Acquire: as the load above (a producer may have published meanwhile).
+                    let st = key.state.load(Ordering::Acquire);
+                    if st & 0xff >= K_LIVE {
+                        continue;
+                    }
+                    // Relaxed: written under this lock.
+                    if self.shut.load(Ordering::Relaxed) {
+                        // Shut down: no producer will come; the gate fails at once.
+                        self.push_edge(e);
+                        self.release(me, false, work, &mut dummy);
+                        return;
+                    }
+                    if st == K_NONE {
+                        // Relaxed CAS is enough: a producer publishing concurrently CASes the
+                        // same word and then takes the lock to adopt waiters.
+                        if key
+                            .state
+                            .compare_exchange(
+                                K_NONE,
+                                K_WAITING,
+                                Ordering::Relaxed,
+                                Ordering::Relaxed,
+                            )
+                            .is_err()
+                        {
+                            continue;
+                        }
+                    }
+                    edge.next
+                        .store(key.waiters.load(Ordering::Relaxed), Ordering::Relaxed);
+                    key.waiters.store(e, Ordering::Relaxed);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Under the topology lock: would a job with key `own` and dependency keys `deps` close a
+    /// cycle? Walks published producers' dependency keys upstream.
+    pub(super) fn closes_cycle(&self, own: u64, deps: impl Iterator<Item = u64>) -> bool {
+        let mut stack: Vec<u64> = deps.collect();
+        let mut seen: HashSet<u64> = HashSet::new();
+        while let Some(ident) = stack.pop() {
+            if ident == own {
+                return true;
+            }
+            if !seen.insert(ident) {
+                continue;
+            }
+            if let Some(found) = self.live_deps(ident) {
+                stack.extend(found);
+            }
+        }
+        false
+    }
+
+    /// The dependency keys of the live producer of key `ident`, if it has one.
+    pub(super) fn live_deps(&self, ident: u64) -> Option<Vec<u64>> {
+        let k = self.find_key(ident, false)?;
+        // Acquire: pairs with the producer's publication (Release), after which its
+        // dependency keys are visible.
+        let st = self.keys[k as usize].state.load(Ordering::Acquire);
+        if st & 0xff != K_LIVE {
+            return None;
+        }
+        let idx = (st as u32) >> 8;
+        let gen = gen_of(st);
+        let n = &self.nodes[idx as usize];
+        // Acquire: as the key load; the count was written before the publication.
+        let count = n.dep_count.load(Ordering::Acquire) as usize;
+        let base = idx as usize * self.bounds.max_deps as usize;
+        let mut found = Vec::with_capacity(count);
+        for d in &self.dep_keys[base..base + count.min(self.bounds.max_deps as usize)] {
+            found.push(d.load(Ordering::Relaxed));
+        }
+        // Acquire: if the node is still the same generation, the keys read belong to it.
+        (gen_of(n.state.load(Ordering::Acquire)) == gen).then_some(found)
+    }
+
+    /// Undoes a submission refused after some edges were linked: the node's generation moves
+    /// on (so linked edges are inert), its waiter edges are unparked.
+    pub(super) fn retire_refused(&self, me: NodeRef, dep_slots: &[u32]) {
+        let guard = self.lock();
+        self.unpark(me, dep_slots);
+        drop(guard);
+        self.free_slot(me);
+    }
+
+    /// Under the topology lock: takes the edges of `me` off the waiter lists of `dep_slots`.
+    pub(super) fn unpark(&self, me: NodeRef, dep_slots: &[u32]) {
+        for &k in dep_slots {
+            let key = &self.keys[k as usize];
+            let mut prev: Option<u32> = None;
+            let mut e = key.waiters.load(Ordering::Relaxed);
+            while e != NIL {
+                let edge = &self.edges[e as usize];
+                let next = edge.next.load(Ordering::Relaxed);
+                if NodeRef::unpack(edge.target.load(Ordering::Relaxed)) == me {
+                    match prev {
+                        None => key.waiters.store(next, Ordering::Relaxed),
+                        Some(p) => self.edges[p as usize].next.store(next, Ordering::Relaxed),
+                    }
+                    self.push_edge(e);
+                } else {
+                    prev = Some(e);
+                }
+                e = next;
+            }
+        }
+    }
+}
