@@ -147,7 +147,7 @@ impl<E: GraphEngine> Graph<E> {
     ///     graph.complete(job, JobOutcome::Succeeded)?;
     /// }
     /// assert!(matches!(graph.take_outcome(old)?, Some(JobOutcome::Failed(e))
-    ///     if e.reason() == Reason::Superseded));
+    ///     if matches!(e.reason(), Reason::Superseded)));
     /// assert_eq!(graph.take_outcome(new)?, Some(JobOutcome::Succeeded));
     /// # Ok::<(), fairway::Error>(())
     /// ```

@@ -55,7 +55,7 @@ fn loom_graph_atomic_batch_is_never_seen_half_admitted() {
                         assert_eq!(ready, vec![1]);
                         true
                     }
-                    Err(e) if e.reason() == Reason::DuplicateKey => {
+                    Err(e) if matches!(e.reason(), Reason::DuplicateKey) => {
                         assert!(nodes.is_empty());
                         false
                     }
@@ -70,7 +70,7 @@ fn loom_graph_atomic_batch_is_never_seen_half_admitted() {
                     let mut w = Work::default();
                     match g.submit(&spec(k, &[]), &mut w) {
                         Ok(Admission::Admitted(_)) => true,
-                        Err(e) if e.reason() == Reason::DuplicateKey => false,
+                        Err(e) if matches!(e.reason(), Reason::DuplicateKey) => false,
                         other => panic!("{other:?}"),
                     }
                 };

@@ -58,7 +58,7 @@ fn dep(key: u64, gate: Gate) -> Dependency {
 }
 
 fn failed(o: Option<JobOutcome>, reason: Reason) -> bool {
-    matches!(o, Some(JobOutcome::Failed(e)) if e.reason() == reason)
+    matches!(o, Some(JobOutcome::Failed(e)) if reason.eq(&e.reason()))
 }
 
 /// A running producer (key 1, with a waiting sequential dependent) completes while its key
