@@ -14,7 +14,6 @@
 //! report ([`report`], [`plot`]) or compare two reports ([`compare`]).
 
 mod compare;
-mod graph;
 mod graph_dag;
 mod plot;
 mod report;
@@ -33,7 +32,7 @@ use fairway_bench_support::sched::{engines, AdmitRefund, UncontendedCas};
 use fairway_bench_support::{OpUser, SingleOp};
 
 use fairway::{LockFreeGraph, MutexGraph};
-use graph::Until;
+use fairway_bench_support::graph::{self, Until};
 use report::{Report, System};
 use suites::Settings;
 

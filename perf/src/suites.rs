@@ -12,10 +12,11 @@ use fairway_bench_support::pool::OneCell;
 use fairway_bench_support::sched::{engines, AdmitRefund, Mode, UncontendedCas};
 use fairway_bench_support::{ring, Measured, OpUser, SingleOp};
 
+use crate::graph_dag;
 use crate::report::{Rep, Row};
 use crate::targets::rows;
-use crate::{graph, graph_dag};
 use fairway::{LockFreeGraph, MutexGraph};
+use fairway_bench_support::graph;
 
 /// The named suites (`--suite`).
 pub const SUITES: [&str; 7] = [

@@ -6,6 +6,7 @@
 //! * [`latency`]: the clock ([`quanta`]) and latency histograms in nanoseconds.
 //! * [`ring`]: the bounded MPMC queue peers (fairway's `Ring`, crossbeam's `ArrayQueue`, a
 //!   `VecDeque` under a std or parking_lot mutex) and the threaded ring workload.
+//! * [`graph`]: the dependency graph's P8 and P9 workloads on either graph engine.
 //! * [`pool`]: one cell taken and given back, fairway's `FixedCellPool` and tokio's `Semaphore`.
 //! * [`sched`]: the scheduler engines, the fixture, and the workloads: single-thread operations
 //!   (the P1 cycle, the fast path, cancel at depth, the P13 admit → refund), the closed-loop
@@ -13,6 +14,7 @@
 
 pub mod alloc;
 pub mod arena;
+pub mod graph;
 pub mod latency;
 pub mod pool;
 pub mod ring;

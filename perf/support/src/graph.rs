@@ -7,20 +7,22 @@
 //! * P9: submitting a job whose four dependencies are live, running producers (four edges
 //!   pushed onto their dependents' stacks). One operation is one submit.
 //!
+//! The perf harness's graph suite and `benches/graph.rs` both run these.
+//!
 //! Keys are never freed in this part of the graph, so batches run on a graph rebuilt when its
 //! key table fills. Building, setting up a batch's producers and dependents, and cleaning up
 //! after a batch are outside the timed region; allocations are counted inside it only.
 
 use std::time::{Duration, Instant};
 
+use crate::alloc::thread_allocs;
+use crate::Measured;
 use fairway::admission::{ClassSpec, Ledger, LedgerConfig};
 use fairway::graph::{
     Admission, Dependency, Gate, Graph, GraphEngine, JobHandle, JobKey, JobOutcome, JobSpec,
     RunningJob,
 };
 use fairway::{ClassId, TenantId};
-use fairway_bench_support::alloc::thread_allocs;
-use fairway_bench_support::Measured;
 
 const CPU: ClassId = ClassId(0);
 const KEYS: u32 = 1 << 16;
@@ -135,10 +137,11 @@ pub fn p9<E: GraphEngine>(run_for: Duration) -> Measured {
     p9_until::<E>(Until::Time(run_for))
 }
 
-/// P8's timed region: complete each producer and pull its four released dependents. Not
-/// inlined, so callgrind can count exactly this (`perf/callgrind.sh graph-p8-...`).
+/// P8's timed region: complete each producer and pull its four released dependents (and, with
+/// `RUN`, complete them too). Not inlined, so callgrind can count exactly this
+/// (`perf/callgrind.sh graph-p8-...`).
 #[inline(never)]
-fn p8_timed<E: GraphEngine>(
+fn p8_timed<E: GraphEngine, const RUN: bool>(
     g: &Graph<E>,
     running: &mut Vec<RunningJob>,
     pulled: &mut Vec<RunningJob>,
@@ -146,8 +149,12 @@ fn p8_timed<E: GraphEngine>(
     for producer in running.drain(..) {
         g.complete(producer, JobOutcome::Succeeded).unwrap();
         for _ in 0..4 {
-            let job = g.try_next(CPU).expect("a released dependent");
-            pulled.push(std::hint::black_box(job));
+            let job = std::hint::black_box(g.try_next(CPU).expect("a released dependent"));
+            if RUN {
+                g.complete(job, JobOutcome::Succeeded).unwrap();
+            } else {
+                pulled.push(job);
+            }
         }
     }
 }
@@ -170,6 +177,15 @@ fn p9_timed<E: GraphEngine>(
 
 /// P8 on engine `E` until `until`.
 pub fn p8_until<E: GraphEngine>(until: Until) -> Measured {
+    p8_with::<E, false>(until)
+}
+
+/// P8 with the four released dependents also run (completed) inside the timed region.
+pub fn p8_and_run_until<E: GraphEngine>(until: Until) -> Measured {
+    p8_with::<E, true>(until)
+}
+
+fn p8_with<E: GraphEngine, const RUN: bool>(until: Until) -> Measured {
     let mut running: Vec<RunningJob> = Vec::with_capacity(P8_BATCH as usize);
     let mut pulled: Vec<RunningJob> = Vec::with_capacity(P8_BATCH as usize * 4);
     measure::<E>(until, |keys, handles| {
@@ -190,7 +206,7 @@ pub fn p8_until<E: GraphEngine>(until: Until) -> Measured {
             }
         }
         let (start, before) = (Instant::now(), thread_allocs());
-        p8_timed(&g, &mut running, &mut pulled);
+        p8_timed::<E, RUN>(&g, &mut running, &mut pulled);
         let (t, a) = (start.elapsed(), thread_allocs() - before);
         for job in pulled.drain(..) {
             g.complete(job, JobOutcome::Succeeded).unwrap();
