@@ -5,10 +5,8 @@
 //! not deadlock, and must see the room whose release woke it.
 
 use fairway::admission::{ClassSpec, Ledger, LedgerConfig};
-use fairway::graph::{
-    Admission, Dependency, Gate, Graph, GraphEngine, JobKey, JobOutcome, JobSpec,
-};
-use fairway::{ClassId, TenantId};
+use fairway::graph::{Admission, Dependency, Gate, Graph, GraphEngine, JobKey, JobOutcome};
+use fairway::ClassId;
 use std::future::Future;
 use std::pin::pin;
 use std::sync::mpsc;
@@ -16,15 +14,9 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
-fn spec(key: u64, deps: &[Dependency]) -> JobSpec<'_> {
-    JobSpec {
-        key: JobKey::new(key),
-        tenant: TenantId(0),
-        class: ClassId(0),
-        priority: 0,
-        deps,
-    }
-}
+#[path = "common/graph.rs"]
+mod graph_common;
+use graph_common::spec;
 
 /// A waker whose `wake` submits a job into the graph and reports what it saw.
 struct ReEnter<E: GraphEngine> {

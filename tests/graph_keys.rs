@@ -3,21 +3,14 @@
 
 use fairway::admission::{ClassSpec, Ledger, LedgerConfig, Limits};
 use fairway::graph::{
-    Admission, Dependency, Gate, Graph, GraphBuilder, GraphEngine, JobHandle, JobKey, JobOutcome,
-    JobSpec, Version,
+    Admission, Gate, Graph, GraphBuilder, GraphEngine, JobHandle, JobKey, JobOutcome, Version,
 };
-use fairway::{ClassId, Code, Error, Reason, TenantId};
+use fairway::{Code, Error, Reason};
 
-macro_rules! both_graphs {
-    ($($name:ident),* $(,)?) => {
-        mod lockfree {
-            $( #[test] fn $name() { super::$name::<fairway::LockFreeGraph>(); } )*
-        }
-        mod mutex {
-            $( #[test] fn $name() { super::$name::<fairway::MutexGraph>(); } )*
-        }
-    };
-}
+#[macro_use]
+#[path = "common/graph.rs"]
+mod graph_common;
+use graph_common::*;
 
 both_graphs!(
     d01_keys_have_incarnations_and_generations_ordered_incarnation_first,
@@ -39,8 +32,6 @@ both_graphs!(
     d20_superseded_queued_job_is_not_ended_again_by_a_shutdown,
 );
 
-const CPU: ClassId = ClassId(0);
-
 fn builder(limits: Limits) -> GraphBuilder {
     let ledger =
         Ledger::new(LedgerConfig::new(vec![ClassSpec::new("cpu")], 4).tenant_limits(limits))
@@ -56,30 +47,6 @@ fn builder(limits: Limits) -> GraphBuilder {
 
 fn graph<E: GraphEngine>() -> Graph<E> {
     builder(Limits::UNLIMITED).build_with::<E>().unwrap()
-}
-
-fn dep(key: u64, gate: Gate) -> Dependency {
-    Dependency {
-        key: JobKey::new(key),
-        gate,
-    }
-}
-
-fn spec(key: u64, deps: &[Dependency]) -> JobSpec<'_> {
-    JobSpec {
-        key: JobKey::new(key),
-        tenant: TenantId(0),
-        class: CPU,
-        priority: 0,
-        deps,
-    }
-}
-
-fn admit<E: GraphEngine>(g: &Graph<E>, key: u64, deps: &[Dependency]) -> JobHandle {
-    match g.submit(&spec(key, deps)).unwrap() {
-        Admission::Admitted(h) => h,
-        other => panic!("job {key} not admitted: {other:?}"),
-    }
 }
 
 /// Runs every ready job until none is left; returns the handles in the order they ran.

@@ -2,10 +2,10 @@
 
 use fairway::admission::{ClassSpec, Ledger, LedgerConfig, Limits};
 use fairway::graph::{
-    Admission, ConcurrencyCap, Dependency, Gate, Graph, GraphBuilder, GraphEngine, JobHandle,
-    JobKey, JobOutcome, JobSpec, Occupancy,
+    Admission, ConcurrencyCap, Gate, Graph, GraphBuilder, GraphEngine, JobHandle, JobOutcome,
+    JobSpec, Occupancy,
 };
-use fairway::{ClassId, Code, Reason, TenantId};
+use fairway::{Code, Reason};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
@@ -17,17 +17,10 @@ use batch::*;
 mod shutdown;
 use shutdown::*;
 
-/// Instantiates each generic rule test for the lock-free graph and the mutex graph.
-macro_rules! both_graphs {
-    ($($name:ident),* $(,)?) => {
-        mod lockfree {
-            $( #[test] fn $name() { super::$name::<fairway::LockFreeGraph>(); } )*
-        }
-        mod mutex {
-            $( #[test] fn $name() { super::$name::<fairway::MutexGraph>(); } )*
-        }
-    };
-}
+#[macro_use]
+#[path = "common/graph.rs"]
+mod graph_common;
+use graph_common::*;
 
 both_graphs!(
     d02_submit_admits_or_backpressures_and_errors_are_separate,
@@ -61,8 +54,6 @@ both_graphs!(
     d50_occupancy_reports_every_store_and_state,
 );
 
-const CPU: ClassId = ClassId(0);
-
 fn ledger(limits: Limits) -> Ledger {
     Ledger::new(LedgerConfig::new(vec![ClassSpec::new("cpu")], 4).tenant_limits(limits)).unwrap()
 }
@@ -77,30 +68,6 @@ fn builder(limits: Limits) -> GraphBuilder {
 
 fn graph<E: GraphEngine>() -> Graph<E> {
     builder(Limits::UNLIMITED).build_with::<E>().unwrap()
-}
-
-fn dep(key: u64, gate: Gate) -> Dependency {
-    Dependency {
-        key: JobKey::new(key),
-        gate,
-    }
-}
-
-fn spec(key: u64, deps: &[Dependency]) -> JobSpec<'_> {
-    JobSpec {
-        key: JobKey::new(key),
-        tenant: TenantId(0),
-        class: CPU,
-        priority: 0,
-        deps,
-    }
-}
-
-fn admit<E: GraphEngine>(g: &Graph<E>, key: u64, deps: &[Dependency]) -> JobHandle {
-    match g.submit(&spec(key, deps)).unwrap() {
-        Admission::Admitted(h) => h,
-        other => panic!("job {key} not admitted: {other:?}"),
-    }
 }
 
 /// Runs every ready job of `CPU` until none is left; `fail` lists the handles whose body fails.
