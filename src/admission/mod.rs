@@ -458,6 +458,20 @@ impl Ledger {
             .reserve(&amounts, &inner.tenant_layout)
             .map_err(|kind| Error::new(Code::ResourceExhausted, TENANT_REASONS[kind]))?;
 
+        // One named class (the common request): reserve it directly, without the candidate
+        // loop.
+        if let ClassChoice::OneOf(list) = &classes {
+            if let [only] = list.as_slice() {
+                let index = usize::from(only.0);
+                let class = &inner.classes[index];
+                if let Err(kind) = class.counters.reserve(&amounts, &class.layout) {
+                    tenant_counters.refund(&amounts, 0..KINDS, &inner.tenant_layout);
+                    return Err(Error::new(Code::ResourceExhausted, CLASS_REASONS[kind]));
+                }
+                return Ok(self.permit(id, tenant, index, priority, weight, deadline, amounts));
+            }
+        }
+
         let mut first_refusal = None;
         let mut try_class = |index: usize| -> bool {
             let class = &inner.classes[index];
@@ -487,11 +501,30 @@ impl Ledger {
             return Err(Error::new(Code::ResourceExhausted, CLASS_REASONS[kind]));
         };
 
+        Ok(self.permit(id, tenant, class, priority, weight, deadline, amounts))
+    }
+
+    /// The permit of an admission whose units are reserved: stamps the deadline.
+    #[inline(always)]
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "the fields of one permit, in order"
+    )]
+    fn permit(
+        &self,
+        id: RequestId,
+        tenant: TenantId,
+        class: usize,
+        priority: Priority,
+        weight: u32,
+        deadline: Option<Duration>,
+        amounts: [u64; KINDS],
+    ) -> Permit {
         let deadline = deadline.map(|timeout| {
             let nanos = u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX);
-            inner.clock.now().saturating_add(nanos)
+            self.0.clock.now().saturating_add(nanos)
         });
-        Ok(Permit::new(ExecutionPermit {
+        Permit::new(ExecutionPermit {
             ledger: self.clone(),
             id,
             tenant,
@@ -500,9 +533,9 @@ impl Ledger {
             priority,
             weight,
             deadline,
-            cpu_units,
-            memory_units,
-        }))
+            cpu_units: amounts[CPU_UNITS],
+            memory_units: amounts[MEMORY_UNITS],
+        })
     }
 
     /// Every counter, per class and per tenant (allocates; a diagnostic, not a hot path).

@@ -44,7 +44,12 @@
 //! - admit: `(v, INSERTING)` → `(v, MEMBER)`, CAS by the inserter or any helper;
 //! - collide: `(v, INSERTING)` → `(v, COLLIDED)`, CAS by the inserter or any helper;
 //! - give up: `(v, COLLIDED)` → `(v, FREE)`, store by the inserter;
-//! - remove: `(v, MEMBER)` → `(v, FREE)`, CAS by the owner of the [`Slot`].
+//! - remove: `(v, MEMBER)` → `(v, FREE)`, store by the owner of the [`Slot`] (no other
+//!   transition starts from `MEMBER`, so nothing can race it).
+//!
+//! An uncontended insert of an id with no copy costs three read-modify-writes (take, publish,
+//! admit) and a remove none; the reach is raised only when a copy lands beyond the reach the
+//! insert read.
 //!
 //! # Deciding between copies
 //!
@@ -69,20 +74,24 @@
 //! # Why no duplicate is missed
 //!
 //! Every access to cell words and reaches that decides something is `SeqCst` (only hints — the
-//! free-cell guess before a take CAS, and [`IdSet::len`] — are `Relaxed`), so they all sit in one
+//! free-cell guess before a take CAS, and [`IdSet::len`] — are `Relaxed`; the remove is a
+//! `Release` store, since a removed member takes no part in the argument), so they all sit in one
 //! total order S. Suppose copies `a` and `b` of one id were both admitted (and both still members
-//! at once). Let `A` be the settler that admitted `a`: it read `a` as `INSERTING` (after `a`'s
-//! publish), then read the reach of the home, then read `b`'s cell, and did not see `b` published
-//! (had it seen `b` as a member, or as `INSERTING` nearer home, `a` would collide; farther from
-//! home, `A` collides `b`, which then can never be admitted). So in S: `publish(a) < A reads b <
-//! publish(b)`. Symmetrically `publish(b) < B reads a < publish(a)`: a cycle. The reach cannot
-//! hide `b` from `A` either: `b`'s inserter raised the reach before publishing `b`; if `A` read
-//! the reach before that raise, then `publish(a) < raise(b) < publish(b) < B's reads`, and `B`'s
-//! window covers `a` (raised before `publish(a)`), so the argument runs with the roles swapped.
-//! A cell that was freed and taken again carries a new version, so no CAS or read confuses the
-//! two uses. In particular the classic hard case — an inserter takes a free cell nearer home
-//! while a member copy lies farther along — is covered: the taken cell is only `INSERTING` until
-//! the scan of the whole window sees the member.
+//! at once). (A `SeqCst` read that returns a value from before a `SeqCst` write in the cell's
+//! modification order, a free word a remove stored included, precedes that write in S.) Let `A` be
+//! the settler that admitted `a`: it read `a` as `INSERTING` (after `a`'s publish), then read the
+//! reach of the home, then read `b`'s cell, and did not see `b` published (had it seen `b` as a
+//! member, or as `INSERTING` nearer home, `a` would collide; farther from home, `A` collides `b`,
+//! which then can never be admitted). So in S: `publish(a) < A reads b < publish(b)`.
+//! Symmetrically `publish(b) < B reads a < publish(a)`: a cycle. The reach cannot hide `b` from
+//! `A` either: before publishing `b`, its inserter raised the reach to cover `b`, or read
+//! (`SeqCst`) a reach that did, which puts the raise that made it cover `b` before that read in S;
+//! if `A` read the reach before that raise, then `publish(a) < raise(b) < publish(b) < B's reads`,
+//! and `B`'s window covers `a` (raised before `publish(a)`), so the argument runs with the roles
+//! swapped. A cell that was freed and taken again carries a new version, so no CAS or read
+//! confuses the two uses. In particular the classic hard case — an inserter takes a free cell
+//! nearer home while a member copy lies farther along — is covered: the taken cell is only
+//! `INSERTING` until the scan of the whole window sees the member.
 //!
 //! Reading a cell's id is validated like a seqlock: word, id, word again; the id belongs to the
 //! word's version only if the version did not change in between (the id is written only while
@@ -105,7 +114,7 @@ use core::fmt;
 use super::pack::Field;
 use crate::sync::AtomicU32;
 use crate::sync::AtomicU64;
-use crate::sync::Ordering::{Acquire, Relaxed, Release, SeqCst};
+use crate::sync::Ordering::{self, Acquire, Relaxed, Release, SeqCst};
 use crate::Error;
 
 #[cfg(all(test, loom))]
@@ -129,6 +138,21 @@ const MEMBER: u64 = 3;
 /// Lost to another copy; its inserter frees it.
 const COLLIDED: u64 = 4;
 const _: () = assert!(COLLIDED <= STATE.max());
+
+/// The ordering of the remove's store: `Release` (a plain store on x86-64).
+///
+/// Under loom, `SeqCst`: loom regards `SeqCst` loads as `Acquire` and lets one return a value
+/// older than the newest `SeqCst` store of its location only when that older value was not itself
+/// stored `SeqCst` (its README: `SeqCst` accesses are regarded as `AcqRel`, with false alarms).
+/// A scan that reads a freed word while a later use of the cell is already published is such a
+/// read. The C++20 model orders that read before the publish in S whatever ordering the free
+/// was stored with (a load that reads a value earlier in the modification order than a `SeqCst`
+/// write is coherence-ordered before it), which is all the argument in the module docs uses; loom
+/// can follow that order only between `SeqCst` stores. The loom models therefore check the set
+/// with a `SeqCst` remove, and the step from it to `Release` rests on that argument alone.
+/// `remove_hands_the_cell_to_the_next_inserter` checks what `Release` must provide on its own:
+/// the owner's writes reach the next taker of the cell.
+const REMOVE: Ordering = if cfg!(loom) { SeqCst } else { Release };
 
 /// The most live ids a set can be sized for: the table (`2 × live`, rounded up to a power of two)
 /// then has at most 2^32 cells, so cell indices and distances fit in a `u32`.
@@ -270,7 +294,19 @@ impl IdSet {
                 id: AtomicU64::new(0),
                 reach: AtomicU32::new(0),
             })
-            .collect();
+            .collect::<Box<[Cell]>>();
+        // Under loom only: loom regards a `SeqCst` load as `Acquire` and may return an older
+        // value than the newest `SeqCst` store only when that older value was not itself
+        // stored `SeqCst`, and an atomic's initial value is not. The argument that no duplicate
+        // is missed reads "this load returned a value older than that `SeqCst` write" as "this
+        // load precedes that write in S" (coherence), which loom can only follow between
+        // `SeqCst` stores; storing the initial reach `SeqCst` gives it that. (The real set needs
+        // no such store: the C++20 model orders a `SeqCst` load that reads the initial value
+        // before every later `SeqCst` write in S.)
+        #[cfg(loom)]
+        for c in cells.iter() {
+            c.reach.store(0, SeqCst);
+        }
         Ok(Self {
             cells,
             mask: len - 1,
@@ -332,7 +368,12 @@ impl IdSet {
                 }
             }
             let (cell, dist, published) = self
-                .publish(id, home, first_free.unwrap_or(reach.saturating_add(1)))
+                .publish(
+                    id,
+                    home,
+                    first_free.unwrap_or(reach.saturating_add(1)),
+                    reach,
+                )
                 .ok_or(InsertError::Full)?;
             let c = &self.cells[cell];
             match self.settle(id, home, cell, published, dist, true) {
@@ -355,20 +396,32 @@ impl IdSet {
         }
     }
 
-    /// Removes the id admitted as `slot`. O(1): no probing. A slot that no longer names a member
-    /// (removed already) removes nothing.
+    /// Removes the id admitted as `slot`. O(1): no probing, and no read-modify-write: a member
+    /// cell's word is changed by its remove alone (every other transition starts from another
+    /// state), so a plain store frees it.
+    ///
+    /// Each slot [`IdSet::insert`] returned must be removed once, by the one party that owns it
+    /// (the scheduler hands a request's slot along with the request, and gives it up once, when
+    /// the request ends). A slot that no longer names a member (removed already, seen by the
+    /// calling thread) removes nothing; two removes of one slot racing on two threads could free
+    /// a later use of the cell, which is why the slot must have one owner.
     pub(crate) fn remove(&self, slot: Slot) {
         let Some(cell) = self.cells.get(slot.index as usize) else {
             debug_assert!(false, "slot out of range");
             return;
         };
         let member = Word::new(slot.version, MEMBER);
-        // SeqCst: the remove; pairs with the take CAS of the next inserter of this cell (which
-        // then sees everything the owner did before removing) and sits in the scans' total order.
-        let removed = cell
-            .word
-            .compare_exchange(member.0, member.with(FREE).0, SeqCst, Relaxed);
-        debug_assert!(removed.is_ok(), "removing a slot that is not a member");
+        // Relaxed: only checks that the owner's slot still names a member (the owner's own
+        // earlier remove, if any, is the last write it can have made to a member word).
+        if Word(cell.word.load(Relaxed)) != member {
+            debug_assert!(false, "removing a slot that is not a member");
+            return;
+        }
+        // Release: the remove; pairs with the take CAS (SeqCst, so Acquire) of the next inserter
+        // of this cell, which then sees everything the owner did before removing. It needs no
+        // place in the scans' total order (see "Why no duplicate is missed"). `SeqCst` under
+        // loom only, see `REMOVE`.
+        cell.word.store(member.with(FREE).0, REMOVE);
     }
 
     /// The home cell of `id`.
@@ -390,17 +443,28 @@ impl IdSet {
     }
 
     /// Takes a free cell at distance `from` or more from `home` (see [`IdSet::take`]) and
-    /// publishes a copy of `id` in it: `(cell, distance, published word)`.
-    fn publish(&self, id: u64, home: usize, from: u32) -> Option<(usize, u32, Word)> {
+    /// publishes a copy of `id` in it: `(cell, distance, published word)`. `seen_reach`: a reach
+    /// of `home` the caller loaded (`SeqCst`) before; a cell within it needs no raise.
+    fn publish(
+        &self,
+        id: u64,
+        home: usize,
+        from: u32,
+        seen_reach: u32,
+    ) -> Option<(usize, u32, Word)> {
         let (cell, dist, taken) = self.take(home, from)?;
         let c = &self.cells[cell];
         // Release: the id is read after its word by validated reads (`copy_of`); a reader whose
         // Acquire load of the id sees this store also sees the take, so its second word load sees
         // the new version and discards the read.
         c.id.store(id, Release);
-        // SeqCst: raise the window before publishing; ordered before the publish below and
-        // against the reach loads of every settler (see "Why no duplicate is missed").
-        self.cells[home].reach.fetch_max(dist, SeqCst);
+        if dist > seen_reach {
+            // SeqCst: raise the window before publishing; ordered before the publish below and
+            // against the reach loads of every settler (see "Why no duplicate is missed"). A cell
+            // within `seen_reach` needs no raise: the write that made the reach cover it precedes
+            // the caller's load, so the publish below, in the total order S.
+            self.cells[home].reach.fetch_max(dist, SeqCst);
+        }
         let published = taken.with(INSERTING);
         // SeqCst: the publish; pairs with the SeqCst word loads of the scans in `insert` and
         // `settle` (a settler either sees it or is seen by this copy's settler).

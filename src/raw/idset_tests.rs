@@ -113,8 +113,8 @@ fn f34_duplicate_beyond_a_freed_cell_is_refused() {
 /// racing inserts leave them when a cell nearer home frees up between their scans.
 fn two_undecided_copies(set: &IdSet, id: u64) -> [(usize, u32, Word); 2] {
     let home = set.home(id);
-    let far = set.publish(id, home, 1).unwrap();
-    let near = set.publish(id, home, 0).unwrap();
+    let far = set.publish(id, home, 1, 0).unwrap();
+    let near = set.publish(id, home, 0, 0).unwrap();
     assert_eq!((near.1, far.1), (0, 1));
     [near, far]
 }
@@ -176,9 +176,9 @@ fn f34_settle_farther_copy_defers_and_helps_the_nearer_one() {
 fn f34_settle_member_farther_along_beats_a_nearer_copy() {
     let set = IdSet::with_seed(8, 3).unwrap();
     let (id, home) = (99, set.home(99));
-    let far = set.publish(id, home, 1).unwrap();
+    let far = set.publish(id, home, 1, 0).unwrap();
     assert_eq!(set.settle(id, home, far.0, far.2, far.1, true), Fate::Won);
-    let near = set.publish(id, home, 0).unwrap();
+    let near = set.publish(id, home, 0, 0).unwrap();
     assert_eq!(near.1, 0);
     assert_eq!(
         set.settle(id, home, near.0, near.2, near.1, true),
@@ -453,4 +453,29 @@ fn f34_concurrent_churn_never_admits_a_duplicate() {
     for id in seen {
         set.remove(set.insert(id).unwrap());
     }
+}
+
+/// The reach of a home is raised only by a copy published beyond it: an insert into a cell
+/// within the reach it read leaves the reach alone, and the copies beyond that cell are still
+/// found.
+#[test]
+fn f34_insert_within_the_reach_leaves_it_and_still_finds_copies_beyond() {
+    let set = IdSet::with_seed(8, 3).unwrap();
+    let ids = colliding(&set, 4);
+    let home = set.home(ids[0]);
+    let slots: Vec<Slot> = ids[..3].iter().map(|&id| set.insert(id).unwrap()).collect();
+    assert_eq!(set.reach(home), 2);
+    set.remove(slots[0]);
+    // The newcomer lands at home, within the reach: no raise.
+    let newcomer = set.insert(ids[3]).unwrap();
+    assert_eq!(newcomer.index() as usize, home);
+    assert_eq!(set.reach(home), 2);
+    for &id in &ids[1..] {
+        assert_eq!(set.insert(id), Err(InsertError::Duplicate), "id {id}");
+    }
+    // A copy beyond the reach raises it.
+    let back = set.insert(ids[0]).unwrap();
+    assert_eq!(back.index() as usize, set.at(home, 3));
+    assert_eq!(set.reach(home), 3);
+    assert_eq!(set.insert(ids[0]), Err(InsertError::Duplicate));
 }

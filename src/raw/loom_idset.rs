@@ -1,6 +1,6 @@
 //! loom models of [`IdSet`]: racing inserts of one id (two and three threads), an insert racing
 //! a remove and re-insert across a freed cell, a free cell opening nearer home than a racing
-//! copy, and different ids sharing a home.
+//! copy, different ids sharing a home, and a removed cell handed to the next inserter.
 //!
 //! Tables are the smallest the set builds (4 cells under loom). Ids are picked so that every id
 //! in a model has the same home, which makes every model probe the same cells. Each model counts
@@ -206,4 +206,58 @@ fn different_ids_sharing_a_home_are_both_admitted() {
         });
     });
     outcomes.assert_exactly(&["first-at-home", "second-at-home"]);
+}
+
+/// The remove is a plain `Release` store. `x`'s owner writes a per-cell note (a non-atomic cell
+/// standing for whatever the owner did with the request) and removes `x`; another thread inserts
+/// `y`, which shares `x`'s home. When `y` lands in the cell `x` left, its inserter reads the note
+/// with no further synchronisation: loom fails the model if the remove did not order the write
+/// before the take. Whichever cell `y` took, `x` can come back afterwards, and `y` is a member.
+#[test]
+fn remove_hands_the_cell_to_the_next_inserter() {
+    use crate::sync::UnsafeCell;
+    let outcomes = std::sync::Arc::new(Outcomes::new());
+    let tally = outcomes.clone();
+    model(move || {
+        let (set, ids) = set_with_colliding(2);
+        let (x, y) = (ids[0], ids[1]);
+        let set = Arc::new(set);
+        let notes: Arc<Vec<UnsafeCell<u64>>> =
+            Arc::new((0..set.cells()).map(|_| UnsafeCell::new(0)).collect());
+        let sx = set.insert(x).unwrap();
+        let owner = {
+            let (set, notes) = (set.clone(), notes.clone());
+            thread::spawn(move || {
+                // SAFETY: the cell `sx` names is this thread's until the remove below; the next
+                // taker of the cell reads the note only after its take.
+                notes[sx.index() as usize].with_mut(|n| unsafe { *n = x });
+                set.remove(sx);
+            })
+        };
+        let inserter = {
+            let (set, notes) = (set.clone(), notes.clone());
+            thread::spawn(move || {
+                let sy = set.insert(y).unwrap();
+                // SAFETY: the cell is this thread's since its take; the previous owner's last
+                // write to the note was before its remove, which the take read.
+                let note = notes[sy.index() as usize].with(|n| unsafe { *n });
+                (sy, note)
+            })
+        };
+        owner.join().unwrap();
+        let (sy, note) = inserter.join().unwrap();
+        assert_eq!(set.insert(y), Err(InsertError::Duplicate));
+        let again = set.insert(x).unwrap();
+        assert_eq!(set.len(), 2);
+        set.remove(again);
+        set.remove(sy);
+        assert_eq!(set.len(), 0);
+        tally.hit(if sy.index() == sx.index() {
+            assert_eq!(note, x, "the owner's write before its remove is seen");
+            "reused-freed-cell"
+        } else {
+            "took-next-cell"
+        });
+    });
+    outcomes.assert_exactly(&["reused-freed-cell", "took-next-cell"]);
 }

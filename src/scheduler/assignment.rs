@@ -159,14 +159,15 @@ impl Assignment {
         if let Some(permit) = self.permit.take() {
             let class = permit.class();
             let lease = Lease::new(&request_of(&permit), self.cell);
-            // The pool first, then the quota, then the class's free count (see `CellReturn`).
+            let live = self.live.take();
+            // The pool first, then the quota, then the class's free count, then the id (see
+            // `CellReturn`).
             match how {
-                End::Release => self.home.release(class, lease, permit),
-                End::Quarantine(reason) => self.home.quarantine(class, lease, reason, permit),
-                End::Dropped => self.home.dropped(class, lease, permit),
-            }
-            if let Some(slot) = self.live.take() {
-                self.home.forget_id(slot);
+                End::Release => self.home.release(class, lease, permit, live),
+                End::Quarantine(reason) => {
+                    self.home.quarantine(class, lease, reason, permit, live);
+                }
+                End::Dropped => self.home.dropped(class, lease, permit, live),
             }
         }
     }
@@ -192,8 +193,12 @@ enum End {
 }
 
 impl Drop for Assignment {
+    #[inline]
     fn drop(&mut self) {
-        self.end(End::Dropped);
+        // After `release` or `quarantine` there is nothing left to end: the check stays inline.
+        if self.permit.is_some() {
+            self.end(End::Dropped);
+        }
     }
 }
 

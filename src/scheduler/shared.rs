@@ -14,20 +14,20 @@ pub(super) fn next_scheduler_id() -> u64 {
 ///
 /// Each method takes the assignment's execution permit and refunds it after the pool has the
 /// cell back and before the class counts the cell free (SPEC F44), so a drain that sees every
-/// cell back also sees every quota refunded.
+/// cell back also sees every quota refunded; then the request's id is no longer live (SPEC F34:
+/// `live`, the id's place among the live ids, is given up). One call per ended assignment.
 pub(crate) trait CellReturn: Send + Sync {
-    fn release(&self, class: ClassId, lease: Lease, permit: ExecutionPermit);
+    fn release(&self, class: ClassId, lease: Lease, permit: ExecutionPermit, live: Option<Slot>);
     fn quarantine(
         &self,
         class: ClassId,
         lease: Lease,
         reason: &'static str,
         permit: ExecutionPermit,
+        live: Option<Slot>,
     );
     /// An assignment was dropped without a disposition: its class's [`DropPolicy`] decides.
-    fn dropped(&self, class: ClassId, lease: Lease, permit: ExecutionPermit);
-    /// The request's id is no longer live (SPEC F34).
-    fn forget_id(&self, slot: Slot);
+    fn dropped(&self, class: ClassId, lease: Lease, permit: ExecutionPermit, live: Option<Slot>);
 }
 
 pub(crate) struct Shared<T: Send + 'static, M: Mechanism> {
@@ -46,8 +46,9 @@ pub(crate) struct Shared<T: Send + 'static, M: Mechanism> {
 }
 
 impl<T: Send + 'static, M: Mechanism> CellReturn for Shared<T, M> {
-    fn release(&self, class: ClassId, lease: Lease, permit: ExecutionPermit) {
+    fn release(&self, class: ClassId, lease: Lease, permit: ExecutionPermit, live: Option<Slot>) {
         self.classes[usize::from(class.0)].release_then(lease, || drop(permit));
+        self.forget(live);
     }
 
     fn quarantine(
@@ -56,21 +57,19 @@ impl<T: Send + 'static, M: Mechanism> CellReturn for Shared<T, M> {
         lease: Lease,
         reason: &'static str,
         permit: ExecutionPermit,
+        live: Option<Slot>,
     ) {
         self.classes[usize::from(class.0)].quarantine_then(lease, reason, || drop(permit));
+        self.forget(live);
     }
 
-    fn dropped(&self, class: ClassId, lease: Lease, permit: ExecutionPermit) {
+    fn dropped(&self, class: ClassId, lease: Lease, permit: ExecutionPermit, live: Option<Slot>) {
         match self.on_drop[usize::from(class.0)] {
-            DropPolicy::Release => self.release(class, lease, permit),
+            DropPolicy::Release => self.release(class, lease, permit, live),
             DropPolicy::Quarantine => {
-                self.quarantine(class, lease, "dropped-without-disposition", permit)
+                self.quarantine(class, lease, "dropped-without-disposition", permit, live)
             }
         }
-    }
-
-    fn forget_id(&self, slot: Slot) {
-        Shared::forget_id(self, slot);
     }
 }
 
@@ -137,6 +136,14 @@ impl<T: Send + 'static, M: Mechanism> Shared<T, M> {
     #[inline]
     pub(crate) fn forget_id(&self, slot: Slot) {
         self.ids.remove(slot);
+    }
+
+    /// [`forget_id`](Self::forget_id) of `live`, if any.
+    #[inline]
+    fn forget(&self, live: Option<Slot>) {
+        if let Some(slot) = live {
+            self.forget_id(slot);
+        }
     }
 
     /// A handle to the request queued under `key` in `class`.
