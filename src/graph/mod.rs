@@ -153,6 +153,8 @@ mod lockfree;
 #[cfg(all(test, loom))]
 mod loom_batch;
 #[cfg(all(test, loom))]
+mod loom_key_table;
+#[cfg(all(test, loom))]
 mod loom_keys;
 #[cfg(all(test, loom))]
 mod loom_link;

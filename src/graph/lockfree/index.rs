@@ -316,10 +316,12 @@ impl LockFreeGraph {
             .push(slot, |n| s.next.store(n, Ordering::Relaxed));
     }
 
-    /// Under the topology lock: frees the slot of a removed key (its state already moved to the
-    /// next generation by `detach`): tombstones its cell and gives the slot back, or retires it
-    /// if its generation is exhausted. Compaction is the caller's (`maybe_compact`).
-    pub(super) fn free_key_slot(&self, ident: u64, r: KeyRef) {
+    /// Under the topology lock, first step of removing key `ident` (slot `r`): tombstones its
+    /// cell and bumps the slot's generation, so from here on every lock-free user holding `r`
+    /// finds it invalid and a lookup does not find it: one that then looks the key up again
+    /// names a new incarnation instead of finding this slot (and spinning on it) until the
+    /// removal is done. The state word moves next (`detach`).
+    pub(super) fn unindex_key(&self, ident: u64, r: KeyRef) {
         let ix = &self.index;
         let mask = ix.cells.len() - 1;
         let mut i = ix.home(ident);
@@ -334,15 +336,23 @@ impl LockFreeGraph {
             }
             i = (i + 1) & mask;
         }
+        if let Some(next) = r.gen.checked_add(1) {
+            // Release: pairs with `key_valid`'s Acquire: a reader that sees the new generation
+            // (or a state word written after this) sees the tombstone too.
+            self.key(r).sgen.store(next, Ordering::Release);
+        }
+    }
+
+    /// Under the topology lock, last step of removing a key: its state word moved to the
+    /// slot's next generation (`detach`) and its waiters were taken; the slot goes back to the
+    /// free list, or retires if its generation is exhausted. Compaction is the caller's
+    /// (`maybe_compact`).
+    pub(super) fn release_key_slot(&self, r: KeyRef) {
         dec(&self.gauges.keys);
-        let slot = self.key(r);
-        slot.waiters.store(NIL, Ordering::Relaxed);
-        let Some(next) = r.gen.checked_add(1) else {
-            return; // retired: never claimed again
-        };
-        // Release: pairs with `key_valid`'s Acquire (through the free list and a later claim).
-        slot.sgen.store(next, Ordering::Release);
-        self.push_key_slot(r.slot);
+        self.key(r).waiters.store(NIL, Ordering::Relaxed);
+        if r.gen.checked_add(1).is_some() {
+            self.push_key_slot(r.slot);
+        }
     }
 
     /// Under the topology lock: compacts the index when tombstones pass a quarter of it.
@@ -416,6 +426,18 @@ impl LockFreeGraph {
         ix.compactions.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// The index cell a key's probe starts at (for models that place keys on one chain).
+    #[cfg(all(test, loom))]
+    pub(crate) fn key_home(&self, key: JobKey) -> usize {
+        self.index.home(rules::ident(key))
+    }
+
+    /// Compactions of the index so far.
+    #[cfg(test)]
+    pub(crate) fn key_compactions(&self) -> u64 {
+        self.index.compactions.load(Ordering::Relaxed)
+    }
+
     /// Every key slot claimed now (index cells naming a slot), for `reset`. Under the lock.
     pub(super) fn for_each_key(&self, mut f: impl FnMut(u64, KeyRef)) {
         for cell in self.index.cells.iter() {
@@ -426,5 +448,57 @@ impl LockFreeGraph {
                 f(self.key(r).ident.load(Ordering::Relaxed), r);
             }
         }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::graph::Bounds;
+
+    fn graph(keys: u32) -> LockFreeGraph {
+        LockFreeGraph::new(Bounds {
+            nodes: 4,
+            edges: 4,
+            keys,
+            max_deps: 1,
+            max_gen: crate::graph::Version::MAX_GENERATION,
+            first_gen: 0,
+        })
+    }
+
+    fn remove(g: &LockFreeGraph, ident: u64) {
+        let _g = g.lock();
+        let r = g.lookup_locked(ident).unwrap();
+        g.remove_locked(ident, r);
+        g.maybe_compact();
+    }
+
+    /// Churn through a table of 8 slots (16 cells): compaction runs every 4 removals, the
+    /// live keys keep their slots, and a removed key's slot serves the next key.
+    #[test]
+    fn d24_key_index_compacts_and_reuses_slots() {
+        let g = graph(8);
+        let live: Vec<KeyRef> = (1..=3)
+            .map(|k| g.lookup_or_insert(k, false).unwrap())
+            .collect();
+        for i in 0..1000u64 {
+            let ident = 100 + i;
+            let r = g.lookup_or_insert(ident, false).unwrap();
+            assert_eq!(g.lookup(ident), Some(r));
+            remove(&g, ident);
+            assert_eq!(g.lookup(ident), None);
+            assert!(!g.key_valid(r));
+            for (k, &l) in live.iter().enumerate() {
+                assert_eq!(g.lookup(k as u64 + 1), Some(l));
+            }
+        }
+        assert_eq!(g.key_compactions(), 250);
+        assert_eq!(g.gauges.keys.load(Ordering::Relaxed), 3);
+        // Every slot usable: fill the table.
+        for ident in 1000..1005 {
+            assert!(g.lookup_or_insert(ident, false).is_some());
+        }
+        assert_eq!(g.lookup_or_insert(2000, false), None);
     }
 }

@@ -279,13 +279,14 @@ impl LockFreeGraph {
 
     /// Under the topology lock: removes key `ident` (slot `k`) and frees its slot; returns the
     /// retired producer and the waiter list taken.
-    fn remove_locked(&self, ident: u64, k: KeyRef) -> (Option<Retired>, u32) {
+    pub(super) fn remove_locked(&self, ident: u64, k: KeyRef) -> (Option<Retired>, u32) {
         let slot = self.key(k);
+        self.unindex_key(ident, k);
         // Release: as in `advance_key`.
         slot.ver.store(0, Ordering::Release);
         let live = self.detach(k, true);
         let waiters = slot.waiters.swap(NIL, Ordering::Relaxed);
-        self.free_key_slot(ident, k);
+        self.release_key_slot(k);
         (live.map(|n| self.mark_retired(n, RETIRED_REMOVED)), waiters)
     }
 
