@@ -244,6 +244,11 @@ pub trait GraphEngine: sealed::Sealed + Send + Sync + Sized + 'static {
     fn witness_current(&self, witness: &Witness) -> bool;
     #[doc(hidden)]
     fn stale_completions(&self) -> u64;
+    /// Compactions of the key table's index so far (the mutex graph has none).
+    #[doc(hidden)]
+    fn key_compactions(&self) -> u64 {
+        0
+    }
 }
 
 /// Builds a [`Graph`].

@@ -510,6 +510,10 @@ impl GraphEngine for LockFreeGraph {
         self.stale.load(Ordering::Relaxed)
     }
 
+    fn key_compactions(&self) -> u64 {
+        self.index.compactions.load(Ordering::Relaxed)
+    }
+
     fn shutdown(&self, work: &mut Work) {
         self.shut_down(work);
     }

@@ -432,12 +432,6 @@ impl LockFreeGraph {
         self.index.home(rules::ident(key))
     }
 
-    /// Compactions of the index so far.
-    #[cfg(test)]
-    pub(crate) fn key_compactions(&self) -> u64 {
-        self.index.compactions.load(Ordering::Relaxed)
-    }
-
     /// Every key slot claimed now (index cells naming a slot), for `reset`. Under the lock.
     pub(super) fn for_each_key(&self, mut f: impl FnMut(u64, KeyRef)) {
         for cell in self.index.cells.iter() {
