@@ -7,8 +7,10 @@
 //!
 //! - a key's state word carries the slot's generation in its high half whenever it names no
 //!   producer (`word(gen, K_NONE)`, `K_WAITING`, the end states), so a publication CAS from
-//!   `word(gen, K_NONE)` fails once the slot was freed (the free moves the word to the next
-//!   generation in the same RMW that detaches the key);
+//!   `word(gen, K_NONE)` fails once the slot was freed (the removal moves the word to the next
+//!   generation in the same RMW that detaches the key, after it tombstoned the key's cell and
+//!   bumped the slot's generation, so whoever sees the moved word also sees those and looks
+//!   the key up afresh instead of finding the old slot again);
 //! - a state word naming a producer (`key_live`) carries the producer's generation instead; a
 //!   reader that loads it (Acquire) then checks the slot's generation: a later key's
 //!   publication happens after the free's bump, so a reused slot is always detected;

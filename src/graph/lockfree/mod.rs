@@ -15,7 +15,8 @@
 //!   while an atomic batch publishes the key. See `index.rs` for the key table.
 //!
 //! The topology lock (see the module docs of `graph`) guards key waiter lists, the cycle
-//! check, atomic batches (`batch.rs`) and the shutdown's walk of the key table.
+//! check, atomic batches (`batch.rs`), the shutdown's walk of the key table, removal of keys
+//! and the compaction of their index (`index.rs`).
 
 mod batch;
 mod engine;
