@@ -478,7 +478,9 @@ mod tests {
         let live: Vec<KeyRef> = (1..=3)
             .map(|k| g.lookup_or_insert(k, false).unwrap())
             .collect();
-        for i in 0..1000u64 {
+        // Fewer rounds under Miri, which interprets every probe.
+        let rounds: u64 = if cfg!(miri) { 40 } else { 1000 };
+        for i in 0..rounds {
             let ident = 100 + i;
             let r = g.lookup_or_insert(ident, false).unwrap();
             assert_eq!(g.lookup(ident), Some(r));
@@ -489,7 +491,7 @@ mod tests {
                 assert_eq!(g.lookup(k as u64 + 1), Some(l));
             }
         }
-        assert_eq!(g.key_compactions(), 250);
+        assert_eq!(g.key_compactions(), rounds / 4);
         assert_eq!(g.gauges.keys.load(Ordering::Relaxed), 3);
         // Every slot usable: fill the table.
         for ident in 1000..1005 {
