@@ -232,7 +232,19 @@ impl LockFreeGraph {
     /// The key slot of `ident`, claiming a free slot for it (a fresh incarnation at generation
     /// 0, SPEC D01) if the key does not exist. `None`: every key slot is in use. `locked`:
     /// the caller holds the topology lock.
+    #[inline]
     pub(super) fn lookup_or_insert(&self, ident: u64, locked: bool) -> Option<KeyRef> {
+        // The common case, a key that exists: a found entry is right whatever compaction does
+        // (it was checked against the slot's identity and generation).
+        if let Probe::Found(r) = self.probe(ident) {
+            return Some(r);
+        }
+        self.insert(ident, locked)
+    }
+
+    /// [`lookup_or_insert`](Self::lookup_or_insert) past its first probe.
+    #[inline(never)]
+    fn insert(&self, ident: u64, locked: bool) -> Option<KeyRef> {
         let mut spare: Option<KeyRef> = None;
         let mut guard = None;
         let found = loop {
