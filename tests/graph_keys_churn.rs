@@ -4,6 +4,11 @@
 //! (`reset`, then the executors drain) every admitted job has exactly one outcome, every node
 //! and edge slot is free, occupancy is zero, the ledger holds nothing and the graph's stale
 //! count equals the completions the executors saw refused.
+//!
+//! The key-churn variants name a new key for every job, as a build system does, in a key table
+//! of 64 slots, and retire each key eight jobs later: some 190 times the table's size in keys
+//! pass through it, and none may be refused for a full table once old keys are removed. After
+//! the reset every key slot is free (D24).
 
 use fairway::admission::{ClassSpec, Ledger, LedgerConfig};
 use fairway::graph::{
@@ -24,13 +29,16 @@ fn mix(mut x: u64) -> u64 {
 const KEYS: u64 = 256;
 const CPU: ClassId = ClassId(0);
 
-fn churn<E: GraphEngine>(end_with_shutdown: bool) {
+/// Keys of the key-churn variant's table.
+const CHURN_TABLE: u32 = 64;
+
+fn churn<E: GraphEngine>(end_with_shutdown: bool, key_churn: bool) {
     let ledger = Ledger::new(LedgerConfig::new(vec![ClassSpec::new("cpu")], 4)).unwrap();
     let g: Graph<E> = Graph::builder(ledger)
         .class(4)
         .nodes(4096)
         .edges(16384)
-        .keys(1024)
+        .keys(if key_churn { CHURN_TABLE } else { 1024 })
         .max_deps(4)
         .build_with()
         .unwrap();
@@ -40,6 +48,8 @@ fn churn<E: GraphEngine>(end_with_shutdown: bool) {
     // Outcomes collected while the churn runs (freeing node slots for more jobs).
     let collected = Arc::new(Mutex::new(Vec::<JobOutcome>::new()));
     let (advances, removes) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    // Submissions refused for a full table (key churn: there must be none).
+    let full = Arc::new(AtomicU64::new(0));
 
     let executors: Vec<_> = (0..2)
         .map(|_| {
@@ -76,7 +86,7 @@ fn churn<E: GraphEngine>(end_with_shutdown: bool) {
     let submitters: Vec<_> = (0..2u64)
         .map(|t| {
             let (g, handles, advances) = (g.clone(), handles.clone(), advances.clone());
-            let collected = collected.clone();
+            let (collected, removes, full) = (collected.clone(), removes.clone(), full.clone());
             std::thread::spawn(move || {
                 let mut mine: Vec<JobHandle> = Vec::new();
                 let mut taken = Vec::new();
@@ -91,10 +101,21 @@ fn churn<E: GraphEngine>(end_with_shutdown: bool) {
                         });
                     }
                     let x = mix(t << 32 | i);
-                    let key = x % KEYS;
+                    // Key churn: a new key per job, depending on the thread's last few.
+                    let key = if key_churn { t << 32 | i } else { x % KEYS };
+                    let dep_key = |j: u64| {
+                        if key_churn {
+                            t << 32 | i.saturating_sub(1 + (mix(x ^ j) % 4))
+                        } else {
+                            mix(x ^ j) % KEYS
+                        }
+                    };
+                    if key_churn && i >= 8 && g.remove(JobKey::new(t << 32 | (i - 8))).is_ok() {
+                        removes.fetch_add(1, Ordering::Relaxed);
+                    }
                     let deps: Vec<Dependency> = (0..x >> 8 & 3)
                         .map(|j| Dependency {
-                            key: JobKey::new(mix(x ^ j) % KEYS),
+                            key: JobKey::new(dep_key(j)),
                             gate: match (x >> (12 + j)) % 3 {
                                 0 => Gate::Sequential,
                                 1 => Gate::OnSuccess,
@@ -116,7 +137,12 @@ fn churn<E: GraphEngine>(end_with_shutdown: bool) {
                                 mine.push(h);
                                 break;
                             }
-                            Ok(Admission::Backpressured) => std::thread::yield_now(),
+                            Ok(Admission::Backpressured) => {
+                                if g.occupancy().keys_used == g.occupancy().keys_total {
+                                    full.fetch_add(1, Ordering::Relaxed);
+                                }
+                                std::thread::yield_now()
+                            }
                             Ok(Admission::DedupeJoined(_)) => unreachable!(),
                             // The key has a job: its input "changed", supersede and retry.
                             Err(e) if e.reason() == Reason::DuplicateKey => {
@@ -202,6 +228,22 @@ fn churn<E: GraphEngine>(end_with_shutdown: bool) {
     );
     assert!(g.ledger().usage().is_zero());
     assert_eq!(g.stale_completions(), refused_stale.load(Ordering::Relaxed));
+    if !end_with_shutdown {
+        // Every key removed by the reset: every key slot is free.
+        assert_eq!(o.keys_used, 0, "{o:?}");
+    }
+    if key_churn {
+        let removed_keys = removes.load(Ordering::Relaxed);
+        assert!(
+            removed_keys > 10 * u64::from(CHURN_TABLE),
+            "only {removed_keys} keys churned"
+        );
+        assert_eq!(
+            full.load(Ordering::Relaxed),
+            0,
+            "a key refused for a full table"
+        );
+    }
     eprintln!(
         "{jobs} jobs: succeeded {ok}, superseded {superseded}, removed {removed}, other failures \
          {other}, shutdown {shut}; {} advances, {} removes, {} stale completions",
@@ -210,27 +252,40 @@ fn churn<E: GraphEngine>(end_with_shutdown: bool) {
         g.stale_completions()
     );
     // Removed outcomes depend on timing (a removed key's job has often ended already).
-    assert!(ok > 0 && superseded > 0);
+    assert!(ok > 0 && (superseded > 0 || key_churn));
     assert!(jobs > 5000, "too few jobs admitted: {jobs}");
-    assert!(advances.load(Ordering::Relaxed) > 0 && removes.load(Ordering::Relaxed) > 0);
+    // (The churner's keys are not the key-churn variant's: it only removes there.)
+    assert!(
+        (advances.load(Ordering::Relaxed) > 0 || key_churn) && removes.load(Ordering::Relaxed) > 0
+    );
 }
 
 #[test]
 fn d20_d24_churn_with_keys_advancing_and_removed_conserves_every_job_lockfree() {
-    churn::<fairway::LockFreeGraph>(false);
+    churn::<fairway::LockFreeGraph>(false, false);
 }
 
 #[test]
 fn d20_d24_churn_with_keys_advancing_and_removed_conserves_every_job_mutex() {
-    churn::<fairway::MutexGraph>(false);
+    churn::<fairway::MutexGraph>(false, false);
 }
 
 #[test]
 fn d20_d24_churn_with_keys_advancing_then_shutdown_conserves_every_job_lockfree() {
-    churn::<fairway::LockFreeGraph>(true);
+    churn::<fairway::LockFreeGraph>(true, false);
 }
 
 #[test]
 fn d20_d24_churn_with_keys_advancing_then_shutdown_conserves_every_job_mutex() {
-    churn::<fairway::MutexGraph>(true);
+    churn::<fairway::MutexGraph>(true, false);
+}
+
+#[test]
+fn d24_key_churn_never_fills_the_table_and_frees_every_slot_lockfree() {
+    churn::<fairway::LockFreeGraph>(false, true);
+}
+
+#[test]
+fn d24_key_churn_never_fills_the_table_and_frees_every_slot_mutex() {
+    churn::<fairway::MutexGraph>(false, true);
 }

@@ -4,6 +4,11 @@
 //! give identical results, occupancy, key generations and stale counts on the lock-free graph
 //! and the mutex graph after every operation.
 //!
+//! A second mix churns keys: a key space four times the key table's size with removals
+//! frequent, so the table fills and only removal makes room (D24); both engines must refuse
+//! and admit the same submissions. Each case ends with a reset and a drain, after which both
+//! engines hold nothing: no key, node or edge in use, nothing waiting, ready or running.
+//!
 //! Fixed seeds by default; `FAIRWAY_GRAPH_KEYS_DIFF_CASES` raises the number of cases.
 
 use fairway::admission::{ClassSpec, Ledger, LedgerConfig};
@@ -42,7 +47,7 @@ enum Op {
     Witness(usize),
 }
 
-fn random_deps(r: &mut Rng) -> Vec<(u64, Gate)> {
+fn random_deps(r: &mut Rng, keys: u64) -> Vec<(u64, Gate)> {
     (0..r.below(4))
         .map(|_| {
             let gate = match r.below(3) {
@@ -50,17 +55,20 @@ fn random_deps(r: &mut Rng) -> Vec<(u64, Gate)> {
                 1 => Gate::OnSuccess,
                 _ => Gate::OnAdmission,
             };
-            (r.below(12), gate)
+            (r.below(keys), gate)
         })
         .collect()
 }
 
-fn ops(seed: u64, n: usize) -> Vec<Op> {
+/// The key mix over `keys` keys; `churn` makes removal as frequent as submission.
+fn ops(seed: u64, n: usize, keys: u64, churn: bool) -> Vec<Op> {
     let mut r = Rng(seed | 1);
     (0..n)
         .map(|_| match r.below(16) {
-            11 | 12 => Op::Advance(r.below(12)),
-            13 => Op::Remove(r.below(12)),
+            11 if churn => Op::Remove(r.below(keys)),
+            12 if churn => Op::Remove(r.below(keys)),
+            11 | 12 => Op::Advance(r.below(keys)),
+            13 => Op::Remove(r.below(keys)),
             14 => {
                 if r.below(8) == 0 {
                     Op::Reset
@@ -68,19 +76,19 @@ fn ops(seed: u64, n: usize) -> Vec<Op> {
                     Op::Witness(r.below(8) as usize)
                 }
             }
-            15 => Op::Advance(r.below(12)),
+            15 => Op::Advance(r.below(keys)),
             0..=3 => {
-                let key = r.below(12);
-                let deps = random_deps(&mut r);
+                let key = r.below(keys);
+                let deps = random_deps(&mut r, keys);
                 Op::Submit(key, deps)
             }
             10 => {
                 let i = r.below(8) as usize;
-                Op::Discover(i, random_deps(&mut r))
+                Op::Discover(i, random_deps(&mut r, keys))
             }
             4 | 5 => Op::Pull,
             6 | 7 => Op::Complete(r.below(8) as usize, r.below(3) != 0),
-            _ => Op::Take(r.below(12)),
+            _ => Op::Take(r.below(keys)),
         })
         .collect()
 }
@@ -99,13 +107,15 @@ enum Seen {
     Discovered(Option<Result<Admission<()>, Error>>),
 }
 
-fn run<E: GraphEngine>(ops: &[Op]) -> Vec<Step> {
+/// Runs `ops` on a graph whose key table holds `table` keys, reading the generations of keys
+/// `0..keys` after each; then resets, drains and collects everything (the last step).
+fn run<E: GraphEngine>(ops: &[Op], table: u32, keys: u64) -> Vec<Step> {
     let ledger = Ledger::new(LedgerConfig::new(vec![ClassSpec::new("cpu")], 1)).unwrap();
     let g = Graph::builder(ledger)
         .class(3)
         .nodes(8)
         .edges(10)
-        .keys(16)
+        .keys(table)
         .max_deps(4)
         // Narrow, so exhaustion (SPEC D22) is reached.
         .max_generation(3)
@@ -113,6 +123,8 @@ fn run<E: GraphEngine>(ops: &[Op]) -> Vec<Step> {
         .unwrap();
     let mut handles: HashMap<u64, JobHandle> = HashMap::new();
     let mut running: Vec<RunningJob> = Vec::new();
+    // Every handle admitted (`handles` keeps the latest per key).
+    let mut all: Vec<JobHandle> = Vec::new();
     let mut out = Vec::new();
     for op in ops {
         let seen = match op {
@@ -134,6 +146,7 @@ fn run<E: GraphEngine>(ops: &[Op]) -> Vec<Step> {
                 Seen::Submitted(r.map(|a| match a {
                     Admission::Admitted(h) => {
                         handles.insert(*key, h);
+                        all.push(h);
                         "admitted"
                     }
                     Admission::Backpressured => "backpressured",
@@ -195,11 +208,39 @@ fn run<E: GraphEngine>(ops: &[Op]) -> Vec<Step> {
                 r
             })),
         };
-        let gens: Vec<Option<u32>> = (0..12)
+        let gens: Vec<Option<u32>> = (0..keys)
             .map(|k| g.version(JobKey::new(k)).map(|v| v.generation))
             .collect();
         out.push((seen, g.occupancy(), gens, g.stale_completions()));
     }
+    // Conservation at quiescence: reset, finish what runs, drain, collect every outcome.
+    g.reset();
+    for j in running {
+        assert!(g.complete(j, JobOutcome::Succeeded).is_err());
+    }
+    assert!(g.try_next(ClassId(0)).is_none());
+    for h in all {
+        // Each job has ended; one taken already is stale.
+        match g.take_outcome(h) {
+            Ok(o) => assert!(o.is_some()),
+            Err(e) => assert_eq!(e.reason(), Reason::StaleHandle),
+        }
+    }
+    let o = g.occupancy();
+    assert_eq!(
+        (
+            o.keys_used,
+            o.nodes_used,
+            o.edges_used,
+            o.waiting,
+            o.ready,
+            o.running
+        ),
+        (0, 0, 0, 0, 0, 0),
+        "not quiescent after reset and drain"
+    );
+    assert!(g.ledger().usage().is_zero());
+    out.push((Seen::Reset, o, Vec::new(), g.stale_completions()));
     out
 }
 
@@ -220,9 +261,9 @@ fn d20_d24_graph_engines_agree_on_random_key_operations() {
     let (mut exhausted, mut exhausted_or_unknown) = (0, 0);
     for case in 0..cases {
         let seed = 0xD1B5_4A32_D192_ED03u64.wrapping_mul(case + 1);
-        let ops = ops(seed, 100);
-        let a = run::<fairway::LockFreeGraph>(&ops);
-        let b = run::<fairway::MutexGraph>(&ops);
+        let ops = ops(seed, 100, 12, false);
+        let a = run::<fairway::LockFreeGraph>(&ops, 16, 12);
+        let b = run::<fairway::MutexGraph>(&ops, 16, 12);
         for (i, (x, y)) in a.iter().zip(&b).enumerate() {
             assert_eq!(
                 x,
@@ -277,4 +318,49 @@ fn d20_d24_graph_engines_agree_on_random_key_operations() {
         "admitted {submitted}, cycles {refused_cycles}, backpressured {backpressured}, \
          dependency-failed {dependency_failed}"
     );
+}
+
+/// Key churn past the table: 32 keys over a table of 8, removal as frequent as submission. The
+/// engines agree after every operation (a submission refused for a full table on one is
+/// refused on the other), the table fills and empties again, and both end with every key
+/// slot free.
+#[test]
+fn d24_graph_engines_agree_under_key_churn_past_the_table() {
+    let cases: u64 = std::env::var("FAIRWAY_GRAPH_KEYS_DIFF_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(500);
+    let (mut full, mut removed, mut admitted_after_full) = (0, 0, 0);
+    for case in 0..cases {
+        let seed = 0x9E37_79B9_7F4A_7C15u64.wrapping_mul(case + 7);
+        let ops = ops(seed, 150, 32, true);
+        let a = run::<fairway::LockFreeGraph>(&ops, 8, 32);
+        let b = run::<fairway::MutexGraph>(&ops, 8, 32);
+        let mut was_full = false;
+        for (i, (x, y)) in a.iter().zip(&b).enumerate() {
+            assert_eq!(
+                x,
+                y,
+                "case {case} (seed {seed:#x}) differs at op {i}; ops so far {:?}",
+                &ops[..=i.min(ops.len() - 1)]
+            );
+            if x.1.keys_used == x.1.keys_total {
+                full += 1;
+                was_full = true;
+            }
+            match &x.0 {
+                Seen::Removed(Ok(())) => removed += 1,
+                Seen::Submitted(Ok("admitted")) if was_full => {
+                    admitted_after_full += 1;
+                    was_full = false;
+                }
+                _ => {}
+            }
+        }
+    }
+    eprintln!(
+        "{cases} cases: steps with a full key table {full}, removals {removed}, \
+         admissions after the table was full {admitted_after_full}"
+    );
+    assert!(full > 0 && removed > 0 && admitted_after_full > 0);
 }

@@ -1,7 +1,8 @@
 //! The `graph` suite's whole-graph and key workloads (beside P8 and P9 in `graph.rs`): a whole
 //! random DAG run through the scheduler, `advance` sweeping a key's live work, and `remove`
-//! failing a key's waiters, each on both graph engines; the DAG beside a plain single-threaded
-//! topological walk (the floor).
+//! failing a key's waiters, key churn through the key table and the removal that compacts it,
+//! each on both graph engines; the DAG beside a plain single-threaded topological walk (the
+//! floor).
 
 use std::time::{Duration, Instant};
 
@@ -322,5 +323,90 @@ fn dep(key: u64) -> Dependency {
     Dependency {
         key: JobKey::new(key),
         gate: Gate::OnSuccess,
+    }
+}
+
+/// Key slots of the key-churn workload's table.
+const CHURN_TABLE: u32 = 1024;
+
+/// Key churn, as a build system makes it: one op submits a job on a new key, runs it, collects
+/// its outcome and removes the key. 256 ops back to back are one timed interval. The table
+/// holds 1024 keys, so every 1024 ops have recycled it whole, and the lock-free graph's index
+/// (2048 cells) compacts every 512 removals, inside the timed region.
+pub fn key_churn<E: GraphEngine>(d: Duration) -> Measured {
+    const BATCH: u64 = 256;
+    let g = graph::<E>(64, 64, CHURN_TABLE, 4);
+    let (start, mut secs, mut ops, mut allocs) = (Instant::now(), 0.0, 0u64, 0u64);
+    let mut key = 0u64;
+    while ops == 0 || start.elapsed() < d {
+        let (t, before) = (Instant::now(), thread_allocs());
+        for _ in 0..BATCH {
+            key += 1;
+            let h = match g.submit(&spec(key, &[])) {
+                Ok(Admission::Admitted(h)) => h,
+                other => panic!("key {key} not admitted: {other:?}"),
+            };
+            let job = g.try_next(CPU).expect("the job is ready");
+            g.complete(job, JobOutcome::Succeeded).unwrap();
+            g.take_outcome(h).unwrap();
+            g.remove(JobKey::new(key)).unwrap();
+        }
+        secs += t.elapsed().as_secs_f64();
+        allocs += thread_allocs() - before;
+        ops += BATCH;
+    }
+    assert_eq!(g.occupancy().keys_used, 0);
+    Measured {
+        ops_per_sec: ops as f64 / secs,
+        latency: Latency::new(),
+        allocs_per_op: allocs as f64 / ops as f64,
+        score: None,
+    }
+}
+
+/// Key slots of the compaction workload: an index of 2^17 cells.
+pub const COMPACT_TABLE: u32 = 1 << 16;
+
+/// The removal that compacts the key table's index: a graph whose 2^16 key slots are filled
+/// (each key's job finished and collected, untimed) has its keys removed one by one; the one
+/// `remove` during which the index compacts (the 32768th on the lock-free graph: a quarter of
+/// its 2^17 cells are tombstones; about 32768 live entries are rewritten) is timed alone. On
+/// the mutex graph, which has no index to compact, the same removal is timed. One op is that
+/// one `remove`. `compacts`: the engine compacts (checked).
+pub fn key_compaction<E: GraphEngine>(compacts: bool, d: Duration) -> Measured {
+    let (start, mut secs, mut ops, mut allocs) = (Instant::now(), 0.0, 0u64, 0u64);
+    let mut lat = Latency::new();
+    while ops == 0 || start.elapsed() < d {
+        let g = graph::<E>(64, 64, COMPACT_TABLE, 4);
+        let n = u64::from(COMPACT_TABLE);
+        for key in 0..n {
+            let h = admit(&g, key, &[]);
+            let job = g.try_next(CPU).expect("the job is ready");
+            g.complete(job, JobOutcome::Succeeded).unwrap();
+            g.take_outcome(h).unwrap();
+        }
+        let at = u64::from(COMPACT_TABLE) * 2 / 4;
+        for key in 0..at - 1 {
+            g.remove(JobKey::new(key)).unwrap();
+        }
+        let compactions = g.key_compactions();
+        let (t, before) = (Instant::now(), thread_allocs());
+        g.remove(JobKey::new(at - 1)).unwrap();
+        let took = t.elapsed();
+        allocs += thread_allocs() - before;
+        secs += took.as_secs_f64();
+        lat.record(took.as_nanos() as u64);
+        ops += 1;
+        assert_eq!(
+            g.key_compactions(),
+            compactions + u64::from(compacts),
+            "the timed removal compacts"
+        );
+    }
+    Measured {
+        ops_per_sec: ops as f64 / secs,
+        latency: lat,
+        allocs_per_op: allocs as f64 / ops as f64,
+        score: None,
     }
 }

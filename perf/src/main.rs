@@ -51,8 +51,8 @@ const USAGE: &str =
                    threads, with plots), scaling (wait, pull and open-loop rows at --threads),
                    peers (the ring against crossbeam and locked deques), graph (the dependency
                    graph's P8 and P9 rows, a random 10^5-job DAG at 1/2/8 executor threads
-                   beside a topological walk, advance and remove), all, request (the request
-                   path's rows only: P1, P13, P7, P3)
+                   beside a topological walk, advance and remove, key churn and key
+                   compaction), all, request (the request path's rows only: P1, P13, P7, P3)
   --json           print the report as JSON (no progress on stderr)
   --markdown       print the targets as the README's Markdown table
   --check          exit with status 1 when a target misses (on the run's median)

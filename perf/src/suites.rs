@@ -60,6 +60,10 @@ pub enum Job {
     GraphAdvance(usize),
     /// `remove` of a key with this many waiters, both graph engines.
     GraphRemove(usize),
+    /// A new key per job, removed after it: the key table recycled, both graph engines.
+    GraphKeyChurn,
+    /// The `remove` that compacts a full key table's index, both graph engines.
+    GraphKeyCompaction,
 }
 
 /// How long each kind of run lasts, and how many repetitions.
@@ -104,6 +108,8 @@ impl Job {
             Job::GraphDag(t) => format!("graph DAG 10^5 jobs {t} thr"),
             Job::GraphAdvance(n) => format!("graph advance, {n} jobs superseded"),
             Job::GraphRemove(n) => format!("graph remove, {n} waiters"),
+            Job::GraphKeyChurn => "graph key churn (submit, run, remove)".into(),
+            Job::GraphKeyCompaction => "graph key compaction, 2^17 cells".into(),
         }
     }
 
@@ -116,7 +122,9 @@ impl Job {
             | Job::Cancel
             | Job::Graph(_)
             | Job::GraphAdvance(_)
-            | Job::GraphRemove(_) => s.single,
+            | Job::GraphRemove(_)
+            | Job::GraphKeyChurn
+            | Job::GraphKeyCompaction => s.single,
             Job::Closed(..) | Job::Open(..) | Job::GraphDag(_) => s.threaded,
             Job::Fairness => s.fairness,
             Job::Ring(_) => s.ring,
@@ -127,7 +135,12 @@ impl Job {
     fn estimate(&self, s: &Settings) -> f64 {
         let arms = match self {
             Job::Single | Job::Ring(_) => 4.0,
-            Job::Cancel | Job::Graph(_) | Job::GraphAdvance(_) | Job::GraphRemove(_) => 2.0,
+            Job::Cancel
+            | Job::Graph(_)
+            | Job::GraphAdvance(_)
+            | Job::GraphRemove(_)
+            | Job::GraphKeyChurn
+            | Job::GraphKeyCompaction => 2.0,
             _ => 3.0,
         };
         arms * (s.reps as f64 + 0.25) * self.run_for(s).as_secs_f64()
@@ -265,6 +278,30 @@ impl Job {
                     Box::new(move |d| graph_dag::remove::<MutexGraph>(n, d)),
                 ),
             ],
+            Job::GraphKeyChurn => vec![
+                arm(
+                    &name,
+                    "lock-free",
+                    Box::new(graph_dag::key_churn::<LockFreeGraph>),
+                ),
+                arm(
+                    &name,
+                    "std Mutex",
+                    Box::new(graph_dag::key_churn::<MutexGraph>),
+                ),
+            ],
+            Job::GraphKeyCompaction => vec![
+                arm(
+                    &name,
+                    "lock-free",
+                    Box::new(|d| graph_dag::key_compaction::<LockFreeGraph>(true, d)),
+                ),
+                arm(
+                    &name,
+                    "std Mutex",
+                    Box::new(|d| graph_dag::key_compaction::<MutexGraph>(false, d)),
+                ),
+            ],
             Job::Ring(t) => ring::backends()
                 .into_iter()
                 .map(|(backend, run)| {
@@ -342,6 +379,8 @@ pub fn plan(suite: &str, threads: &[usize]) -> Result<Vec<Job>, String> {
             Job::GraphAdvance(10),
             Job::GraphAdvance(1000),
             Job::GraphRemove(1000),
+            Job::GraphKeyChurn,
+            Job::GraphKeyCompaction,
         ],
         // The request path's rows (P1, P13, P7, P3): the before/after check of a change to it.
         "request" => vec![Job::Cycle, Job::Fast, Job::Single, Job::Cancel, pull(2)],

@@ -183,6 +183,14 @@ impl<E: GraphEngine> Graph<E> {
         self.wake_waiters();
     }
 
+    /// Compactions of the key table so far: the lock-free graph compacts its index of keys
+    /// under the topology lock once removals have left enough tombstones; the mutex graph
+    /// never does. An observation, for measurements.
+    #[doc(hidden)]
+    pub fn key_compactions(&self) -> u64 {
+        self.inner.engine.key_compactions()
+    }
+
     /// `key`'s current version; `None` if it was never named or was removed.
     pub fn version(&self, key: JobKey) -> Option<Version> {
         self.inner.engine.version(key)

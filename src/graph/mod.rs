@@ -68,8 +68,19 @@
 //!   the lock, so nobody sees part of a batch. Batches are the host's explicit choice of the
 //!   slow path (they also allocate);
 //! - [`Graph::shutdown`]'s walk of the key table that fails every parked dependency (once);
-//! - the key operations ([`Graph::advance`], [`Graph::remove`], [`Graph::reset`]), and freeing
-//!   the parked edges of a job they retired.
+//! - the key operations ([`Graph::advance`], [`Graph::remove`], [`Graph::reset`]), freeing
+//!   the parked edges of a job they retired, and compacting the index of keys.
+//!
+//! # The key table (lock-free engine)
+//!
+//! Keys live in a fixed array of key slots; an index (open addressing, two cells per slot) maps
+//! a key to its slot and the generation the slot was claimed at. A new key claims a free slot
+//! and an index cell by CAS, without the lock. `remove` and `reset` give the slot back (its
+//! generation moves on, so a lock-free user still holding it notices and names the key again,
+//! as a new incarnation) and leave a tombstone in the index; when tombstones pass a quarter of
+//! the index, the removal compacts it in place under the topology lock (`lockfree/index.rs`).
+//! Submit to an existing key reads the index without a lock or a pin; complete and the
+//! hand-off do not touch it.
 //!
 //! No user code, waker or drop of user data runs under it.
 //!
@@ -114,9 +125,12 @@
 //! `tests/graph_churn.rs`), D40 (a chain of 16 jobs on one cell), D41 (a batch's cap bounds
 //! its bodies on four executors, released on unwind), D50, and D01, D20–D24
 //! (`tests/graph_keys.rs`; `tests/graph_keys_differential.rs` adds the key operations to the
-//! differential op mix, `tests/graph_keys_churn.rs` advances and removes keys under load;
-//! `loom_keys.rs` models advance against complete, against start and against a publication,
-//! remove against link).
+//! differential op mix, and key churn past the table; `tests/graph_keys_churn.rs` advances and
+//! removes keys under load, and churns a new key per job through a small table;
+//! `tests/graph_key_table.rs` slot reuse, removal and re-creation at scale, lookups racing
+//! compaction; `loom_keys.rs` models advance against complete, against start and against a
+//! publication, remove against link; `loom_key_table.rs` a lookup and an insertion against
+//! compaction).
 //! `tests/graph_differential.rs` compares the engines after every operation of random
 //! sequences; `tests/graph_churn.rs` checks conservation at quiescence on threads and on
 //! tokio, and with a shutdown in the middle; the loom models (`loom_link.rs`,
@@ -129,9 +143,10 @@
 //! - A key holds one job per generation: a second job at the same generation is refused
 //!   `already-exists / duplicate-key` until the key advances or is removed. Keys are at most
 //!   [`WorkKey::MAX`], stage tags 8 bits, generations 24 bits.
-//! - Key-table slots are never freed for another key: a removed key keeps its slot, which it
-//!   reuses when named again. The table's compaction, with crossbeam-epoch reclaiming an old
-//!   table, is not built (the lock-free submit reads the table without an epoch pin).
+//! - A compaction of the lock-free key index holds the topology lock for one pass over the
+//!   index (once per a quarter of its cells in removals); a submit that names a new key, or a
+//!   lookup that meets the compaction, waits for it. Nothing is reclaimed through an epoch
+//!   scheme: the key table frees no memory (see `lockfree/index.rs`).
 //! - Dependencies name a key's current producer; pinning an exact generation (D10) is not
 //!   built, and dependents of a superseded job fail rather than re-attach to the next one. A
 //!   running job is signalled through its witness, not a cancellation token; a queued job
@@ -152,6 +167,8 @@ mod keys;
 mod lockfree;
 #[cfg(all(test, loom))]
 mod loom_batch;
+#[cfg(all(test, loom))]
+mod loom_key_table;
 #[cfg(all(test, loom))]
 mod loom_keys;
 #[cfg(all(test, loom))]
@@ -242,6 +259,11 @@ pub trait GraphEngine: sealed::Sealed + Send + Sync + Sized + 'static {
     fn witness_current(&self, witness: &Witness) -> bool;
     #[doc(hidden)]
     fn stale_completions(&self) -> u64;
+    /// Compactions of the key table's index so far (the mutex graph has none).
+    #[doc(hidden)]
+    fn key_compactions(&self) -> u64 {
+        0
+    }
 }
 
 /// Builds a [`Graph`].

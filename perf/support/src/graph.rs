@@ -9,8 +9,9 @@
 //!
 //! The perf harness's graph suite and `benches/graph.rs` both run these.
 //!
-//! Keys are never freed in this part of the graph, so batches run on a graph rebuilt when its
-//! key table fills. Building, setting up a batch's producers and dependents, and cleaning up
+//! Every op names fresh keys and none is removed (removal would add its own cost to the timed
+//! region; the key-churn row measures it), so batches run on a graph rebuilt when its key table
+//! fills. Building, setting up a batch's producers and dependents, and cleaning up
 //! after a batch are outside the timed region; allocations are counted inside it only.
 
 use std::time::{Duration, Instant};

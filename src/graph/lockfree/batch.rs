@@ -17,18 +17,18 @@ use std::collections::HashMap;
 impl LockFreeGraph {
     /// Writes a reserved node's fields and publishes its words at generation `me.gen`, with
     /// `remaining` = dependencies + 1 (the submitter's hold).
-    pub(super) fn init_node(&self, me: NodeRef, spec: &JobSpec<'_>, own_slot: u32) {
+    pub(super) fn init_node(&self, me: NodeRef, spec: &JobSpec<'_>, own: KeyRef) {
         let NodeRef { idx, gen } = me;
         let n = &self.nodes[idx as usize];
         // Initialise the node; published by the key's Release store (or the edges' pushes).
         // SAFETY: the node is free and ours until published.
         n.info.with_mut(|p| unsafe {
             *p = Info {
-                key: spec.key,
+                job: spec.key,
                 tenant: spec.tenant,
                 class: spec.class,
                 priority: spec.priority,
-                key_slot: own_slot,
+                key: own,
             }
         });
         // SAFETY: as above.
@@ -73,16 +73,16 @@ impl LockFreeGraph {
     }
 
     /// Under the topology lock: clears the reservation of each key slot in `slots`.
-    fn unreserve(&self, slots: &[u32]) {
+    fn unreserve(&self, slots: &[KeyRef]) {
         for &k in slots {
-            let key = &self.keys[k as usize];
+            let key = self.key(k);
             // Relaxed: no lock-free writer touches a reserved key; the lock orders the rest.
             let st = if key.waiters.load(Ordering::Relaxed) == NIL {
                 K_NONE
             } else {
                 K_WAITING
             };
-            key.state.store(st, Ordering::Relaxed);
+            key.state.store(key_word(k.gen, st), Ordering::Relaxed);
         }
     }
 
@@ -102,9 +102,9 @@ impl LockFreeGraph {
         }
         // Refusals first, before anything is claimed: a taken key, a cycle.
         for j in jobs {
-            if let Some(k) = self.find_key(rules::ident(j.key), false) {
+            if let Some(k) = self.lookup_locked(rules::ident(j.key)) {
                 // Acquire: pairs with the key's publication (Release).
-                if self.keys[k as usize].state.load(Ordering::Acquire) & 0xff >= K_LIVE {
+                if self.key(k).state.load(Ordering::Acquire) & 0xff >= K_LIVE {
                     return Err(DUPLICATE_KEY);
                 }
             }
@@ -143,13 +143,13 @@ impl LockFreeGraph {
         let mut own_slots = Vec::with_capacity(jobs.len());
         let mut dep_slots = Vec::with_capacity(dep_count);
         for j in jobs {
-            let Some(k) = self.find_key(rules::ident(j.key), true) else {
+            let Some(k) = self.lookup_or_insert(rules::ident(j.key), true) else {
                 give_back(out, edges);
                 return Ok(Admission::Backpressured);
             };
             own_slots.push(k);
             for d in j.deps {
-                let Some(k) = self.find_key(rules::ident(d.key), true) else {
+                let Some(k) = self.lookup_or_insert(rules::ident(d.key), true) else {
                     give_back(out, edges);
                     return Ok(Admission::Backpressured);
                 };
@@ -160,7 +160,7 @@ impl LockFreeGraph {
         // may have published the key since the check above: refused then.
         let mut had_waiters = false;
         for (i, &k) in own_slots.iter().enumerate() {
-            let key = &self.keys[k as usize];
+            let key = self.key(k);
             loop {
                 // Acquire: pairs with a lock-free publication (Release) of the same key.
                 let st = key.state.load(Ordering::Acquire);
@@ -176,7 +176,7 @@ impl LockFreeGraph {
                     .compare_exchange(st, st | K_RESERVED, Ordering::Relaxed, Ordering::Relaxed)
                     .is_ok()
                 {
-                    had_waiters |= st == K_WAITING;
+                    had_waiters |= st & K_TAGS == K_WAITING;
                     break;
                 }
             }
@@ -189,7 +189,15 @@ impl LockFreeGraph {
             self.init_node(me, spec, own_slots[j]);
             for d in spec.deps {
                 let next = self.edges[e as usize].next.load(Ordering::Relaxed);
-                self.link_with(e, dep_slots[at], d.gate, me, work, true);
+                self.link_with(
+                    e,
+                    dep_slots[at],
+                    rules::ident(d.key),
+                    d.gate,
+                    me,
+                    work,
+                    true,
+                );
                 at += 1;
                 e = next;
             }
@@ -213,14 +221,14 @@ impl LockFreeGraph {
             return Err(CYCLE);
         }
         for (&k, &me) in own_slots.iter().zip(out.iter()) {
-            let own = &self.keys[k as usize];
+            let own = self.key(k);
             self.adopt_waiters(own, me);
             // Release: publishes the node and its adopted lists (pairs with linkers' Acquire).
             own.state.store(key_live(me), Ordering::Release);
             // The key version it runs at (exact: key operations take this lock too).
             self.nodes[me.idx as usize]
                 .ver
-                .store(self.ensure_version(k), Ordering::Relaxed);
+                .store(own.ver.load(Ordering::Relaxed), Ordering::Relaxed);
         }
         drop(guard);
         Ok(Admission::Admitted(()))

@@ -15,19 +15,22 @@ impl GraphEngine for LockFreeGraph {
 
     fn submit(&self, spec: &JobSpec<'_>, work: &mut Work) -> Result<Admission<NodeRef>, Error> {
         let own_ident = rules::ident(spec.key);
-        // Fast refusal of a taken key, before anything is reserved.
-        if let Some(k) = self.find_key(own_ident, false) {
-            if self.keys[k as usize].state.load(Ordering::Acquire) & 0xff >= K_LIVE {
-                return Err(DUPLICATE_KEY);
-            }
-        }
-        // A key with waiters already: refuse a cycle before anything is reserved or linked. The
-        // check is repeated at publication, for waiters that arrive meanwhile.
-        if let Some(k) = self.find_key(own_ident, false) {
-            if self.keys[k as usize].state.load(Ordering::Acquire) == K_WAITING {
-                let _g = self.lock();
-                if self.closes_cycle(own_ident, spec.deps.iter().map(|d| rules::ident(d.key))) {
-                    return Err(CYCLE);
+        if let Some(r) = self.lookup(own_ident) {
+            // Acquire: pairs with the key's publication (Release).
+            let st = self.key(r).state.load(Ordering::Acquire);
+            if self.state_valid(r, st) {
+                // Fast refusal of a taken key, before anything is reserved.
+                if st & 0xff >= K_LIVE {
+                    return Err(DUPLICATE_KEY);
+                }
+                // A key with waiters already: refuse a cycle before anything is reserved or
+                // linked. The check is repeated at publication, for waiters that arrive
+                // meanwhile.
+                if st == key_word(r.gen, K_WAITING) {
+                    let _g = self.lock();
+                    if self.closes_cycle(own_ident, spec.deps.iter().map(|d| rules::ident(d.key))) {
+                        return Err(CYCLE);
+                    }
                 }
             }
         }
@@ -65,14 +68,14 @@ impl GraphEngine for LockFreeGraph {
             }
             self.push_node(idx);
         };
-        let Some(own_slot) = self.find_key(own_ident, true) else {
+        let Some(mut own) = self.lookup_or_insert(own_ident, false) else {
             undo(edges);
             return Ok(Admission::Backpressured);
         };
-        let mut dep_slots = [0u32; 64];
-        let mut many: Vec<u32> = Vec::new();
+        let mut dep_slots = [KeyRef { slot: 0, gen: 0 }; 64];
+        let mut many: Vec<KeyRef> = Vec::new();
         for (i, d) in spec.deps.iter().enumerate() {
-            let Some(k) = self.find_key(rules::ident(d.key), true) else {
+            let Some(k) = self.lookup_or_insert(rules::ident(d.key), false) else {
                 undo(edges);
                 return Ok(Admission::Backpressured);
             };
@@ -85,39 +88,62 @@ impl GraphEngine for LockFreeGraph {
                 many.push(k);
             }
         }
-        let slots: &[u32] = if many.is_empty() {
-            &dep_slots[..spec.deps.len()]
+        let slots: &mut [KeyRef] = if many.is_empty() {
+            &mut dep_slots[..spec.deps.len()]
         } else {
-            &many
+            &mut many
         };
-        self.init_node(me, spec, own_slot);
+        self.init_node(me, spec, own);
 
-        let own = &self.keys[own_slot as usize];
         // Link every edge first, then publish: the last job of a would-be cycle to publish finds
         // waiters on its key and checks for the cycle under the topology lock (see `closes_cycle`).
         let mut guard = None;
         let mut e = edges;
         for (i, d) in spec.deps.iter().enumerate() {
             let next = self.edges[e as usize].next.load(Ordering::Relaxed);
-            self.link(e, slots[i], d.gate, me, work);
+            // The slot actually linked to (a key removed meanwhile is named again).
+            slots[i] = self.link(e, slots[i], rules::ident(d.key), d.gate, me, work);
             e = next;
         }
+        let slots: &[KeyRef] = slots;
         // Publish: the key names this node.
         loop {
-            let st = own.state.load(Ordering::Acquire);
+            let own_key = self.key(own);
+            // Acquire: pairs with the key's publication and end (Release) and with a key
+            // operation's `detach` (AcqRel).
+            let st = own_key.state.load(Ordering::Acquire);
+            if !self.state_valid(own, st) {
+                // The key was removed while this job linked: name it again (a new
+                // incarnation); the job is published after the removal.
+                match self.lookup_or_insert(own_ident, guard.is_some()) {
+                    Some(r) => {
+                        own = r;
+                        self.set_node_key(me, r);
+                        continue;
+                    }
+                    None => {
+                        drop(guard);
+                        dec(&self.gauges.waiting);
+                        self.retire_refused(me, slots);
+                        return Ok(Admission::Backpressured);
+                    }
+                }
+            }
             if st & 0xff >= K_LIVE {
                 drop(guard);
                 dec(&self.gauges.waiting);
                 self.retire_refused(me, slots);
                 return Err(DUPLICATE_KEY);
             }
-            if st == K_NONE {
+            let none = key_word(own.gen, K_NONE);
+            if st == none {
                 // Release: publishes the node's initialisation to linkers (their Acquire load).
                 // Acquire: pairs with the AcqRel RMW of a key operation's `detach` that this
-                // CAS follows, so the version read below is the one it stored (SPEC D20).
-                if own
+                // CAS follows, so the version read below is the one it stored (SPEC D20). The
+                // slot's generation in the expected word makes it fail on a freed slot.
+                if own_key
                     .state
-                    .compare_exchange(K_NONE, key_live(me), Ordering::AcqRel, Ordering::Relaxed)
+                    .compare_exchange(none, key_live(me), Ordering::AcqRel, Ordering::Relaxed)
                     .is_ok()
                 {
                     break;
@@ -137,16 +163,19 @@ impl GraphEngine for LockFreeGraph {
                 continue;
             }
             // Under the lock: adopt the key's waiters into this node's lists, then publish.
-            self.adopt_waiters(own, me);
+            self.adopt_waiters(own_key, me);
             // Release: publishes the node and the adopted lists (pairs with linkers' Acquire).
-            own.state.store(key_live(me), Ordering::Release);
+            own_key.state.store(key_live(me), Ordering::Release);
             break;
         }
         drop(guard);
         // The version the node runs at: read after publication, so an `advance` that the
-        // publication followed is seen; one that preceded it retired the node (SPEC D20).
+        // publication followed is seen; one that preceded it retired the node (SPEC D20). A
+        // removal since then retired it too (its version reads 0).
+        // Acquire: pairs with the version's Release stores.
+        let v = self.key(own).ver.load(Ordering::Acquire);
         n.ver
-            .store(self.ensure_version(own_slot), Ordering::Relaxed);
+            .store(if self.key_valid(own) { v } else { 0 }, Ordering::Relaxed);
         // Give up the submitter's hold: the node may fire now.
         let mut failed = NIL;
         self.release(me, true, work, &mut failed);
@@ -181,7 +210,7 @@ impl GraphEngine for LockFreeGraph {
         let info = n.info.with(|p| unsafe { *p });
         Some(Ready {
             node: NodeRef { idx, gen },
-            key: info.key,
+            key: info.job,
             tenant: info.tenant,
             class: info.class,
             priority: info.priority,
@@ -319,7 +348,7 @@ impl GraphEngine for LockFreeGraph {
             return Err(STALE);
         }
         // SAFETY: written before publication; read-only since.
-        let own_key = n.info.with(|p| unsafe { *p }).key;
+        let own_key = n.info.with(|p| unsafe { *p }).job;
         let own_ident = rules::ident(own_key);
         let base = node.idx as usize * self.bounds.max_deps as usize;
         let known = n.dep_count.load(Ordering::Relaxed) as usize;
@@ -360,7 +389,7 @@ impl GraphEngine for LockFreeGraph {
             }
         }
         for d in deps {
-            if self.find_key(rules::ident(d.key), true).is_none() {
+            if self.lookup_or_insert(rules::ident(d.key), false).is_none() {
                 self.give_back_edges(edges);
                 return Ok(Admission::Backpressured);
             }
@@ -400,10 +429,20 @@ impl GraphEngine for LockFreeGraph {
                     .any(|k| k.load(Ordering::Relaxed) == rules::ident(d.key));
             if !repeated {
                 let next = self.edges[e as usize].next.load(Ordering::Relaxed);
-                let k = self
-                    .find_key(rules::ident(d.key), false)
-                    .expect("claimed above");
-                self.link(e, k, d.gate, node, work);
+                let ident = rules::ident(d.key);
+                match self.lookup_or_insert(ident, false) {
+                    Some(k) => {
+                        self.link(e, k, ident, d.gate, node, work);
+                    }
+                    None => {
+                        // The key was removed since it was claimed above and the table is
+                        // full now: the dependency cannot be tracked, its gate fails.
+                        self.push_edge(e);
+                        let mut failed = NIL;
+                        self.release(node, false, work, &mut failed);
+                        self.end_failed(failed, work);
+                    }
+                }
                 e = next;
             }
         }
@@ -469,6 +508,10 @@ impl GraphEngine for LockFreeGraph {
 
     fn stale_completions(&self) -> u64 {
         self.stale.load(Ordering::Relaxed)
+    }
+
+    fn key_compactions(&self) -> u64 {
+        self.index.compactions.load(Ordering::Relaxed)
     }
 
     fn shutdown(&self, work: &mut Work) {

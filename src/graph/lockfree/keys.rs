@@ -11,9 +11,7 @@
 //! the scheduler — is ended by its completion, refused as stale.
 
 use super::*;
-use crate::graph::keys::{
-    fresh_incarnation, gen_of_version, CANCELLED_REMOVED, EXHAUSTED, SUPERSEDED, UNKNOWN_KEY,
-};
+use crate::graph::keys::{gen_of_version, CANCELLED_REMOVED, EXHAUSTED, SUPERSEDED, UNKNOWN_KEY};
 use crate::graph::{Version, Witness};
 
 /// A node found live on a key that a key operation retired, and what ending it needs.
@@ -35,40 +33,27 @@ fn retired_error(why: u64) -> Error {
 }
 
 impl LockFreeGraph {
-    /// The key's version word, creating an incarnation if it has none (SPEC D01).
-    pub(super) fn ensure_version(&self, k: u32) -> u64 {
-        let slot = &self.keys[k as usize];
-        // Acquire: pairs with the Release stores of `advance` and `remove`.
-        let v = slot.ver.load(Ordering::Acquire);
-        if v != 0 {
-            return v;
-        }
-        let fresh = fresh_incarnation();
-        // AcqRel: one creator wins; the others read its incarnation.
-        match slot
-            .ver
-            .compare_exchange(0, fresh, Ordering::AcqRel, Ordering::Acquire)
-        {
-            Ok(_) => fresh,
-            Err(cur) => cur,
-        }
-    }
-
     /// Under the topology lock, after the key's new version was stored: moves the key's state
-    /// off its producer. Waiters stay unless `remove`. Returns the producer it named, if one.
+    /// off its producer. Waiters stay unless `remove`, which also moves the word to the slot's
+    /// next generation (the slot is freed next), so a publication still holding this one fails.
+    /// Returns the producer it named, if one.
     ///
     /// Always one RMW, even when the state stays: an RMW reads the latest state, so a
     /// publication either precedes it (and is retired here) or follows it and, acquiring this
     /// RMW's release, reads the new version.
-    fn detach(&self, slot: &KeySlot, remove: bool) -> Option<NodeRef> {
+    fn detach(&self, r: KeyRef, remove: bool) -> Option<NodeRef> {
+        let slot = self.key(r);
         // Acquire: pairs with the publication (Release) of the node it may name.
         let mut st = slot.state.load(Ordering::Acquire);
         loop {
             let tag = st & 0xff;
-            let new = if tag == K_WAITING && !remove {
-                K_WAITING
+            let new = if !remove {
+                key_word(r.gen, if tag == K_WAITING { K_WAITING } else { K_NONE })
             } else {
-                K_NONE
+                match r.gen.checked_add(1) {
+                    Some(g) => key_word(g, K_NONE),
+                    None => key_word(r.gen, K_GONE),
+                }
             };
             // AcqRel: Acquire as the load; Release publishes the detach (and the version stored
             // before it) to linkers and to a publication CAS that follows it.
@@ -162,11 +147,11 @@ impl LockFreeGraph {
             (n.dep_count.load(Ordering::Acquire) as usize).min(self.bounds.max_deps as usize);
         let base = me.idx as usize * self.bounds.max_deps as usize;
         // No allocation for up to 64 dependencies.
-        let mut buf = [0u32; 64];
+        let mut buf = [KeyRef { slot: 0, gen: 0 }; 64];
         let mut many = Vec::new();
         let mut len = 0;
         for d in &self.dep_keys[base..base + count] {
-            if let Some(k) = self.find_slot(d.load(Ordering::Relaxed), false) {
+            if let Some(k) = self.lookup(d.load(Ordering::Relaxed)) {
                 if len < buf.len() {
                     buf[len] = k;
                 } else {
@@ -178,7 +163,7 @@ impl LockFreeGraph {
                 len += 1;
             }
         }
-        let slots: &[u32] = if many.is_empty() { &buf[..len] } else { &many };
+        let slots: &[KeyRef] = if many.is_empty() { &buf[..len] } else { &many };
         let _guard = self.lock();
         self.unpark(me, slots);
     }
@@ -267,8 +252,8 @@ impl LockFreeGraph {
         let ident = rules::ident(key);
         let (v, retired) = {
             let _g = self.lock();
-            let k = self.find_slot(ident, false).ok_or(UNKNOWN_KEY)?;
-            let slot = &self.keys[k as usize];
+            let k = self.lookup_locked(ident).ok_or(UNKNOWN_KEY)?;
+            let slot = self.key(k);
             let v = slot.ver.load(Ordering::Acquire);
             if v == 0 {
                 return Err(UNKNOWN_KEY);
@@ -278,7 +263,7 @@ impl LockFreeGraph {
             }
             // Release: pairs with the Acquire load of a submitter after its publication.
             slot.ver.store(v + 1, Ordering::Release);
-            let live = self.detach(slot, false);
+            let live = self.detach(k, false);
             (
                 v + 1,
                 live.map(|n| self.mark_retired(n, RETIRED_SUPERSEDED)),
@@ -292,26 +277,27 @@ impl LockFreeGraph {
         Ok(Version::unpack(v))
     }
 
-    /// Under the topology lock: removes key slot `k` if it has an incarnation; returns the
+    /// Under the topology lock: removes key `ident` (slot `k`) and frees its slot; returns the
     /// retired producer and the waiter list taken.
-    fn remove_locked(&self, k: u32) -> Option<(Option<Retired>, u32)> {
-        let slot = &self.keys[k as usize];
-        if slot.ver.load(Ordering::Acquire) == 0 {
-            return None;
-        }
+    pub(super) fn remove_locked(&self, ident: u64, k: KeyRef) -> (Option<Retired>, u32) {
+        let slot = self.key(k);
+        self.unindex_key(ident, k);
         // Release: as in `advance_key`.
         slot.ver.store(0, Ordering::Release);
-        let live = self.detach(slot, true);
+        let live = self.detach(k, true);
         let waiters = slot.waiters.swap(NIL, Ordering::Relaxed);
-        Some((live.map(|n| self.mark_retired(n, RETIRED_REMOVED)), waiters))
+        self.release_key_slot(k);
+        (live.map(|n| self.mark_retired(n, RETIRED_REMOVED)), waiters)
     }
 
     pub(super) fn remove_key(&self, key: JobKey, work: &mut Work) -> Result<(), Error> {
         let ident = rules::ident(key);
         let (retired, waiters) = {
             let _g = self.lock();
-            let k = self.find_slot(ident, false).ok_or(UNKNOWN_KEY)?;
-            self.remove_locked(k).ok_or(UNKNOWN_KEY)?
+            let k = self.lookup_locked(ident).ok_or(UNKNOWN_KEY)?;
+            let taken = self.remove_locked(ident, k);
+            self.maybe_compact();
+            taken
         };
         let mut failed = NIL;
         if let Some(r) = retired {
@@ -328,13 +314,8 @@ impl LockFreeGraph {
         let mut taken = Vec::new();
         {
             let _g = self.lock();
-            for k in 0..self.keys.len() as u32 {
-                if self.keys[k as usize].ident.load(Ordering::Relaxed) != 0 {
-                    if let Some(t) = self.remove_locked(k) {
-                        taken.push(t);
-                    }
-                }
-            }
+            self.for_each_key(|ident, k| taken.push(self.remove_locked(ident, k)));
+            self.maybe_compact();
         }
         let mut failed = NIL;
         for &(r, _) in &taken {
@@ -349,12 +330,14 @@ impl LockFreeGraph {
     }
 
     pub(super) fn key_version(&self, key: JobKey) -> Option<Version> {
-        let k = self.find_slot(rules::ident(key), false)?;
+        let k = self.lookup(rules::ident(key))?;
         // Acquire: pairs with the version's Release stores.
-        match self.keys[k as usize].ver.load(Ordering::Acquire) {
-            0 => None,
-            v => Some(Version::unpack(v)),
+        let v = self.key(k).ver.load(Ordering::Acquire);
+        // A slot freed since the lookup: the key was removed.
+        if v == 0 || !self.key_valid(k) {
+            return None;
         }
+        Some(Version::unpack(v))
     }
 
     pub(super) fn version_of_node(&self, node: NodeRef) -> Option<(JobKey, Version)> {
@@ -366,16 +349,16 @@ impl LockFreeGraph {
         }
         // SAFETY: written before publication; read-only until the slot is collected, which
         // needs the job to end, and a running job's owner is the caller.
-        let key = n.info.with(|p| unsafe { (*p).key });
+        let key = n.info.with(|p| unsafe { (*p).job });
         Some((key, Version::unpack(n.ver.load(Ordering::Relaxed))))
     }
 
     pub(super) fn is_witness_current(&self, w: &Witness) -> bool {
-        let Some(k) = self.find_slot(rules::ident(w.key), false) else {
+        let Some(k) = self.lookup(rules::ident(w.key)) else {
             return false;
         };
         // Acquire: pairs with the version's Release stores.
-        if self.keys[k as usize].ver.load(Ordering::Acquire) != w.version.packed() {
+        if self.key(k).ver.load(Ordering::Acquire) != w.version.packed() || !self.key_valid(k) {
             return false;
         }
         match self.nodes.get(w.node.idx as usize) {

@@ -7,30 +7,59 @@
 use super::*;
 
 impl LockFreeGraph {
-    /// Links edge `e` (dependent `me`, `gate`) to the producer of key slot `k`, or counts it at
-    /// once if the producer has ended, or parks it on the key if there is no producer yet.
-    pub(super) fn link(&self, e: u32, k: u32, gate: Gate, me: NodeRef, work: &mut Work) {
-        self.link_with(e, k, gate, me, work, false);
+    /// Links edge `e` (dependent `me`, `gate`) to the producer of key `ident` (slot `k`), or
+    /// counts it at once if the producer has ended, or parks it on the key if there is no
+    /// producer yet. A key removed since `k` was looked up is named again (a new incarnation).
+    /// Returns the slot linked to.
+    pub(super) fn link(
+        &self,
+        e: u32,
+        k: KeyRef,
+        ident: u64,
+        gate: Gate,
+        me: NodeRef,
+        work: &mut Work,
+    ) -> KeyRef {
+        self.link_with(e, k, ident, gate, me, work, false)
     }
 
     /// [`link`](Self::link), by a caller that already holds the topology lock if `locked`.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn link_with(
         &self,
         e: u32,
-        k: u32,
+        mut k: KeyRef,
+        ident: u64,
         gate: Gate,
         me: NodeRef,
         work: &mut Work,
         locked: bool,
-    ) {
+    ) -> KeyRef {
         let edge = &self.edges[e as usize];
         edge.target.store(me.packed(), Ordering::Relaxed);
         edge.gate.store(rules::gate_code(gate), Ordering::Relaxed);
-        let key = &self.keys[k as usize];
         let mut dummy = NIL;
         loop {
-            // Acquire: pairs with the Release stores of the key state (publication, end).
+            let key = self.key(k);
+            // Acquire: pairs with the Release stores of the key state (publication, end), so
+            // the slot generation checked next is the one the state was written at.
             let st = key.state.load(Ordering::Acquire);
+            if !self.state_valid(k, st) {
+                // The key was removed since it was looked up: name it again.
+                match self.lookup_or_insert(ident, locked) {
+                    Some(r) => {
+                        k = r;
+                        continue;
+                    }
+                    None => {
+                        // Every key slot in use: the dependency cannot be tracked; its gate
+                        // fails (rare: a removal raced this link and the table filled).
+                        self.push_edge(e);
+                        self.release(me, false, work, &mut dummy);
+                        return k;
+                    }
+                }
+            }
             match st & 0xff {
                 K_LIVE => {
                     let producer = NodeRef {
@@ -56,7 +85,7 @@ impl LockFreeGraph {
                             let met =
                                 top != SEALED_RETIRED && rules::gate_met(gate, top == SEALED_OK);
                             self.release(me, met, work, &mut dummy);
-                            return;
+                            return k;
                         }
                         edge.next.store(top, Ordering::Relaxed);
                         // Release: publishes the edge's fields to the sealer (its AcqRel swap).
@@ -66,7 +95,7 @@ impl LockFreeGraph {
                             Ordering::Release,
                             Ordering::Acquire,
                         ) {
-                            Ok(_) => return,
+                            Ok(_) => return k,
                             Err(cur) => h = cur,
                         }
                     }
@@ -80,13 +109,14 @@ impl LockFreeGraph {
                     );
                     self.push_edge(e);
                     self.release(me, met, work, &mut dummy);
-                    return;
+                    return k;
                 }
                 _ => {
                     let _guard = (!locked).then(|| self.lock());
-                    // Acquire: as the load above (a producer may have published meanwhile).
+                    // Acquire: as the load above (a producer may have published meanwhile, or
+                    // the key been removed).
                     let st = key.state.load(Ordering::Acquire);
-                    if st & 0xff >= K_LIVE {
+                    if st & 0xff >= K_LIVE || gen_of(st) != k.gen {
                         continue;
                     }
                     // Relaxed: written under this lock.
@@ -94,16 +124,16 @@ impl LockFreeGraph {
                         // Shut down: no producer will come; the gate fails at once.
                         self.push_edge(e);
                         self.release(me, false, work, &mut dummy);
-                        return;
+                        return k;
                     }
-                    if st == K_NONE {
+                    if st & K_TAGS == K_NONE {
                         // Relaxed CAS is enough: a producer publishing concurrently CASes the
                         // same word and then takes the lock to adopt waiters.
                         if key
                             .state
                             .compare_exchange(
-                                K_NONE,
-                                K_WAITING,
+                                st,
+                                key_word(k.gen, K_WAITING),
                                 Ordering::Relaxed,
                                 Ordering::Relaxed,
                             )
@@ -115,7 +145,7 @@ impl LockFreeGraph {
                     edge.next
                         .store(key.waiters.load(Ordering::Relaxed), Ordering::Relaxed);
                     key.waiters.store(e, Ordering::Relaxed);
-                    return;
+                    return k;
                 }
             }
         }
@@ -142,10 +172,10 @@ impl LockFreeGraph {
 
     /// The dependency keys of the live producer of key `ident`, if it has one.
     pub(super) fn live_deps(&self, ident: u64) -> Option<Vec<u64>> {
-        let k = self.find_key(ident, false)?;
+        let k = self.lookup_locked(ident)?;
         // Acquire: pairs with the producer's publication (Release), after which its
         // dependency keys are visible.
-        let st = self.keys[k as usize].state.load(Ordering::Acquire);
+        let st = self.key(k).state.load(Ordering::Acquire);
         if st & 0xff != K_LIVE {
             return None;
         }
@@ -165,17 +195,18 @@ impl LockFreeGraph {
 
     /// Undoes a submission refused after some edges were linked: the node's generation moves
     /// on (so linked edges are inert), its waiter edges are unparked.
-    pub(super) fn retire_refused(&self, me: NodeRef, dep_slots: &[u32]) {
+    pub(super) fn retire_refused(&self, me: NodeRef, dep_slots: &[KeyRef]) {
         let guard = self.lock();
         self.unpark(me, dep_slots);
         drop(guard);
         self.free_slot(me);
     }
 
-    /// Under the topology lock: takes the edges of `me` off the waiter lists of `dep_slots`.
-    pub(super) fn unpark(&self, me: NodeRef, dep_slots: &[u32]) {
+    /// Under the topology lock: takes the edges of `me` off the waiter lists of `dep_slots`
+    /// (a slot freed since holds no edge of `me`: removal failed them).
+    pub(super) fn unpark(&self, me: NodeRef, dep_slots: &[KeyRef]) {
         for &k in dep_slots {
-            let key = &self.keys[k as usize];
+            let key = self.key(k);
             let mut prev: Option<u32> = None;
             let mut e = key.waiters.load(Ordering::Relaxed);
             while e != NIL {

@@ -9,16 +9,22 @@
 //!   inert;
 //! - node `admit` and `done` heads: `gen << 32 | edge`, push-only stacks of dependent edges,
 //!   sealed by one swap to `SEALED_OK` or `SEALED_FAIL` by whoever admits or ends the node;
-//! - key `state`: `gen << 32 | node << 8 | tag` (no producer, waiters, live, or how it ended),
-//!   or `K_RESERVED` over "no producer" / "waiters" while an atomic batch publishes the key.
+//! - key `state`: `gen << 32 | node << 8 | K_LIVE` while it names a producer (the producer's
+//!   generation), otherwise `slot_gen << 32 | tag` (no producer, waiters, or how its producer
+//!   ended) at the key slot's generation, with `K_RESERVED` over "no producer" / "waiters"
+//!   while an atomic batch publishes the key. See `index.rs` for the key table.
 //!
 //! The topology lock (see the module docs of `graph`) guards key waiter lists, the cycle
-//! check, atomic batches (`batch.rs`) and the shutdown's walk of the key table.
+//! check, atomic batches (`batch.rs`), the shutdown's walk of the key table, removal of keys
+//! and the compaction of their index (`index.rs`).
 
 mod batch;
 mod engine;
+mod index;
 mod keys;
 mod link;
+
+use index::{Index, KeyRef, KeySlot};
 
 use super::rules::{self, CYCLE, DEPENDENCY_FAILED, DUPLICATE_KEY, STALE};
 use super::{
@@ -70,10 +76,20 @@ const K_LIVE: u64 = 2;
 const K_DONE_OK: u64 = 3;
 const K_DONE_FAIL_ADMITTED: u64 = 4;
 const K_DONE_FAIL_UNADMITTED: u64 = 5;
+/// A key slot whose generation is exhausted: retired, never claimed again.
+const K_GONE: u64 = 6;
 /// Set over `K_NONE` or `K_WAITING` while an atomic batch that will publish this key holds
 /// the topology lock: every path that finds such a key takes the lock, so it sees the batch
 /// either committed (the key live) or refused (the bit cleared), never in between.
 const K_RESERVED: u64 = 1 << 8;
+/// The tag and the reservation bit of a key state word.
+const K_TAGS: u64 = 0x1ff;
+
+/// A key state word that names no producer: tag `tag` at key-slot generation `gen`.
+#[inline]
+fn key_word(gen: u32, tag: u64) -> u64 {
+    word(gen, tag as u32)
+}
 
 #[inline]
 fn word(gen: u32, low: u32) -> u64 {
@@ -98,11 +114,12 @@ fn key_live(node: NodeRef) -> u64 {
 /// What a job needs once it is ready; written by its submitter before the node is published.
 #[derive(Clone, Copy)]
 struct Info {
-    key: JobKey,
+    job: JobKey,
     tenant: TenantId,
     class: ClassId,
     priority: Priority,
-    key_slot: u32,
+    /// The key slot the node is published on.
+    key: KeyRef,
 }
 
 struct Node {
@@ -125,17 +142,6 @@ struct Edge {
     next: AtomicU32,
     target: AtomicU64,
     gate: AtomicU32,
-}
-
-struct KeySlot {
-    ident: AtomicU64,
-    state: AtomicU64,
-    /// The key's version: incarnation and generation (`keys::GEN_BITS`); 0 when it has none
-    /// (removed). Changed only under the topology lock, except a creation (0 to a fresh
-    /// incarnation, one CAS).
-    ver: AtomicU64,
-    /// Waiter list head (edge index), touched under the topology lock only.
-    waiters: AtomicU32,
 }
 
 /// A lock-free stack of free slot indices, tagged against ABA.
@@ -204,7 +210,9 @@ pub struct LockFreeGraph {
     dep_keys: Box<[AtomicU64]>,
     edges: Box<[Edge]>,
     keys: Box<[KeySlot]>,
+    index: Index,
     free_nodes: FreeList,
+    free_keys: FreeList,
     free_edges: FreeList,
     topology: Mutex<()>,
     /// Set (under the topology lock) by `shutdown`: no dependency parks on a key any more.
@@ -270,11 +278,11 @@ impl LockFreeGraph {
                 dep_count: AtomicU32::new(0),
                 ver: AtomicU64::new(0),
                 info: UnsafeCell::new(Info {
-                    key: JobKey::new(0),
+                    job: JobKey::new(0),
                     tenant: TenantId(0),
                     class: ClassId(0),
                     priority: 0,
-                    key_slot: 0,
+                    key: KeyRef { slot: 0, gen: 0 },
                 }),
                 outcome: UnsafeCell::new(None),
             })
@@ -287,13 +295,9 @@ impl LockFreeGraph {
                 gate: AtomicU32::new(0),
             })
             .collect();
-        let keys: Box<[KeySlot]> = (0..bounds.keys)
-            .map(|_| KeySlot {
-                ident: AtomicU64::new(0),
-                state: AtomicU64::new(K_NONE),
-                ver: AtomicU64::new(0),
-                waiters: AtomicU32::new(NIL),
-            })
+        let nk = bounds.keys;
+        let keys: Box<[KeySlot]> = (0..nk)
+            .map(|i| KeySlot::new(if i + 1 < nk { i + 1 } else { NIL }))
             .collect();
         let dep_keys = (0..u64::from(n) * u64::from(bounds.max_deps))
             .map(|_| AtomicU64::new(0))
@@ -303,7 +307,11 @@ impl LockFreeGraph {
             dep_keys,
             edges,
             keys,
+            index: Index::new(nk),
             free_nodes: FreeList {
+                head: AtomicU64::new(word(0, 0)),
+            },
+            free_keys: FreeList {
                 head: AtomicU64::new(word(0, 0)),
             },
             free_edges: FreeList {
@@ -349,49 +357,6 @@ impl LockFreeGraph {
         self.free_edges
             .push(i, |n| edge.next.store(n, Ordering::Relaxed));
         dec(&self.gauges.edges);
-    }
-
-    /// The key slot of `ident`, claiming an empty one if `insert`. `None`: not present, or the
-    /// table is full.
-    fn find_key(&self, ident: u64, insert: bool) -> Option<u32> {
-        let k = self.find_slot(ident, insert)?;
-        if insert {
-            self.ensure_version(k);
-        }
-        Some(k)
-    }
-
-    /// The key slot of `ident`, claiming an empty one if `insert`.
-    fn find_slot(&self, ident: u64, insert: bool) -> Option<u32> {
-        let mask = self.keys.len() - 1;
-        let mut i = (ident.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 17) as usize & mask;
-        for _ in 0..self.keys.len() {
-            let slot = &self.keys[i];
-            // Relaxed: the identity is the only data of a claim; the key's state word carries
-            // its own orderings.
-            let cur = slot.ident.load(Ordering::Relaxed);
-            if cur == ident {
-                return Some(i as u32);
-            }
-            if cur == 0 {
-                if !insert {
-                    return None;
-                }
-                match slot
-                    .ident
-                    .compare_exchange(0, ident, Ordering::Relaxed, Ordering::Relaxed)
-                {
-                    Ok(_) => {
-                        inc(&self.gauges.keys);
-                        return Some(i as u32);
-                    }
-                    Err(c) if c == ident => return Some(i as u32),
-                    Err(_) => {}
-                }
-            }
-            i = (i + 1) & mask;
-        }
-        None
     }
 
     /// Counts one gate of `target` as met or failed; a node whose count reaches zero fires
@@ -549,9 +514,9 @@ impl LockFreeGraph {
         // Release: pairs with a linker's Acquire load of the key after it saw this node's
         // generation move on. Only while the key still names this node: after `advance` or
         // `remove` it names the next generation (SPEC D20).
-        let _ = self.keys[info.key_slot as usize].state.compare_exchange(
+        let _ = self.key(info.key).state.compare_exchange(
             key_live(node),
-            tag,
+            key_word(info.key.gen, tag),
             Ordering::Release,
             Ordering::Relaxed,
         );
@@ -573,11 +538,13 @@ impl LockFreeGraph {
         let mut failed = NIL;
         for key in self.keys.iter() {
             // Relaxed: waiter lists and `K_WAITING` change only under this lock.
-            if key.state.load(Ordering::Relaxed) != K_WAITING {
+            let st = key.state.load(Ordering::Relaxed);
+            if st & K_TAGS != K_WAITING {
                 continue;
             }
             let mut w = key.waiters.swap(NIL, Ordering::Relaxed);
-            key.state.store(K_NONE, Ordering::Relaxed);
+            key.state
+                .store(key_word(gen_of(st), K_NONE), Ordering::Relaxed);
             while w != NIL {
                 let edge = &self.edges[w as usize];
                 let next = edge.next.load(Ordering::Relaxed);

@@ -170,6 +170,8 @@ impl State {
         }
         self.vers.remove(&ident);
         let (live, waiters) = self.detach(ident, true);
+        // The key's entry goes: its room serves another key (SPEC D24).
+        self.keys.remove(&ident);
         Some((
             live.map(|p| self.mark_retired(p, CANCELLED_REMOVED)),
             waiters,
