@@ -9,7 +9,7 @@
 mod common;
 
 use common::{poll_once, Harness};
-use fairway::{Assignment, Baseline, ClassId, LockFree, Mechanism};
+use fairway::{Assignment, Baseline, ClassId, LockFree, Mechanism, Ring};
 use proptest::prelude::*;
 use std::pin::Pin;
 use std::task::Poll;
@@ -248,6 +248,20 @@ fn q02_lockfree_and_baseline_agree() {
         ran.set(ran.get() + 1);
         let a = run::<LockFree>(&ops);
         let b = run::<Baseline>(&ops);
+        let r = run::<Ring>(&ops);
+        if r != b {
+            let first = r
+                .iter()
+                .zip(&b)
+                .position(|(x, y)| x != y)
+                .unwrap_or(r.len().min(b.len()));
+            let lo = first.saturating_sub(12);
+            return Err(TestCaseError::fail(format!(
+                "engines diverge at log line {first}\nring:\n{}\nbaseline:\n{}",
+                r[lo..(first + 3).min(r.len())].join("\n"),
+                b[lo..(first + 3).min(b.len())].join("\n")
+            )));
+        }
         if a != b {
             let first = a
                 .iter()

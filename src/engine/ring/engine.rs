@@ -525,6 +525,22 @@ impl<T: Send + 'static> RingClass<T> {
         self.sweeping.store(false, Ordering::Release);
     }
 
+    /// Compacts tenants that wait in the ring (their tombstones hold slots until their turn),
+    /// behind the sweep token; skipped if another thread holds it.
+    fn compact(&self) {
+        // Acquire: pairs with the Release store that gave the token up.
+        if self.sweeping.swap(true, Ordering::Acquire) {
+            return;
+        }
+        pause::point("ring.sweep_held");
+        self.core.compact_waiting();
+        // Release: pairs with the next taker's Acquire swap.
+        self.sweeping.store(false, Ordering::Release);
+        if self.core.take_handed_back() {
+            self.wake_helper();
+        }
+    }
+
     /// The enqueue fast path: nothing queued and a credit free (no tenant ready): granted at
     /// once. `Ok(None)`: the request must queue.
     fn try_fast(&self, ticket: &Ticket) -> Result<Option<Lease>, Error> {
@@ -675,6 +691,10 @@ impl<T: Send + 'static> ClassEngine<T> for RingClass<T> {
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |l| {
                 (l & STOPPED == 0 && l & QUEUED_MASK < cap).then_some(l + QUEUED_ONE)
             });
+        let queued = match counted {
+            Ok(l) => (l & QUEUED_MASK) as u32 + 1,
+            Err(_) => 0,
+        };
         if let Err(l) = counted {
             let e = if l & STOPPED != 0 {
                 Self::stop_error(l)
@@ -683,7 +703,15 @@ impl<T: Send + 'static> ClassEngine<T> for RingClass<T> {
             };
             return refused(e, pull);
         }
-        let index = match self.core.alloc(ticket.tenant, 2) {
+        // The other tenants may still queue `queue_capacity - queued` live requests: a tenant at
+        // its cap of slots gets one only while more than that are free.
+        let reserve = self.queue_capacity.saturating_sub(queued);
+        let index = match self.core.alloc(ticket.tenant, 2, reserve).or_else(|Full| {
+            // No slot: tombstones of tenants waiting for a turn hold them. Compact them
+            // (the rare slow path, behind the sweep token) and try once more.
+            self.compact();
+            self.core.alloc(ticket.tenant, 2, reserve)
+        }) {
             Ok(i) => i,
             Err(Full) => {
                 self.life_add(0u64.wrapping_sub(QUEUED_ONE));

@@ -85,6 +85,11 @@ pub(crate) struct Core {
     free: Scq,
     /// Set when a call hands a turn back (SPEC F25), for the engine to wake a waiter.
     handed: AtomicU32,
+    /// Free slots, about (for the cap's reserve in `alloc`).
+    vacant: AtomicU32,
+    /// The turns [`compact_waiting`](Self::compact_waiting) holds, one per tenant at most;
+    /// its `try_lock` is that slow path's try-token (never waited for).
+    compacting: std::sync::Mutex<Vec<Turn>>,
 }
 
 impl Core {
@@ -105,6 +110,8 @@ impl Core {
             tenant_cap: slots,
             free,
             handed: AtomicU32::new(0),
+            vacant: AtomicU32::new(slots),
+            compacting: std::sync::Mutex::new(Vec::with_capacity(tenants as usize)),
         }
     }
 
@@ -129,7 +136,7 @@ impl Core {
         now: u64,
         on_grant: &mut impl FnMut(u32),
     ) -> Result<u32, Full> {
-        let index = self.alloc(tenant, 1)?;
+        let index = self.alloc(tenant, 1, u32::MAX)?;
         self.submit(index, tenant, meta, now, on_grant);
         Ok(index)
     }
@@ -137,10 +144,17 @@ impl Core {
     /// Takes a free slot for a request of `tenant`, held by `refs` references (the entry's own,
     /// which a grant hands to its taker, and `refs - 1` the caller keeps). The caller fills its
     /// own data for the slot, then queues it with [`submit`](Self::submit).
-    pub(crate) fn alloc(&self, tenant: u32, refs: u64) -> Result<u32, Full> {
+    ///
+    /// A tenant at its cap ([`with_tenant_cap`](Self::with_tenant_cap)) still gets a slot while
+    /// more than `reserve` slots are free (the caller's bound on the live requests the other
+    /// tenants may still queue), so the cap refuses only when its slots are needed elsewhere.
+    pub(crate) fn alloc(&self, tenant: u32, refs: u64, reserve: u32) -> Result<u32, Full> {
         debug_assert!((1..REF_MASK).contains(&refs));
-        // Relaxed: a count checked against the cap; the slot itself comes from the free list.
-        if self.held[tenant as usize].fetch_add(1, Ordering::Relaxed) >= self.tenant_cap {
+        // Relaxed: counts checked against the cap and the reserve (hints: a race lets one
+        // request past either, never a slot be shared); the slot itself comes from the free list.
+        if self.held[tenant as usize].fetch_add(1, Ordering::Relaxed) >= self.tenant_cap
+            && self.vacant.load(Ordering::Relaxed) <= reserve
+        {
             self.held[tenant as usize].fetch_sub(1, Ordering::Relaxed);
             return Err(Full);
         }
@@ -148,6 +162,8 @@ impl Core {
             self.held[tenant as usize].fetch_sub(1, Ordering::Relaxed);
             return Err(Full);
         };
+        // Relaxed: a count (see above).
+        self.vacant.fetch_sub(1, Ordering::Relaxed);
         // Relaxed: the slot is ours (the free list's pop ordered the previous holder's last
         // drop before this); published with the entry by the Release store in `submit`.
         self.refs[index as usize].fetch_add(refs, Ordering::Relaxed);
@@ -234,6 +250,8 @@ impl Core {
         if old & REF_MASK == 1 {
             // Relaxed: published by the free list's push.
             self.entry[index as usize].store(VACANT, Ordering::Relaxed);
+            // Relaxed: a count (see `alloc`).
+            self.vacant.fetch_add(1, Ordering::Relaxed);
             self.free.push(index);
         }
     }
@@ -323,15 +341,29 @@ impl Core {
         self.turns.counters()
     }
 
-    /// Runs `turn`, one tenant's turn: that is the call's whole share of dispatch work (SPEC
-    /// F25). A turn its end hands on (its credit met a ready tenant, or its requeued tenant met a
-    /// free credit) is handed back at once, for the next call on `ctl` or a poller's
-    /// [`help`](Self::help) to run.
+    /// Runs `turn`, and the turns its end hands on, within one F19-sized pass: at most
+    /// [`TURN_CANDIDATES`] candidates offered (grants and dropped tombstones) across them, each
+    /// turn counting at least one (SPEC F25). A turn handed on once the pass is spent is handed
+    /// back at once, for the next call on `ctl` or a poller's [`help`](Self::help) to run.
     fn run(&self, turn: Turn, now: u64, on_grant: &mut impl FnMut(u32)) {
-        if let Some(next) = self.run_one(turn, now, on_grant) {
-            self.turns.hand_back(next);
-            // Relaxed: a hint; the handed-back turn itself is published by `ctl`.
-            self.handed.store(1, Ordering::Relaxed);
+        let mut pass = TURN_CANDIDATES;
+        let mut turn = turn;
+        loop {
+            let before = pass;
+            let next = self.run_one(turn, now, on_grant, &mut pass);
+            if pass == before {
+                pass = pass.saturating_sub(1);
+            }
+            match next {
+                Some(next) if pass > 0 => turn = next,
+                Some(next) => {
+                    self.turns.hand_back(next);
+                    // Relaxed: a hint; the handed-back turn itself is published by `ctl`.
+                    self.handed.store(1, Ordering::Relaxed);
+                    return;
+                }
+                None => return,
+            }
         }
     }
 
@@ -348,7 +380,13 @@ impl Core {
     }
 
     /// One turn: grants up to the tenant's DRR round, taking a free credit per extra grant.
-    fn run_one(&self, turn: Turn, now: u64, on_grant: &mut impl FnMut(u32)) -> Option<Turn> {
+    fn run_one(
+        &self,
+        turn: Turn,
+        now: u64,
+        on_grant: &mut impl FnMut(u32),
+        pass: &mut u32,
+    ) -> Option<Turn> {
         let tenant = turn.tenant();
         // SAFETY: `turn` is this tenant's turn, held by this thread until `end_turn` below;
         // the handle is not used after it.
@@ -365,7 +403,7 @@ impl Core {
         // Candidates this turn may offer (SPEC F19, F25): grants and tombstones alike. A
         // cleanup turn (no credit) grants nothing: it only unlinks tombstones.
         let mut budget = if turn.has_credit() {
-            TURN_CANDIDATES
+            *pass
         } else {
             self.purge(&mut own);
             0
@@ -402,6 +440,9 @@ impl Core {
         if !front {
             own.end_round();
         }
+        if turn.has_credit() {
+            *pass = budget;
+        }
         self.turns.end_turn_at(turn, spent, front, || {
             own.absorb();
             // Nothing linked: nothing to do, whatever the live count says (a canceller stopped
@@ -417,6 +458,51 @@ impl Core {
             }
             more
         })
+    }
+
+    /// Compaction of tenants that wait in the ring (the rare slow path: the caller found no
+    /// free slot). Takes every ready tenant's turn without a credit (up to the ready count),
+    /// unlinks their tombstones and frees their slots, then requeues them ahead of the ring in
+    /// the order they were popped, which keeps the order in which they would have been served
+    /// (or lets them go idle). Behind a try-token of its own (the buffer's `try_lock`): a
+    /// second caller returns 0 at once. Returns the slots freed.
+    pub(crate) fn compact_waiting(&self) -> u32 {
+        let Ok(mut held) = self.compacting.try_lock() else {
+            return 0;
+        };
+        let (_, ready) = self.turns.counters();
+        for _ in 0..ready {
+            match self.turns.claim_cleanup() {
+                // The buffer holds one turn per tenant at most: no allocation.
+                Some(turn) if held.len() < held.capacity() => held.push(turn),
+                Some(turn) => {
+                    let _ = self.turns.end_turn_at(turn, false, true, || true);
+                    break;
+                }
+                None => break,
+            }
+        }
+        let mut freed = 0;
+        for turn in held.drain(..) {
+            let tenant = turn.tenant();
+            // SAFETY: `turn` is this tenant's turn, held by this thread until `end_turn_at`
+            // below; the handle is not used after it.
+            let mut own = unsafe { self.tenants.owner(tenant) };
+            own.absorb();
+            let before = own.len();
+            let left = self.purge(&mut own);
+            freed += before - left;
+            let next = self.turns.end_turn_at(turn, false, true, || {
+                own.absorb();
+                own.len() > 0 && (self.has_live(tenant) || self.purge(&mut own) > 0)
+            });
+            if let Some(next) = next {
+                self.turns.hand_back(next);
+                // Relaxed: as in `run`.
+                self.handed.store(1, Ordering::Relaxed);
+            }
+        }
+        freed
     }
 
     /// Whether `tenant` has requests still `QUEUED`.

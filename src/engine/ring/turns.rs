@@ -148,6 +148,23 @@ impl Turns {
         Some(self.claim())
     }
 
+    /// Takes a ready tenant's turn *without* a credit (a cleanup turn: it may unlink
+    /// tombstones, never grant), for the rare compaction of tenants that wait in the ring while
+    /// no cell is free. End it with [`end_turn_at`](Self::end_turn_at) and `front`, so the
+    /// tenant keeps its place. `None` if no tenant is ready.
+    pub(crate) fn claim_cleanup(&self) -> Option<Turn> {
+        // AcqRel: as in `add` (the unit counts a completed push; Acquire sees it).
+        self.ctl
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |c| {
+                let r = READY.get(c);
+                (r > 0).then(|| READY.set(c, r - 1))
+            })
+            .ok()?;
+        let mut turn = self.claim();
+        turn.credit = false;
+        Some(turn)
+    }
+
     /// After taking a ready unit: pops a tenant id and takes its turn.
     fn claim(&self) -> Turn {
         // The unit counts an id whose push into `front` or `ring` completed. Another taker may
