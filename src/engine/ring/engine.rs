@@ -523,6 +523,9 @@ impl<T: Send + 'static> RingClass<T> {
         }
         // Release: pairs with the next taker's Acquire swap.
         self.sweeping.store(false, Ordering::Release);
+        if self.core.take_handed_back() {
+            self.wake_helper();
+        }
     }
 
     /// Compacts tenants that wait in the ring (their tombstones hold slots until their turn),
@@ -536,9 +539,6 @@ impl<T: Send + 'static> RingClass<T> {
         self.core.compact_waiting();
         // Release: pairs with the next taker's Acquire swap.
         self.sweeping.store(false, Ordering::Release);
-        if self.core.take_handed_back() {
-            self.wake_helper();
-        }
     }
 
     /// The enqueue fast path: nothing queued and a credit free (no tenant ready): granted at

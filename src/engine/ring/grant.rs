@@ -494,7 +494,12 @@ impl Core {
             freed += before - left;
             let next = self.turns.end_turn_at(turn, false, true, || {
                 own.absorb();
-                own.len() > 0 && (self.has_live(tenant) || self.purge(&mut own) > 0)
+                let more = own.len() > 0 && (self.has_live(tenant) || self.purge(&mut own) > 0);
+                if !more {
+                    // Leaving the ring: the next round starts afresh (as in `run_one`).
+                    own.end_round();
+                }
+                more
             });
             if let Some(next) = next {
                 self.turns.hand_back(next);
