@@ -463,8 +463,7 @@ impl Core {
     /// Compaction of tenants that wait in the ring (the rare slow path: the caller found no
     /// free slot). Takes every ready tenant's turn without a credit (up to the ready count),
     /// unlinks their tombstones and frees their slots, then requeues them ahead of the ring in
-    /// the order they were popped, which keeps the order in which they would have been served
-    /// (or lets them go idle). Behind a try-token of its own (the buffer's `try_lock`): a
+    /// the order they were popped, which keeps the order in which they would have been served. Behind a try-token of its own (the buffer's `try_lock`): a
     /// second caller returns 0 at once. Returns the slots freed.
     pub(crate) fn compact_waiting(&self) -> u32 {
         let Ok(mut held) = self.compacting.try_lock() else {
@@ -492,15 +491,9 @@ impl Core {
             let before = own.len();
             let left = self.purge(&mut own);
             freed += before - left;
-            let next = self.turns.end_turn_at(turn, false, true, || {
-                own.absorb();
-                let more = own.len() > 0 && (self.has_live(tenant) || self.purge(&mut own) > 0);
-                if !more {
-                    // Leaving the ring: the next round starts afresh (as in `run_one`).
-                    own.end_round();
-                }
-                more
-            });
+            // The tenant keeps its place even with nothing live left (the policy keeps an
+            // emptied tenant in its rotation until its turn): its next turn, stale, lets it go.
+            let next = self.turns.end_turn_at(turn, false, true, || true);
             if let Some(next) = next {
                 self.turns.hand_back(next);
                 // Relaxed: as in `run`.
