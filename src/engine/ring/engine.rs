@@ -185,6 +185,12 @@ unsafe impl<T: Send> Sync for RingClass<T> {}
 unsafe impl<T: Send> Send for RingClass<T> {}
 
 impl<T: Send + 'static> RingClass<T> {
+    /// The scheduler's ledger (the models admit through it).
+    #[cfg(all(test, loom))]
+    pub(super) fn ledger(&self) -> &Ledger {
+        &self.ledger
+    }
+
     fn slot(&self, index: u32) -> &Slot<T> {
         &self.slots[index as usize]
     }

@@ -85,6 +85,9 @@ pub(crate) struct Core {
     free: Scq,
     /// Set when a call hands a turn back (SPEC F25), for the engine to wake a waiter.
     handed: AtomicU32,
+    /// Candidates one call's pass offers at most ([`TURN_CANDIDATES`]; smaller in models that
+    /// need the bound reached after one turn).
+    pass: u32,
     /// Free slots, about (for the cap's reserve in `alloc`).
     vacant: AtomicU32,
     /// The turns [`compact_waiting`](Self::compact_waiting) holds, one per tenant at most;
@@ -110,6 +113,7 @@ impl Core {
             tenant_cap: slots,
             free,
             handed: AtomicU32::new(0),
+            pass: TURN_CANDIDATES,
             vacant: AtomicU32::new(slots),
             compacting: std::sync::Mutex::new(Vec::with_capacity(tenants as usize)),
         }
@@ -123,6 +127,14 @@ impl Core {
     /// (SPEC F24).
     pub(crate) fn with_tenant_cap(mut self, cap: u32) -> Core {
         self.tenant_cap = cap;
+        self
+    }
+
+    /// Bounds one call's pass at `candidates` (at least 1) instead of [`TURN_CANDIDATES`]: for
+    /// models that reach the F25 bound after one turn.
+    #[cfg(test)]
+    pub(crate) fn with_pass(mut self, candidates: u32) -> Core {
+        self.pass = candidates.clamp(1, TURN_CANDIDATES);
         self
     }
 
@@ -346,7 +358,7 @@ impl Core {
     /// turn counting at least one (SPEC F25). A turn handed on once the pass is spent is handed
     /// back at once, for the next call on `ctl` or a poller's [`help`](Self::help) to run.
     fn run(&self, turn: Turn, now: u64, on_grant: &mut impl FnMut(u32)) {
-        let mut pass = TURN_CANDIDATES;
+        let mut pass = self.pass;
         let mut turn = turn;
         loop {
             let before = pass;

@@ -18,3 +18,6 @@ pub(crate) mod tenant;
 pub(crate) mod turns;
 
 pub use engine::RingClass;
+
+#[cfg(all(test, loom))]
+mod loom_engine;
