@@ -132,7 +132,7 @@ impl Core {
 
     /// Bounds one call's pass at `candidates` (at least 1) instead of [`TURN_CANDIDATES`]: for
     /// models that reach the F25 bound after one turn.
-    #[cfg(test)]
+    #[cfg(all(test, loom))]
     pub(crate) fn with_pass(mut self, candidates: u32) -> Core {
         self.pass = candidates.clamp(1, TURN_CANDIDATES);
         self
