@@ -270,11 +270,9 @@ fn q02_lockfree_and_baseline_agree() {
 }
 
 /// The tenant-ring engine against the baseline, as `q02_lockfree_and_baseline_agree` (same
-/// generator, seed and case count). Ignored: single-threaded grant order still diverges from
-/// the policy's in one known case (README, Deviations: Ring and the differential test). Run by
-/// hand: `cargo test --test differential -- --ignored q02_ring` (`FAIRWAY_DIFF_CASES=10000`).
+/// generator, seed and case count; by hand: `FAIRWAY_DIFF_CASES=10000`). Its single-threaded
+/// outcomes and grant orders must equal the policy's.
 #[test]
-#[ignore = "known divergence, README Deviations (Ring); run by hand with -- --ignored"]
 fn q02_ring_and_baseline_agree() {
     use proptest::test_runner::{FileFailurePersistence, RngSeed, TestRunner};
     let (cases, seed) = (cases(), seed());
