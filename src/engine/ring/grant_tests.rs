@@ -346,13 +346,12 @@ fn f24_ring_turn_holder_paused_other_tenant_granted_within_100ms() {
     assert_eq!(got, [b], "tenant 0 is owned: the credit stays free");
     gate.release();
     // The owner grants the first request and sees the second: tenant 0 goes back to the ring,
-    // where it meets the free credit. That next turn is handed back (F25): a poller's help runs
-    // it and grants the second request.
+    // where it meets the free credit. That next turn is within the owner's pass (F25): it grants
+    // the second request too, and nothing is left for a poller.
     let first = paused.join().unwrap();
-    assert_eq!(first.len(), 1);
-    assert_eq!(core.state(a1), QUEUED);
-    assert!(core.help(0, &mut |g| got.push(g)));
+    assert_eq!(first.len(), 2);
     assert_eq!(core.state(a1), GRANTED);
+    assert!(!core.help(0, &mut |g| got.push(g)));
 }
 
 /// SPEC F24 at `ring.announce`: a producer stopped after publishing its request in tenant 0's
@@ -431,9 +430,9 @@ fn f24_ring_canceller_paused_after_marking_delays_nobody() {
     let b = core.enqueue(1, plain(1), 0, &mut sink).unwrap();
     assert!(core.take(held));
     core.release(0, &mut sink);
-    // The release ran tenant 0's turn (the tombstone) and handed the turn its credit met back
-    // (F25); a poller runs it.
-    assert!(core.help(0, &mut sink));
+    // The release ran tenant 0's turn (the tombstone) and, within its pass (F25), the turn its
+    // credit met: tenant 1's. Nothing is left for a poller.
+    assert!(!core.help(0, &mut sink));
     assert_eq!(
         *got.borrow(),
         [held, b],
