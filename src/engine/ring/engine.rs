@@ -74,6 +74,9 @@ const F_QUARANTINED: u32 = 6;
 /// Fate: failed; the error is in the slot.
 const F_FAILED: u32 = 7;
 
+/// Slots the deadline sweep looks at per call.
+const SWEEP_CHUNK: u32 = 256;
+
 /// A slot's `helper`: no waiter slot claimed.
 const NO_HELPER: u32 = u32::MAX;
 
@@ -169,8 +172,16 @@ pub struct RingClass<T> {
     /// it stops waiting), woken when a call hands a turn back (SPEC F25): any of them takes it.
     pending: ExecWaiters,
     stats: ClassStats,
-    /// The earliest deadline of a queued entry the sweep has not seen (`u64::MAX`: none).
+    /// The sweep's trigger: at or below the earliest deadline of a queued entry (`u64::MAX`:
+    /// none known). Stays passed while a sweep cycle is under way.
     earliest: AtomicU64,
+    /// Deadlines queued since the current sweep cycle began (producers `fetch_min` them here and
+    /// into `earliest`), folded into `earliest` at the cycle's end.
+    fresh: AtomicU64,
+    /// The next slot the sweep looks at, and the earliest deadline it kept this cycle (touched
+    /// only under the sweep token).
+    cursor: AtomicU32,
+    cycle_min: AtomicU64,
     /// The sweep's try-token.
     sweeping: AtomicBool,
     lease_since: Box<[AtomicU64]>,
@@ -490,7 +501,9 @@ impl<T: Send + 'static> RingClass<T> {
     }
 
     /// The deadline sweep (SPEC F46), behind its own try-token, when the earliest deadline has
-    /// passed: ends the expired queued entries and remembers the earliest of the rest.
+    /// passed: ends the expired queued entries among the next [`SWEEP_CHUNK`] slots (a cycle
+    /// over every slot takes as many calls as it needs, each bounded), and at the end of a cycle
+    /// sets `earliest` to the earliest deadline of the entries left.
     fn maybe_sweep(&self, now: u64) {
         // Relaxed: a hint; the token and the scan decide.
         if now < self.earliest.load(Ordering::Relaxed) {
@@ -501,10 +514,21 @@ impl<T: Send + 'static> RingClass<T> {
             return;
         }
         pause::point("ring.sweep_held");
-        // AcqRel: an RMW, so a producer's later `fetch_min` is kept, and an earlier one's entry
-        // (queued before it) is seen by the scan below.
-        self.earliest.swap(u64::MAX, Ordering::AcqRel);
-        for index in 0..self.slots.len() as u32 {
+        let n = self.slots.len() as u32;
+        // Relaxed: touched only under the token, whose Acquire/Release order it.
+        let start = self.cursor.load(Ordering::Relaxed);
+        let mut least = if start == 0 {
+            // A new cycle. AcqRel: an RMW, so a producer's later `fetch_min` on `fresh` is
+            // kept for the cycle's end, and an earlier one's entry (queued before it) is seen
+            // by this cycle's scan.
+            self.fresh.swap(u64::MAX, Ordering::AcqRel);
+            u64::MAX
+        } else {
+            // Relaxed: as `cursor`.
+            self.cycle_min.load(Ordering::Relaxed)
+        };
+        let end = start.saturating_add(SWEEP_CHUNK).min(n);
+        for index in start..end {
             if self.core.state(index) != QUEUED {
                 continue;
             }
@@ -520,12 +544,29 @@ impl<T: Send + 'static> RingClass<T> {
                 {
                     self.book_end(i, F_EXPIRED, &mut after);
                 }
-            } else if deadline != u64::MAX && self.core.state(i) == QUEUED {
-                // AcqRel: as above.
-                self.earliest.fetch_min(deadline, Ordering::AcqRel);
+            } else if self.core.state(i) == QUEUED {
+                least = least.min(deadline);
             }
             self.core.unref(i);
             self.finish(after, now);
+        }
+        if end == n {
+            // Relaxed: as `cursor`.
+            self.cursor.store(0, Ordering::Relaxed);
+            // AcqRel: reads from the last producer `fetch_min` on `earliest` before it, so that
+            // producer's earlier `fetch_min` on `fresh` is seen by the load below; a later one
+            // applies its minimum to the value stored here.
+            self.earliest.swap(least, Ordering::AcqRel);
+            // Acquire: pairs with the producers' AcqRel `fetch_min`.
+            let fresh = self.fresh.load(Ordering::Acquire);
+            if fresh < least {
+                // AcqRel: as the producers'.
+                self.earliest.fetch_min(fresh, Ordering::AcqRel);
+            }
+        } else {
+            // Relaxed: as `cursor`.
+            self.cursor.store(end, Ordering::Relaxed);
+            self.cycle_min.store(least, Ordering::Relaxed);
         }
         // Release: pairs with the next taker's Acquire swap.
         self.sweeping.store(false, Ordering::Release);
@@ -663,6 +704,9 @@ impl<T: Send + 'static> ClassEngine<T> for RingClass<T> {
             pending: ExecWaiters::new(ExecWaiters::slots_for(s.cells)),
             stats: ClassStats::new(),
             earliest: AtomicU64::new(u64::MAX),
+            fresh: AtomicU64::new(u64::MAX),
+            cursor: AtomicU32::new(0),
+            cycle_min: AtomicU64::new(u64::MAX),
             sweeping: AtomicBool::new(false),
             lease_since: (0..s.cells).map(|_| AtomicU64::new(u64::MAX)).collect(),
         })
@@ -758,7 +802,8 @@ impl<T: Send + 'static> ClassEngine<T> for RingClass<T> {
         });
         self.finish(after, now);
         if ticket.deadline != u64::MAX {
-            // AcqRel: see `maybe_sweep`.
+            // AcqRel: see `maybe_sweep`; `fresh` first.
+            self.fresh.fetch_min(ticket.deadline, Ordering::AcqRel);
             self.earliest.fetch_min(ticket.deadline, Ordering::AcqRel);
         }
         // An RMW, not a load: ordered against the RMW that set SHUT/DEAD, after which the
