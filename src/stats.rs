@@ -154,6 +154,18 @@ impl ClassStats {
         saturating_add(&self.fast_grants, 1);
     }
 
+    /// Records one grant after waiting `wait` nanoseconds, from any thread (an engine with no
+    /// exclusive section around its grants): read-modify-writes.
+    #[inline]
+    pub(crate) fn record_grant_waited(&self, wait: u64) {
+        saturating_add(&self.buckets[bucket_of(wait).min(STORED - 1)], 1);
+        if wait > 0 {
+            saturating_add(&self.wait_total, wait);
+            // Relaxed: statistics only.
+            self.wait_max.fetch_max(wait, Ordering::Relaxed);
+        }
+    }
+
     /// Records one grant after waiting `wait` nanoseconds, without a read-modify-write.
     ///
     /// The caller must be the only writer of the wait counters at this moment: it holds the

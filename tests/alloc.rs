@@ -5,8 +5,8 @@
 
 use fairway::admission::{AdmissionRequest, ClassSpec, Ledger, LedgerConfig};
 use fairway::{
-    AdmittedRequest, CancellationToken, ClassId, LockFree, Mechanism, RequestId, Scheduler,
-    TenantId,
+    AdmittedRequest, CancellationToken, ClassId, LockFree, Mechanism, RequestId,
+    Ring as RingEngine, Scheduler, TenantId,
 };
 use fairway_bench_support::alloc::{count, Counting};
 use std::future::Future;
@@ -59,9 +59,8 @@ impl<M: Mechanism> Fixture<M> {
     }
 }
 
-#[test]
-fn q03_fast_path_cycle_does_not_allocate() {
-    let f = Fixture::<LockFree>::new(1);
+fn q03_fast_path_cycle_does_not_allocate_on<M: Mechanism>() {
+    let f = Fixture::<M>::new(1);
     // Warm-up: lazily initialised statics (the clock, thread-locals) may allocate once.
     f.sched.try_enqueue(f.request(0)).unwrap().release();
     let n = count(|| {
@@ -75,9 +74,8 @@ fn q03_fast_path_cycle_does_not_allocate() {
     );
 }
 
-#[test]
-fn q03_queued_grant_and_cancel_cycles_do_not_allocate() {
-    let f = Fixture::<LockFree>::new(1);
+fn q03_queued_grant_and_cancel_cycles_do_not_allocate_on<M: Mechanism>() {
+    let f = Fixture::<M>::new(1);
     let waker = Waker::noop();
     let mut cx = Context::from_waker(waker);
     // Request ids are per tenant here (id = tenant, so the per-tenant tokens can be reused), and
@@ -118,9 +116,8 @@ fn q03_queued_grant_and_cancel_cycles_do_not_allocate() {
     assert!(f.ledger.usage().is_zero());
 }
 
-#[test]
-fn q03_pull_mode_cycle_does_not_allocate() {
-    let f = Fixture::<LockFree>::new(2);
+fn q03_pull_mode_cycle_does_not_allocate_on<M: Mechanism>() {
+    let f = Fixture::<M>::new(2);
     let cycle = |i: u64| {
         f.sched.submit(f.request(i), i).unwrap();
         let job = f.sched.try_next(ClassId(0)).unwrap().unwrap();
@@ -148,11 +145,10 @@ fn q03_ring_and_arena_do_not_allocate() {
     assert_eq!(n, 0, "{n} allocations in {OPS} ring and arena cycles");
 }
 
-#[test]
-fn f02_after_build_no_operation_allocates() {
+fn f02_after_build_no_operation_allocates_on<M: Mechanism>() {
     // Building allocates; afterwards enqueue (fast and queued), cancel by handle and by drop,
     // release, quarantine and shutdown do not.
-    let f = Fixture::<LockFree>::new(2);
+    let f = Fixture::<M>::new(2);
     let waker = Waker::noop();
     let mut cx = Context::from_waker(waker);
     let n = count(|| {
@@ -177,9 +173,8 @@ fn f02_after_build_no_operation_allocates() {
 /// The whole host path of a token-less request — admit, enqueue (granted at once, or queued
 /// behind a held cell and granted by a release), release, refund — allocates nothing, with a
 /// fresh request id every time.
-#[test]
-fn q03_token_less_request_path_does_not_allocate() {
-    let f = Fixture::<LockFree>::new(1);
+fn q03_token_less_request_path_does_not_allocate_on<M: Mechanism>() {
+    let f = Fixture::<M>::new(1);
     let admit = |id: u64| {
         let t = (id % u64::from(TENANTS)) as u32;
         let permit = f
@@ -212,4 +207,54 @@ fn q03_token_less_request_path_does_not_allocate() {
         "{n} allocations in {OPS} token-less admit/enqueue/grant/release/refund cycles"
     );
     assert!(f.ledger.usage().is_zero());
+}
+
+#[test]
+fn q03_fast_path_cycle_does_not_allocate() {
+    q03_fast_path_cycle_does_not_allocate_on::<LockFree>();
+}
+
+#[test]
+fn q03_fast_path_cycle_does_not_allocate_ring() {
+    q03_fast_path_cycle_does_not_allocate_on::<RingEngine>();
+}
+
+#[test]
+fn q03_queued_grant_and_cancel_cycles_do_not_allocate() {
+    q03_queued_grant_and_cancel_cycles_do_not_allocate_on::<LockFree>();
+}
+
+#[test]
+fn q03_queued_grant_and_cancel_cycles_do_not_allocate_ring() {
+    q03_queued_grant_and_cancel_cycles_do_not_allocate_on::<RingEngine>();
+}
+
+#[test]
+fn q03_pull_mode_cycle_does_not_allocate() {
+    q03_pull_mode_cycle_does_not_allocate_on::<LockFree>();
+}
+
+#[test]
+fn q03_pull_mode_cycle_does_not_allocate_ring() {
+    q03_pull_mode_cycle_does_not_allocate_on::<RingEngine>();
+}
+
+#[test]
+fn q03_token_less_request_path_does_not_allocate() {
+    q03_token_less_request_path_does_not_allocate_on::<LockFree>();
+}
+
+#[test]
+fn q03_token_less_request_path_does_not_allocate_ring() {
+    q03_token_less_request_path_does_not_allocate_on::<RingEngine>();
+}
+
+#[test]
+fn f02_after_build_no_operation_allocates() {
+    f02_after_build_no_operation_allocates_on::<LockFree>();
+}
+
+#[test]
+fn f02_after_build_no_operation_allocates_ring() {
+    f02_after_build_no_operation_allocates_on::<RingEngine>();
 }

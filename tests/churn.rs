@@ -21,7 +21,7 @@ use fairway::admission::{AdmissionRequest, ClassSpec, Ledger, LedgerConfig, Limi
 use fairway::Reason;
 use fairway::{
     AdmittedRequest, Baseline, CancellationToken, ClassId, Code, LockFree, Mechanism, RequestId,
-    Scheduler, TenantId,
+    Ring, Scheduler, TenantId,
 };
 use std::future::Future;
 use std::pin::pin;
@@ -560,4 +560,39 @@ fn q04_executors_exit_after_shutdown_lockfree() {
 #[test]
 fn q04_executors_exit_after_shutdown_baseline() {
     executors_exit_after_shutdown::<Baseline>();
+}
+
+#[test]
+fn q04_churn_plain_threads_ring() {
+    threads::<Ring>(4, SHORT);
+}
+
+#[test]
+fn q04_churn_tokio_ring() {
+    tokio_tasks::<Ring>(16, SHORT / 4);
+}
+
+#[test]
+fn q04_churn_33_cells_ring() {
+    threads_sized::<Ring>(CELLS_33, 4, SHORT);
+    tokio_sized::<Ring>(CELLS_33, 16, SHORT / 4);
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "1000 cells: too slow under Miri")]
+fn q04_churn_1000_cells_ring() {
+    threads_sized::<Ring>(CELLS_1000, 4, SHORT);
+    tokio_sized::<Ring>(CELLS_1000, 16, SHORT / 4);
+}
+
+#[test]
+#[ignore = "long: run with --release -- --ignored"]
+fn q04_churn_long_ring() {
+    threads::<Ring>(8, 150_000);
+    tokio_tasks::<Ring>(32, 10_000);
+}
+
+#[test]
+fn q04_executors_exit_after_shutdown_ring() {
+    executors_exit_after_shutdown::<Ring>();
 }

@@ -9,7 +9,7 @@
 mod common;
 
 use common::{poll_once, Harness};
-use fairway::{Assignment, Baseline, ClassId, LockFree, Mechanism};
+use fairway::{Assignment, Baseline, ClassId, LockFree, Mechanism, Ring};
 use proptest::prelude::*;
 use std::pin::Pin;
 use std::task::Poll;
@@ -264,6 +264,47 @@ fn q02_lockfree_and_baseline_agree() {
         Ok(())
     });
     println!("DIFF cases={} seed={shown}", ran.get());
+    if let Err(e) = result {
+        panic!("{e}");
+    }
+}
+
+/// The tenant-ring engine against the baseline, as `q02_lockfree_and_baseline_agree` (same
+/// generator, seed and case count; by hand: `FAIRWAY_DIFF_CASES=10000`). Its single-threaded
+/// outcomes and grant orders must equal the policy's.
+#[test]
+fn q02_ring_and_baseline_agree() {
+    use proptest::test_runner::{FileFailurePersistence, RngSeed, TestRunner};
+    let (cases, seed) = (cases(), seed());
+    let config = ProptestConfig {
+        cases,
+        rng_seed: seed.map_or(RngSeed::Random, RngSeed::Fixed),
+        failure_persistence: Some(Box::new(FileFailurePersistence::Direct(
+            "tests/differential.proptest-regressions",
+        ))),
+        ..ProptestConfig::default()
+    };
+    let ran = std::cell::Cell::new(0u64);
+    let result = TestRunner::new(config).run(&proptest::collection::vec(op(), 1..120), |ops| {
+        ran.set(ran.get() + 1);
+        let r = run::<Ring>(&ops);
+        let b = run::<Baseline>(&ops);
+        if r != b {
+            let first = r
+                .iter()
+                .zip(&b)
+                .position(|(x, y)| x != y)
+                .unwrap_or(r.len().min(b.len()));
+            let lo = first.saturating_sub(12);
+            return Err(TestCaseError::fail(format!(
+                "engines diverge at log line {first}\nring:\n{}\nbaseline:\n{}",
+                r[lo..(first + 3).min(r.len())].join("\n"),
+                b[lo..(first + 3).min(b.len())].join("\n")
+            )));
+        }
+        Ok(())
+    });
+    println!("DIFF ring cases={}", ran.get());
     if let Err(e) = result {
         panic!("{e}");
     }

@@ -10,8 +10,10 @@
 //!   grant comes once it is let go.
 //! * Today's lock-free engine runs every grant of a class under one try-only dispatch token, so
 //!   a thread paused while holding it stalls every tenant just as the lock does. Its test
-//!   records that behaviour (README, Deviations: F24); the tenant-ring engine that removes it
-//!   must flip it to the positive assertion.
+//!   records that behaviour (README, Deviations: F24).
+//! * The tenant-ring engine ([`Ring`]) has no such token: one `f24_ring_*` test per pause point
+//!   on its paths asserts that another tenant is granted within 100 ms while a thread is parked
+//!   there.
 //!
 //! Built only with the `pause-points` feature:
 //! `cargo test --features pause-points --test f24_progress`.
@@ -21,7 +23,7 @@ mod common;
 
 use common::{poll_once, queue, Harness};
 use fairway::internals::pause::Gate;
-use fairway::{Baseline, ClassId, LockFree, Mechanism, ParkingLotMutex, StdMutex};
+use fairway::{Baseline, ClassId, LockFree, Mechanism, ParkingLotMutex, Ring, StdMutex};
 use std::sync::mpsc;
 use std::task::Poll;
 use std::time::Duration;
@@ -157,4 +159,153 @@ fn f24_pause_points_park_only_the_armed_thread_at_its_point() {
     assert_eq!(gate.hits(), 0);
     h.occupy(2).into_iter().for_each(|a| a.release());
     assert_eq!(h.sched.available_cells(ClassId(0)), Ok(2));
+}
+
+/// What the paused thread of a tenant-ring scenario does before it reaches the point.
+#[derive(Clone, Copy)]
+enum Action {
+    /// Releases one of tenant 0's cells (the grant path: `ring.credit_taken`,
+    /// `ring.turn_owned`, `scq.pop.claimed`, and the deadline sweep a release runs first).
+    Release,
+    /// Queues a request of tenant 4, idle until then (`ring.announce`, `scq.push.claimed`).
+    Enqueue,
+    /// Cancels tenant 3's queued request by handle (`ring.cancel_marked`).
+    Cancel,
+}
+
+/// The tenant-ring engine under F24: two cells held by tenant 0; tenants 1 and 2 each have a
+/// request queued, and tenant 3 one with a deadline that has passed (so the next call runs the
+/// deadline sweep). A thread armed at `point` does `action` and parks there. Another thread
+/// releases a cell and polls tenants 1's and 2's requests: one of them must be granted within
+/// 100 ms while the thread is still parked. Everything is settled once it is let go.
+fn ring_other_tenant_granted_while_paused(point: &'static str, action: Action) {
+    let h = Harness::<Ring>::new(&[(2, 16)], 8);
+    let mut held = h.occupy(2);
+    let (mut one, _) = queue(&h, h.admit(1));
+    let (mut two, _) = queue(&h, h.admit(2));
+    let (three, _) = queue(
+        &h,
+        h.admit_with(3, |r| r.deadline(Duration::from_millis(5))),
+    );
+    if !matches!(action, Action::Cancel) {
+        h.advance(Duration::from_millis(10));
+    }
+    let handle = three.handle().expect("queued");
+    let (second, first) = (held.pop().unwrap(), held.pop().unwrap());
+    let gate = Gate::new(point);
+    std::thread::scope(|s| {
+        let paused = {
+            let (gate, h) = (gate.clone(), &h);
+            s.spawn(move || {
+                gate.arm();
+                let mut extra = None;
+                match action {
+                    Action::Release => first.release(),
+                    Action::Enqueue => {
+                        let mut f = Box::pin(h.sched.enqueue(h.admit(4)));
+                        match poll_once(&mut f) {
+                            Poll::Ready(r) => r.expect("granted").release(),
+                            Poll::Pending => extra = Some(f),
+                        }
+                        first.release();
+                    }
+                    Action::Cancel => {
+                        let _ = h.sched.cancel(handle);
+                        first.release();
+                    }
+                }
+                Gate::disarm();
+                extra
+            })
+        };
+        assert!(
+            gate.wait_parked(LIMIT),
+            "the armed thread never reached {point}"
+        );
+        let (tx, rx) = mpsc::channel();
+        let other = s.spawn(move || {
+            second.release();
+            let mut done = [false, false];
+            while !(done[0] && done[1]) {
+                for (i, f) in [&mut one, &mut two].into_iter().enumerate() {
+                    if done[i] {
+                        continue;
+                    }
+                    if let Poll::Ready(r) = poll_once(f) {
+                        done[i] = true;
+                        let a = r.expect("granted");
+                        let _ = tx.send(());
+                        a.release();
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        });
+        let during = rx.recv_timeout(WINDOW).is_ok();
+        let still_paused = gate.parked() == 1 && !paused.is_finished();
+        gate.release();
+        assert!(
+            during && still_paused,
+            "{point}: another tenant granted within {WINDOW:?} while the thread is parked \
+             (granted: {during}, still parked: {still_paused})"
+        );
+        other.join().unwrap();
+        if let Some(mut f) = paused.join().unwrap() {
+            let deadline = std::time::Instant::now() + LIMIT;
+            loop {
+                match poll_once(&mut f) {
+                    Poll::Ready(r) => {
+                        r.expect("granted").release();
+                        break;
+                    }
+                    Poll::Pending if std::time::Instant::now() < deadline => {
+                        std::thread::sleep(Duration::from_millis(1))
+                    }
+                    Poll::Pending => panic!("the paused thread's request never granted"),
+                }
+            }
+        }
+    });
+    drop(three);
+    assert_eq!(
+        h.sched.available_cells(ClassId(0)),
+        Ok(2),
+        "every cell back"
+    );
+    assert_eq!(h.sched.queue_depth(ClassId(0)), Ok(0));
+}
+
+#[test]
+fn f24_ring_credit_taken_paused_other_tenant_granted_within_100ms() {
+    ring_other_tenant_granted_while_paused("ring.credit_taken", Action::Release);
+}
+
+#[test]
+fn f24_ring_turn_owned_paused_other_tenant_granted_within_100ms() {
+    ring_other_tenant_granted_while_paused("ring.turn_owned", Action::Release);
+}
+
+#[test]
+fn f24_ring_scq_pop_claimed_paused_other_tenant_granted_within_100ms() {
+    ring_other_tenant_granted_while_paused("scq.pop.claimed", Action::Release);
+}
+
+#[test]
+fn f24_ring_sweep_held_paused_other_tenant_granted_within_100ms() {
+    ring_other_tenant_granted_while_paused("ring.sweep_held", Action::Release);
+}
+
+#[test]
+fn f24_ring_announce_paused_other_tenant_granted_within_100ms() {
+    ring_other_tenant_granted_while_paused("ring.announce", Action::Enqueue);
+}
+
+#[test]
+fn f24_ring_scq_push_claimed_paused_other_tenant_granted_within_100ms() {
+    ring_other_tenant_granted_while_paused("scq.push.claimed", Action::Enqueue);
+}
+
+#[test]
+fn f24_ring_cancel_marked_paused_other_tenant_granted_within_100ms() {
+    ring_other_tenant_granted_while_paused("ring.cancel_marked", Action::Cancel);
 }

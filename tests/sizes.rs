@@ -8,7 +8,7 @@
 use fairway::admission::{AdmissionRequest, ClassSpec, Ledger, LedgerConfig};
 use fairway::{
     AdmittedRequest, Assignment, Baseline, CancellationToken, ClassId, Code, LockFree, Mechanism,
-    RequestId, Scheduler, StdMutex, TenantId,
+    RequestId, Ring, Scheduler, StdMutex, TenantId,
 };
 use fairway::{ClassConfig, Footprint};
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -493,4 +493,36 @@ fn f02_footprint_per_unit_figures() {
         Footprint::BYTES_PER_SLOT + Footprint::BYTES_PER_CELL
     );
     assert_eq!(f(1, 0, 2) - f(1, 0, 1), Footprint::BYTES_PER_TENANT);
+}
+
+#[test]
+fn f08_credit_holder_finds_its_cell_33_cells_ring() {
+    credit_churn::<Ring>(33, &[5, 32], 6);
+}
+
+#[test]
+fn f08_credit_holder_finds_its_cell_64_cells_ring() {
+    credit_churn::<Ring>(64, &[0, 40], 6);
+}
+
+#[test]
+fn f08_credit_holder_finds_its_cell_1000_cells_ring() {
+    credit_churn::<Ring>(1000, &[3, 300, 640, 999], 6);
+}
+
+#[test]
+fn q04_1000_cells_10k_tenants_100k_slots_conserve_ring() {
+    large_class_conserves::<Ring>();
+}
+
+#[test]
+fn f01_over_limit_cells_and_queue_refused_before_allocating_ring() {
+    over_limits_refused::<Ring>();
+}
+
+#[test]
+fn f02_footprint_bounds_the_allocation_ring() {
+    footprint_matches::<Ring, ()>(&[(CELLS, QUEUE)], TENANTS);
+    footprint_matches::<Ring, [u64; 8]>(&[(64, 1000), (1, 0)], 10);
+    footprint_matches::<Ring, u64>(&[(1, 1), (33, 5000), (1000, 20)], 3000);
 }

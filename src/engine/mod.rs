@@ -13,11 +13,9 @@
 
 pub mod baseline;
 pub mod lockfree;
-/// The tenant-ring engine's turn protocol, per-tenant records and grant path
-/// (docs/ring-engine.md); compiled for its tests, and for P14 with the `pause-points` feature,
-/// until the engine is built.
-#[cfg(any(test, all(feature = "pause-points", not(loom))))]
-pub(crate) mod ring;
+/// The tenant-ring engine (docs/ring-engine.md): grants through per-tenant turns, with no
+/// class-wide token on the grant path.
+pub mod ring;
 
 use crate::admission::{ExecutionPermit, Ledger, Permit};
 use crate::cancel::CancellationToken;

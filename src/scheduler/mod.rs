@@ -27,6 +27,7 @@ use crate::cancel::CancellationToken;
 use crate::clock::Clock;
 use crate::engine::baseline::{BaselineClass, BaselineLock, StdMutex};
 use crate::engine::lockfree::LockFreeClass;
+use crate::engine::ring::RingClass;
 use crate::engine::{ClassEngine, ClassSetup, Ended, Enqueued, Ticket};
 use crate::pool::{validate_pools, CellPool, ClassPool, FixedCellPool, Lease};
 use crate::raw::idset::{IdSet, InsertError, Slot};
@@ -60,6 +61,31 @@ impl sealed::Sealed for LockFree {}
 impl Mechanism for LockFree {
     type Class<T: Send + 'static> = LockFreeClass<T>;
     const BYTES_PER_SLOT: u64 = 400;
+}
+
+/// The tenant-ring engine: grants run through per-tenant turns handed out by an atomic ring of
+/// tenant ids, with no class-wide lock or token on the grant path, so a thread stopped mid-grant
+/// delays only its own tenant (SPEC F24; see docs/ring-engine.md).
+///
+/// ```
+/// use fairway::admission::{ClassSpec, Ledger, LedgerConfig};
+/// use fairway::{Ring, Scheduler};
+///
+/// let ledger = Ledger::new(LedgerConfig::new(vec![ClassSpec::new("cpu")], 16))?;
+/// let scheduler: Scheduler<(), Ring> =
+///     Scheduler::builder(ledger).class(2, 1024).build_with::<Ring>()?;
+/// assert_eq!(scheduler.available_cells(fairway::ClassId(0))?, 2);
+/// # Ok::<(), fairway::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Ring;
+
+impl sealed::Sealed for Ring {}
+impl Mechanism for Ring {
+    type Class<T: Send + 'static> = RingClass<T>;
+    // Also covers its per-tenant words beyond `Footprint::BYTES_PER_TENANT` (turn state, ring
+    // positions, record) at the test suite's ratio of tenants to slots.
+    const BYTES_PER_SLOT: u64 = 448;
 }
 
 /// The mutex baseline: the same policy under one lock per class. `L` picks the mutex

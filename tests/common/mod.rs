@@ -2,12 +2,15 @@
 //! polling helpers with counting wakers.
 #![allow(dead_code, unused_macros)]
 
-/// Instantiates each generic test `name::<M>()` for the lock-free engine and the std-mutex
-/// baseline, as `lockfree::name` and `baseline::name`.
+/// Instantiates each generic test `name::<M>()` for the lock-free engine, the tenant-ring engine
+/// and the std-mutex baseline, as `lockfree::name`, `ring::name` and `baseline::name`.
 macro_rules! both_engines {
     ($($name:ident),* $(,)?) => {
         mod lockfree {
             $( #[test] fn $name() { super::$name::<fairway::LockFree>(); } )*
+        }
+        mod ring {
+            $( #[test] fn $name() { super::$name::<fairway::Ring>(); } )*
         }
         mod baseline {
             $( #[test] fn $name() { super::$name::<fairway::Baseline>(); } )*

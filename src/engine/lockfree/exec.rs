@@ -15,7 +15,7 @@ const WORD: usize = 64;
 /// Sized at build (see [`ExecWaiters::slots_for`]); an executor that finds every slot claimed is
 /// woken again at once by its own poll (its executor yields), and the blocking adapter backs off
 /// into a sleep after a few such rounds, so idle executors beyond the slots never busy-spin.
-pub(super) struct ExecWaiters {
+pub(crate) struct ExecWaiters {
     claimed: Box<[AtomicU64]>,
     slots: Box<[AtomicWaker]>,
 }
@@ -23,7 +23,7 @@ pub(super) struct ExecWaiters {
 impl ExecWaiters {
     /// Waiter slots for a class of `cells` cells: four per cell, at least 64, a whole number of
     /// words. Shrunk under loom, where every slot is a modelled object.
-    pub(super) fn slots_for(cells: u32) -> usize {
+    pub(crate) fn slots_for(cells: u32) -> usize {
         if cfg!(loom) {
             return 2;
         }
@@ -31,7 +31,7 @@ impl ExecWaiters {
         want.div_ceil(WORD) * WORD
     }
 
-    pub(super) fn new(slots: usize) -> Self {
+    pub(crate) fn new(slots: usize) -> Self {
         Self {
             claimed: (0..slots.div_ceil(WORD))
                 .map(|_| AtomicU64::new(0))
@@ -50,7 +50,7 @@ impl ExecWaiters {
         }
     }
 
-    pub(super) fn claim(&self) -> Option<usize> {
+    pub(crate) fn claim(&self) -> Option<usize> {
         for (w, word) in self.claimed.iter().enumerate() {
             let valid = self.valid_bits(w);
             // Relaxed first read; the CAS below orders.
@@ -80,18 +80,18 @@ impl ExecWaiters {
 
     /// Gives slot `i` up, dropping the waker registered there so that no later wake reaches a
     /// task that has left.
-    pub(super) fn forget(&self, i: usize) {
+    pub(crate) fn forget(&self, i: usize) {
         drop(crate::sync::take_waker(&self.slots[i]));
         // Relaxed: giving a slot up publishes nothing.
         self.claimed[i / WORD].fetch_and(!(1 << (i % WORD)), Ordering::Relaxed);
     }
 
-    pub(super) fn register(&self, i: usize, cx: &Context<'_>) {
+    pub(crate) fn register(&self, i: usize, cx: &Context<'_>) {
         crate::sync::register_waker(&self.slots[i], cx.waker());
     }
 
     /// Wakes every registered executor. Called after pushing to the ready ring.
-    pub(super) fn wake_all(&self) {
+    pub(crate) fn wake_all(&self) {
         for (w, word) in self.claimed.iter().enumerate() {
             // An RMW, not a load. The executor claims a slot, registers, then re-checks the
             // ready ring; we push to the ring, then read `claimed`. With a plain load both reads

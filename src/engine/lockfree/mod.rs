@@ -35,7 +35,7 @@
 mod ctl;
 mod dispatch;
 mod entry;
-mod exec;
+pub(crate) mod exec;
 mod fast;
 mod release;
 

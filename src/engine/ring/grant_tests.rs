@@ -346,13 +346,12 @@ fn f24_ring_turn_holder_paused_other_tenant_granted_within_100ms() {
     assert_eq!(got, [b], "tenant 0 is owned: the credit stays free");
     gate.release();
     // The owner grants the first request and sees the second: tenant 0 goes back to the ring,
-    // where it meets the free credit. That next turn is handed back (F25): a poller's help runs
-    // it and grants the second request.
+    // where it meets the free credit. That next turn is within the owner's pass (F25): it grants
+    // the second request too, and nothing is left for a poller.
     let first = paused.join().unwrap();
-    assert_eq!(first.len(), 1);
-    assert_eq!(core.state(a1), QUEUED);
-    assert!(core.help(0, &mut |g| got.push(g)));
+    assert_eq!(first.len(), 2);
     assert_eq!(core.state(a1), GRANTED);
+    assert!(!core.help(0, &mut |g| got.push(g)));
 }
 
 /// SPEC F24 at `ring.announce`: a producer stopped after publishing its request in tenant 0's
@@ -431,9 +430,9 @@ fn f24_ring_canceller_paused_after_marking_delays_nobody() {
     let b = core.enqueue(1, plain(1), 0, &mut sink).unwrap();
     assert!(core.take(held));
     core.release(0, &mut sink);
-    // The release ran tenant 0's turn (the tombstone) and handed the turn its credit met back
-    // (F25); a poller runs it.
-    assert!(core.help(0, &mut sink));
+    // The release ran tenant 0's turn (the tombstone) and, within its pass (F25), the turn its
+    // credit met: tenant 1's. Nothing is left for a poller.
+    assert!(!core.help(0, &mut sink));
     assert_eq!(
         *got.borrow(),
         [held, b],
@@ -446,41 +445,34 @@ fn f24_ring_canceller_paused_after_marking_delays_nobody() {
     assert_eq!(core.counters(), (0, 0));
 }
 
-/// SPEC F25: a call runs one tenant's turn and hands back what that turn hands on. Here one
-/// released cell meets ten tenants whose requests were all cancelled (each turn finds only a
-/// tombstone) before the tenant with a live request: the release runs one turn, and each
-/// poller's `help` one more, so the live request is granted by the tenth help, not by the
-/// release.
+/// SPEC F25: a call runs the turns its own turn's end hands on within one F19-sized pass (64
+/// candidates across them), then hands the next back. Seventy tenants holding only a tombstone
+/// each wait ahead of a live request: the release drops 64 of them (one stale turn each) and
+/// hands the next turn back; one help drops the other 6 and grants the live request.
 #[test]
-fn f25_a_call_runs_one_turn_and_hands_the_next_back() {
-    let core = Core::new(1, 64, 12, STARVE);
+fn f25_a_call_offers_at_most_64_candidates_across_turns_and_hands_the_next_back() {
+    let core = Core::new(1, 160, 72, STARVE);
     let got = RefCell::new(Vec::new());
     let mut sink = |g| got.borrow_mut().push(g);
-    let held = core.enqueue(11, plain(1), 0, &mut sink).unwrap();
-    for t in 0..10 {
+    let held = core.enqueue(71, plain(1), 0, &mut sink).unwrap();
+    for t in 0..70 {
         let i = core.enqueue(t, plain(1), 0, &mut sink).unwrap();
         assert!(
             core.cancel(i, 0, &mut sink),
             "tenant {t}'s request waits: cancel leaves a tombstone"
         );
     }
-    let live = core.enqueue(10, plain(1), 0, &mut sink).unwrap();
+    let live = core.enqueue(70, plain(1), 0, &mut sink).unwrap();
     assert_eq!(got.take(), [held]);
     assert!(core.take(held));
     core.release(0, &mut sink);
-    assert!(got.borrow().is_empty());
+    assert!(got.borrow().is_empty(), "64 stale turns, nothing granted");
     assert_eq!(
         core.counters(),
-        (1, 10),
-        "tenants 1..=10 ready beside the handed-back credit"
+        (1, 7),
+        "tenants 64..=70 ready beside the handed-back credit"
     );
-    let mut helps = 0;
-    while got.borrow().is_empty() {
-        assert!(core.help(0, &mut sink));
-        helps += 1;
-        assert!(helps <= 10);
-    }
-    assert_eq!(helps, 10);
+    assert!(core.help(0, &mut sink));
     assert_eq!(got.take(), [live]);
     assert!(!core.help(0, &mut sink));
     assert_eq!(core.counters(), (0, 0));
@@ -663,4 +655,55 @@ fn f25_a_round_ending_on_the_last_candidate_goes_to_the_tail() {
     core.release(0, &mut sink);
     while core.help(0, &mut sink) {}
     assert_eq!(got.take(), [other], "tenant 1 next: tenant 0's round ended");
+}
+
+/// The rare compaction of tenants waiting in the ring: their tombstones are unlinked and their
+/// slots freed without a credit, and the tenants keep their order.
+#[test]
+fn compaction_frees_the_tombstones_of_tenants_waiting_in_the_ring() {
+    let core = Core::new(1, 16, 3, STARVE);
+    let got = RefCell::new(Vec::new());
+    let mut sink = |g| got.borrow_mut().push(g);
+    let held = core.enqueue(2, plain(1), 0, &mut sink).unwrap();
+    let a_live = core.enqueue(0, plain(1), 0, &mut sink).unwrap();
+    for _ in 0..4 {
+        let i = core.enqueue(1, plain(1), 0, &mut sink).unwrap();
+        assert!(core.cancel(i, 0, &mut sink));
+    }
+    let b_live = core.enqueue(1, plain(1), 0, &mut sink).unwrap();
+    assert_eq!(got.take(), [held]);
+    assert_eq!(core.compact_waiting(), 4);
+    assert_eq!(core.counters(), (0, 2));
+    assert!(core.take(held));
+    core.release(0, &mut sink);
+    assert_eq!(got.take(), [a_live], "tenant 0 first, as before");
+    assert!(core.take(a_live));
+    core.release(0, &mut sink);
+    assert_eq!(got.take(), [b_live]);
+}
+
+/// After the compaction, a round cut short by a busy cell still resumes ahead of every tenant
+/// the compaction requeued (F12): they go back to the ring, not to the front queue.
+#[test]
+fn compaction_keeps_a_cut_short_round_ahead_of_the_requeued_tenants() {
+    let core = Core::new(1, 32, 3, STARVE);
+    let got = RefCell::new(Vec::new());
+    let mut sink = |g| got.borrow_mut().push(g);
+    let held = core.enqueue(2, plain(1), 0, &mut sink).unwrap();
+    let a0 = core.enqueue(0, plain(2), 0, &mut sink).unwrap();
+    let a1 = core.enqueue(0, plain(2), 0, &mut sink).unwrap();
+    let dead = core.enqueue(1, plain(1), 0, &mut sink).unwrap();
+    let b0 = core.enqueue(1, plain(1), 0, &mut sink).unwrap();
+    assert!(core.cancel(dead, 0, &mut sink));
+    assert_eq!(got.take(), [held]);
+    assert_eq!(core.compact_waiting(), 1);
+    assert!(core.take(held));
+    core.release(0, &mut sink);
+    assert_eq!(got.take(), [a0]);
+    assert!(core.take(a0));
+    core.release(0, &mut sink);
+    assert_eq!(got.take(), [a1], "tenant 0's round of two resumes first");
+    assert!(core.take(a1));
+    core.release(0, &mut sink);
+    assert_eq!(got.take(), [b0]);
 }

@@ -32,8 +32,12 @@ struct World {
 
 impl World {
     fn new(cells: u32, slots: u32, tenants: u32) -> Arc<World> {
+        Self::with_core(Core::new(cells, slots, tenants, 1_000))
+    }
+
+    fn with_core(core: Core) -> Arc<World> {
         Arc::new(World {
-            core: Core::new(cells, slots, tenants, 1_000),
+            core,
             granted: AtomicUsize::new(0),
         })
     }
@@ -239,7 +243,8 @@ fn loom_grant_front_queue_vs_second_taker() {
     outcomes.assert_exactly(&["round-resumed-from-front", "round-took-both-credits"]);
 }
 
-/// A turn handed back at a call's F25 bound vs a producer's announcement. One cell, held;
+/// A turn handed back at a call's F25 bound (a pass of one candidate here, so the bound is
+/// reached after one turn) vs a producer's announcement. One cell, held;
 /// tenant 0's only request was cancelled (a tombstone) and tenant 1 waits behind it. A releaser
 /// runs tenant 0's turn (nothing to grant) and hands back the turn its credit meets (tenant 1's)
 /// while tenant 2's producer announces. If the announcement's `ctl` RMW comes after the hand-back
@@ -251,7 +256,7 @@ fn loom_grant_hand_back_vs_announcement() {
     let outcomes = std::sync::Arc::new(Outcomes::new());
     let tally = outcomes.clone();
     model(move || {
-        let w = World::new(1, 5, 3);
+        let w = World::with_core(Core::new(1, 5, 3, 1_000).with_pass(1));
         let held = w.enqueue(2, 1);
         let dead = w.enqueue(0, 1);
         let b = w.enqueue(1, 1);

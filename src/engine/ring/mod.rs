@@ -12,6 +12,12 @@
 
 #![cfg_attr(not(test), allow(dead_code))]
 
+mod engine;
 pub(crate) mod grant;
 pub(crate) mod tenant;
 pub(crate) mod turns;
+
+pub use engine::RingClass;
+
+#[cfg(all(test, loom))]
+mod loom_engine;

@@ -108,6 +108,9 @@ pub(crate) struct Turns {
     /// the ring, as the policy keeps such a tenant at the ring's head with its credits left.
     /// A `READY` unit counts a push into either.
     front: Scq,
+    /// Tenants not idle (for snapshots): raised on every move out of `IDLE`, lowered on every
+    /// move into it.
+    active: AtomicU32,
 }
 
 impl Turns {
@@ -118,6 +121,7 @@ impl Turns {
             state: (0..tenants).map(|_| AtomicU32::new(IDLE)).collect(),
             ring: Scq::new(tenants),
             front: Scq::new(tenants),
+            active: AtomicU32::new(0),
         }
     }
 
@@ -142,6 +146,23 @@ impl Turns {
         }
         pause::point("ring.credit_taken");
         Some(self.claim())
+    }
+
+    /// Takes a ready tenant's turn *without* a credit (a cleanup turn: it may unlink
+    /// tombstones, never grant), for the rare compaction of tenants that wait in the ring while
+    /// no cell is free. End it with [`end_turn_at`](Self::end_turn_at) and `front`, so the
+    /// tenant keeps its place. `None` if no tenant is ready.
+    pub(crate) fn claim_cleanup(&self) -> Option<Turn> {
+        // AcqRel: as in `add` (the unit counts a completed push; Acquire sees it).
+        self.ctl
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |c| {
+                let r = READY.get(c);
+                (r > 0).then(|| READY.set(c, r - 1))
+            })
+            .ok()?;
+        let mut turn = self.claim();
+        turn.credit = false;
+        Some(turn)
     }
 
     /// After taking a ready unit: pops a tenant id and takes its turn.
@@ -188,6 +209,8 @@ impl Turns {
             })
             .unwrap_or_else(|s| s);
         if prev == IDLE {
+            // Relaxed: a count for snapshots.
+            self.active.fetch_add(1, Ordering::Relaxed);
             self.ring.push(tenant);
             self.add(0, 1)
         } else {
@@ -242,7 +265,11 @@ impl Turns {
             // AcqRel: Release publishes the turn's work to whoever takes the tenant next;
             // Acquire (also on failure) pairs with the Release of a producer's dirty mark.
             match word.compare_exchange(OWNED, IDLE, Ordering::AcqRel, Ordering::Acquire) {
-                Ok(_) => return if credit == 0 { None } else { self.add(1, 0) },
+                Ok(_) => {
+                    // Relaxed: a count for snapshots.
+                    self.active.fetch_sub(1, Ordering::Relaxed);
+                    return if credit == 0 { None } else { self.add(1, 0) };
+                }
                 Err(dirty) => {
                     debug_assert_eq!(dirty, OWNED_DIRTY);
                     // AcqRel: as the CAS; an RMW so a later producer's mark is not overwritten
@@ -310,10 +337,20 @@ impl Turns {
         self.state[tenant as usize]
             .compare_exchange(IDLE, OWNED, Ordering::AcqRel, Ordering::Acquire)
             .ok()
-            .map(|_| Turn {
+            .map(|_| {
+                // Relaxed: a count for snapshots.
+                self.active.fetch_add(1, Ordering::Relaxed);
+            })
+            .map(|()| Turn {
                 tenant,
                 credit: false,
             })
+    }
+
+    /// Tenants not idle now (an observation).
+    pub(crate) fn active(&self) -> u32 {
+        // Relaxed: an observation.
+        self.active.load(Ordering::Relaxed)
     }
 
     /// `(FREE, READY)` now.

@@ -1,0 +1,151 @@
+//! Loom models of the tenant-ring engine through its `ClassEngine` face: a canceller against
+//! the turn holder that would grant the same request, and the deadline sweep against a turn.
+//! After each: exactly one outcome per request, the cell back and counted free, nothing queued.
+
+use super::engine::RingClass;
+use crate::admission::{AdmissionRequest, ClassSpec, Ledger, LedgerConfig};
+use crate::clock::Clock;
+use crate::engine::{ClassEngine, ClassSetup, Ended, Enqueued, Polled, Ticket};
+use crate::pool::{FixedCellPool, Lease};
+use crate::sync::model::{model, Outcomes};
+use crate::sync::Arc;
+use crate::{ClassId, RequestId, TenantId};
+use core::task::{Context, Waker};
+
+/// A clock that never moves (deadlines of 0 have passed; none other has).
+struct Frozen;
+
+impl Clock for Frozen {
+    fn now(&self) -> u64 {
+        0
+    }
+}
+
+fn rig(cells: u32) -> Arc<RingClass<u32>> {
+    let ledger = Ledger::new(LedgerConfig::new(vec![ClassSpec::new("a")], 2)).unwrap();
+    let engine = RingClass::new(ClassSetup {
+        class: ClassId(0),
+        ids: std::sync::Arc::new(crate::raw::idset::IdSet::new(8).unwrap()),
+        ledger,
+        cells,
+        queue_capacity: 2,
+        max_tenants: 2,
+        starvation_after: u64::MAX,
+        pool: crate::pool::ClassPool::Host(std::sync::Arc::new(
+            FixedCellPool::new(ClassId(0), cells).unwrap(),
+        )),
+        clock: std::sync::Arc::new(Frozen),
+    })
+    .unwrap();
+    Arc::new(engine)
+}
+
+/// A future-mode ticket of `tenant` (its queue slot left for the engine to refund).
+fn ticket(engine: &RingClass<u32>, id: u64, tenant: u32, deadline: u64) -> Ticket {
+    let permit = engine
+        .ledger()
+        .admit(AdmissionRequest::new(RequestId(id), TenantId(tenant)))
+        .unwrap();
+    let mut ticket = Ticket::from_permit(&permit);
+    ticket.deadline = deadline;
+    drop(permit.detach_queue_slot());
+    ticket
+}
+
+fn hold(engine: &RingClass<u32>, id: u64) -> Lease {
+    match engine.enqueue(ticket(engine, id, 0, u64::MAX), None, None) {
+        Ok(Enqueued::Granted(lease)) => {
+            engine.ledger().refund_queue_slot(TenantId(0), ClassId(0));
+            lease
+        }
+        other => panic!(
+            "setup expected a fast grant, got {:?}",
+            other.map_err(|e| e.0)
+        ),
+    }
+}
+
+fn queue(engine: &RingClass<u32>, id: u64, tenant: u32, deadline: u64) -> u64 {
+    match engine.enqueue(ticket(engine, id, tenant, deadline), None, None) {
+        Ok(Enqueued::Queued(key)) => key,
+        other => panic!("setup expected to queue, got {:?}", other.map_err(|e| e.0)),
+    }
+}
+
+fn poll_once(engine: &RingClass<u32>, key: u64) -> Polled {
+    engine.poll(key, &mut Context::from_waker(Waker::noop()))
+}
+
+/// The class is quiescent: the cell free, nothing queued, the quota refunded.
+fn check_quiet(engine: &RingClass<u32>) {
+    assert_eq!(engine.queue_depth(), 0);
+    assert_eq!(engine.available_cells(), 1);
+    assert!(engine.ledger().usage().is_zero());
+}
+
+/// SPEC F31/F33 against a turn holder: one cell, held; tenant 1's request queued. A releaser's
+/// turn would grant it while a canceller cancels it by handle. Exactly one wins: granted (the
+/// cancel is refused `not-found`, the owner gets the lease) or cancelled (the turn meets the
+/// tombstone and the credit goes back).
+#[test]
+fn loom_ring_engine_cancel_vs_turn_holder() {
+    let outcomes = std::sync::Arc::new(Outcomes::new());
+    let tally = outcomes.clone();
+    model(move || {
+        let engine = rig(1);
+        let held = hold(&engine, 1);
+        let key = queue(&engine, 2, 1, u64::MAX);
+        let releaser = {
+            let engine = engine.clone();
+            loom::thread::spawn(move || engine.release(held))
+        };
+        let cancelled = engine.cancel(key).is_ok();
+        releaser.join().unwrap();
+        match poll_once(&engine, key) {
+            Polled::Granted(lease, _) => {
+                assert!(!cancelled, "a cancelled request was granted");
+                engine.release(lease);
+                tally.hit("granted");
+            }
+            Polled::Ended(Ended::Cancelled) => {
+                assert!(cancelled);
+                tally.hit("cancelled");
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+        check_quiet(&engine);
+    });
+    outcomes.assert_exactly(&["cancelled", "granted"]);
+}
+
+/// The deadline sweep (behind its try-token) against a turn: one cell, held; tenant 1's
+/// request, whose deadline has passed, queued. A releaser (which sweeps first if it gets the
+/// token, then runs its turn) races an executor's poll (whose help sweeps). The request ends
+/// exactly once: expired by a sweep, or granted by the turn when the other thread held the
+/// token.
+#[test]
+fn loom_ring_engine_sweep_vs_turn() {
+    let outcomes = std::sync::Arc::new(Outcomes::new());
+    let tally = outcomes.clone();
+    model(move || {
+        let engine = rig(1);
+        let held = hold(&engine, 1);
+        let key = queue(&engine, 2, 1, 0);
+        let releaser = {
+            let engine = engine.clone();
+            loom::thread::spawn(move || engine.release(held))
+        };
+        assert!(engine.try_next().is_none());
+        releaser.join().unwrap();
+        match poll_once(&engine, key) {
+            Polled::Granted(lease, _) => {
+                engine.release(lease);
+                tally.hit("granted");
+            }
+            Polled::Ended(Ended::Expired) => tally.hit("expired"),
+            other => panic!("unexpected {other:?}"),
+        }
+        check_quiet(&engine);
+    });
+    outcomes.assert_exactly(&["expired", "granted"]);
+}
