@@ -3,6 +3,8 @@
 # judges costs too small for wall time on a shared VM: PERF.md, Method).
 #
 #   perf/callgrind.sh [--ops N] ROW [ROW...]     rows: cycle fast cancel-1 cancel-4096
+#                                                ring-cycle ring-fast ring-cancel-1
+#                                                ring-cancel-4096 std-cycle pl-cycle
 #                                                admit-refund cas pool tokio
 #   perf/callgrind.sh --p7                       P7's O(1) check: cancel-4096 vs cancel-1,
 #                                                ≤ 1.05x instructions (exit status 1 if not)
@@ -21,7 +23,7 @@ while [[ $# -gt 0 ]]; do
     case $1 in
         --ops) ops=$2; shift 2 ;;
         --p7) p7=true; rows=(cancel-1 cancel-4096); shift ;;
-        -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
         *) rows+=("$1"); shift ;;
     esac
 done

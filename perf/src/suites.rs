@@ -41,7 +41,7 @@ pub enum Job {
     Fast,
     /// P2, P13: pool, tokio, admit→refund and CAS.
     Single,
-    /// P7: cancel at depth 4096 and 1, lock-free.
+    /// P7: cancel at depth 4096 and 1, lock-free and ring.
     Cancel,
     /// A closed-loop run: mode, threads, cells.
     Closed(Mode, usize, u32),
@@ -126,9 +126,11 @@ impl Job {
     /// Estimated seconds for the whole job (warm-up round included).
     fn estimate(&self, s: &Settings) -> f64 {
         let arms = match self {
-            Job::Single | Job::Ring(_) => 4.0,
-            Job::Cancel | Job::Graph(_) | Job::GraphAdvance(_) | Job::GraphRemove(_) => 2.0,
-            _ => 3.0,
+            Job::Single | Job::Ring(_) | Job::Cancel => 4.0,
+            Job::Graph(_) | Job::GraphAdvance(_) | Job::GraphRemove(_) => 2.0,
+            Job::GraphDag(_) => 3.0,
+            // Every scheduler engine.
+            _ => engines().len() as f64,
         };
         arms * (s.reps as f64 + 0.25) * self.run_for(s).as_secs_f64()
     }
@@ -175,18 +177,28 @@ impl Job {
                     single(|u| u(&mut UncontendedCas::default())),
                 ),
             ],
-            Job::Cancel => vec![
-                arm(
-                    rows::CANCEL_DEEP,
-                    "lock-free",
-                    single(|u| (engines()[0].cancel)(4096, u)),
-                ),
-                arm(
-                    rows::CANCEL_SHALLOW,
-                    "lock-free",
-                    single(|u| (engines()[0].cancel)(1, u)),
-                ),
-            ],
+            // The engines with a P7 target: lock-free (first) and ring (last).
+            Job::Cancel => {
+                let all = engines();
+                [&all[0], &all[3]]
+                    .into_iter()
+                    .flat_map(|e| {
+                        let (backend, f) = (e.name, e.cancel);
+                        [
+                            arm(
+                                rows::CANCEL_DEEP,
+                                backend,
+                                Box::new(move |d| time_single_at(f, 4096, d)),
+                            ),
+                            arm(
+                                rows::CANCEL_SHALLOW,
+                                backend,
+                                Box::new(move |d| time_single_at(f, 1, d)),
+                            ),
+                        ]
+                    })
+                    .collect()
+            }
             Job::Closed(mode, t, c) => engines()
                 .into_iter()
                 .map(|e| arm(&name, e.name, Box::new(move |d| (e.closed)(mode, t, c, d))))
@@ -283,8 +295,18 @@ struct Arm {
     run: Box<dyn Fn(Duration) -> Measured>,
 }
 
+/// [`time_single`] of an operation built at a queue depth (P7's cancel).
+fn time_single_at(with: fn(usize, OpUser<'_>), depth: usize, run_for: Duration) -> Measured {
+    time_with(&mut |u| with(depth, u), run_for)
+}
+
 /// Times the operation `with` builds: a warm-up, then batches of 256 for `run_for`.
 fn time_single(with: fn(OpUser<'_>), run_for: Duration) -> Measured {
+    time_with(&mut |u| with(u), run_for)
+}
+
+/// See [`time_single`].
+fn time_with(with: &mut dyn FnMut(OpUser<'_>), run_for: Duration) -> Measured {
     let mut m = Measured::default();
     with(&mut |op: &mut dyn SingleOp| {
         op.run(1000);

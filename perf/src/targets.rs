@@ -66,6 +66,8 @@ const LF: &str = "lock-free";
 const STD: &str = "std Mutex";
 /// See [`LF`].
 const PL: &str = "parking_lot";
+/// See [`LF`]: the tenant-ring engine (`fairway::Ring`).
+const RING: &str = "ring";
 
 /// Workload labels the targets read (the suites produce them).
 pub mod rows {
@@ -97,7 +99,8 @@ pub mod rows {
 
 use rows::*;
 
-/// Every PERF.md target `fairway-perf` measures, in PERF.md order.
+/// Every PERF.md target `fairway-perf` measures, in PERF.md order for the lock-free engine,
+/// then the same targets for the ring engine's rows (ids marked `(ring)`).
 pub const TARGETS: &[Target] = &[
     t(
         "P1",
@@ -269,6 +272,132 @@ pub const TARGETS: &[Target] = &[
         Metric::Time,
         3.0,
         false,
+    ), // The ring engine against the same baselines, same rows, same bounds.
+    t(
+        "P1 (ring)",
+        "cycle time vs std",
+        (CYCLE, RING),
+        Some((CYCLE, STD)),
+        Metric::Time,
+        0.6,
+        false,
+    ),
+    t(
+        "P1 (ring)",
+        "cycle time vs pl",
+        (CYCLE, RING),
+        Some((CYCLE, PL)),
+        Metric::Time,
+        0.9,
+        false,
+    ),
+    t(
+        "P1 (ring)",
+        "fast-path time vs std",
+        (FAST, RING),
+        Some((FAST, STD)),
+        Metric::Time,
+        0.6,
+        false,
+    ),
+    t(
+        "P1 (ring)",
+        "fast-path time vs pl",
+        (FAST, RING),
+        Some((FAST, PL)),
+        Metric::Time,
+        0.9,
+        false,
+    ),
+    t(
+        "P3 (ring)",
+        "throughput vs std",
+        (PULL2, RING),
+        Some((PULL2, STD)),
+        Metric::Throughput,
+        1.5,
+        true,
+    ),
+    t(
+        "P3 (ring)",
+        "throughput vs pl",
+        (PULL2, RING),
+        Some((PULL2, PL)),
+        Metric::Throughput,
+        1.0,
+        true,
+    ),
+    t(
+        "P4 (ring)",
+        "open-loop p99 vs std",
+        (OPEN2, RING),
+        Some((OPEN2, STD)),
+        Metric::P99,
+        0.25,
+        false,
+    ),
+    t(
+        "P5 (ring)",
+        "open-loop p99.9 vs std",
+        (OPEN8, RING),
+        Some((OPEN8, STD)),
+        Metric::P999,
+        0.25,
+        false,
+    ),
+    t(
+        "P5 (ring)",
+        "open-loop p99.9 vs pl",
+        (OPEN8, RING),
+        Some((OPEN8, PL)),
+        Metric::P999,
+        0.5,
+        false,
+    ),
+    t(
+        "P6 (ring)",
+        "throughput vs std",
+        (PULL8, RING),
+        Some((PULL8, STD)),
+        Metric::Throughput,
+        1.5,
+        true,
+    ),
+    t(
+        "P6 (ring)",
+        "throughput vs pl",
+        (PULL8, RING),
+        Some((PULL8, PL)),
+        Metric::Throughput,
+        1.2,
+        true,
+    ),
+    t(
+        "P7 (ring)",
+        "cancel time, depth 4096 vs 1",
+        (CANCEL_DEEP, RING),
+        Some((CANCEL_SHALLOW, RING)),
+        Metric::Time,
+        1.2,
+        false,
+    ),
+    t(
+        "P10 (ring)",
+        "allocations per op, max",
+        ("*", RING),
+        None,
+        Metric::Allocs,
+        0.0,
+        false,
+    ),
+    t(
+        "P11 (ring)",
+        "min Jain index, 1,000 grants",
+        (FAIRNESS, RING),
+        None,
+        Metric::Score,
+        0.99,
+        true,
     ),
 ];
 
@@ -399,7 +528,7 @@ pub fn text(verdicts: &[Verdict]) -> String {
     for v in verdicts {
         let _ = writeln!(
             out,
-            "{:<4} {:<32} {:<56} {:>8.3} [{:>13}] {:>7}  {}",
+            "{:<10} {:<32} {:<56} {:>8.3} [{:>13}] {:>7}  {}",
             v.id,
             v.what,
             v.row,
