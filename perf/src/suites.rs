@@ -488,6 +488,36 @@ mod tests {
         }
     }
 
+    /// The engine jobs run every engine, the ring engine last; P7's cancel job runs the
+    /// lock-free and the ring engine at both depths.
+    #[test]
+    fn engine_jobs_have_a_ring_arm() {
+        let backends = |j: Job| -> Vec<(String, String)> {
+            j.arms(&[])
+                .iter()
+                .map(|a| (a.workload.clone(), a.backend.clone()))
+                .collect()
+        };
+        let names: Vec<String> = backends(Job::Cycle).into_iter().map(|x| x.1).collect();
+        assert_eq!(names, ["lock-free", "std Mutex", "parking_lot", "ring"]);
+        let names: Vec<String> = backends(Job::Closed(Mode::Pull, 8, 4))
+            .into_iter()
+            .map(|x| x.1)
+            .collect();
+        assert_eq!(names, ["lock-free", "std Mutex", "parking_lot", "ring"]);
+        let (deep, shallow) = (rows::CANCEL_DEEP, rows::CANCEL_SHALLOW);
+        let want: Vec<(String, String)> = [
+            (deep, "lock-free"),
+            (shallow, "lock-free"),
+            (deep, "ring"),
+            (shallow, "ring"),
+        ]
+        .iter()
+        .map(|&(w, b)| (w.to_owned(), b.to_owned()))
+        .collect();
+        assert_eq!(backends(Job::Cancel), want);
+    }
+
     #[test]
     fn open_loop_jobs_follow_their_pull_row() {
         for suite in SUITES {

@@ -613,6 +613,49 @@ mod tests {
         assert!(!all_met(&evaluate(&rows)));
     }
 
+    /// The ring engine's targets read its own rows against the same baselines, and leave the
+    /// lock-free engine's verdicts as they were.
+    #[test]
+    fn ring_targets_read_the_ring_rows() {
+        let rows = [
+            row(PULL8, LF, &[1.0, 1.0, 1.0]),
+            row(PULL8, STD, &[1.0, 1.0, 1.0]),
+            row(PULL8, PL, &[1.0, 2.0, 1.0]),
+            row(PULL8, RING, &[2.0, 1.0, 3.0]),
+        ];
+        let v = evaluate(&rows);
+        let find = |id: &str, what: &str| {
+            v.iter()
+                .find(|x| x.id == id && x.what == what)
+                .unwrap_or_else(|| panic!("{id} {what} in {v:?}"))
+        };
+        let (lf, ring) = (
+            find("P6", "throughput vs std"),
+            find("P6 (ring)", "throughput vs std"),
+        );
+        assert_eq!((lf.value, lf.pass), (1.0, false));
+        assert_eq!((ring.value, ring.pass), (2.0, true));
+        assert_eq!(ring.values, vec![2.0, 1.0, 3.0]);
+        assert_eq!(ring.row, "pull 8 thr 4 cells / ring vs std Mutex");
+        // Same-repetition ratios against parking_lot: 2, 0.5, 3.
+        assert_eq!(find("P6 (ring)", "throughput vs pl").value, 2.0);
+        // Every lock-free target has its ring twin with the same bound, P2, P8, P9 and P13
+        // aside (rows the ring engine has no arm in).
+        for t in TARGETS.iter().filter(|t| t.row.1 == LF) {
+            let twin = format!("{} (ring)", t.id);
+            let found = TARGETS.iter().find(|r| r.id == twin && r.what == t.what);
+            match t.id {
+                "P8" | "P9" => assert!(found.is_none(), "{twin}"),
+                _ => assert_eq!(
+                    found.map(|r| (r.bound, r.at_least, r.row.1)),
+                    Some((t.bound, t.at_least, RING)),
+                    "{twin} {}",
+                    t.what
+                ),
+            }
+        }
+    }
+
     #[test]
     fn allocations_take_the_largest_of_every_row() {
         let mut a = row(PULL2, LF, &[1.0, 1.0, 1.0]);
