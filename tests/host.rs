@@ -1,6 +1,6 @@
 //! Host integration (SPEC X01, X02) and the soundness bar on unsafe code (SPEC Q05).
 
-use fairway::{Baseline, Enqueue, Job, LockFree, Next, Scheduler};
+use fairway::{Baseline, Enqueue, Job, LockFree, Next, Ring, Scheduler};
 
 fn assert_send<T: Send>() {}
 fn assert_sync<T: Sync>() {}
@@ -18,6 +18,10 @@ fn x01_futures_and_handles_are_send_and_runtime_free() {
     assert_send::<Scheduler<u64, LockFree>>();
     assert_sync::<Scheduler<u64, LockFree>>();
     assert_sync::<Scheduler<u64, Baseline>>();
+    assert_send::<Enqueue<'static, u64, Ring>>();
+    assert_send::<Next<'static, u64, Ring>>();
+    assert_send::<fairway::Drain<'static, u64, Ring>>();
+    assert_sync::<Scheduler<u64, Ring>>();
     // No async runtime among the library's dependencies, except optional ones that no default
     // feature turns on (the `tokio` feature only detects misuse of the blocking adapter).
     let manifest =

@@ -11,10 +11,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Both engines, one after the other (never side by side: see the module docs).
+/// Every engine, one after the other (never side by side: see the module docs).
 #[test]
 fn f23_idle_blocking_executors_beyond_the_waiter_slots_do_not_spin() {
     idle_executors::<fairway::LockFree>();
+    idle_executors::<fairway::Ring>();
     idle_executors::<fairway::Baseline>();
 }
 

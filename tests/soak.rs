@@ -1,4 +1,4 @@
-//! Soak with conservation (SPEC Q04, F51, F60): long random concurrent churn on both engines,
+//! Soak with conservation (SPEC Q04, F51, F60): long random concurrent churn on every engine,
 //! stopped at a quiescence point every 10^4 operations to check that nothing leaked.
 //!
 //! Operations: enqueue (polled, kept pending, re-polled), try_enqueue, pull-mode submit and
@@ -25,7 +25,7 @@
 use fairway::admission::{AdmissionRequest, ClassSpec, Ledger, LedgerConfig};
 use fairway::{
     AdmittedRequest, Assignment, Baseline, CancellationToken, ClassId, Clock, Code, LockFree,
-    ManualClock, Mechanism, RequestHandle, RequestId, Scheduler, StdMutex, TenantId,
+    ManualClock, Mechanism, RequestHandle, RequestId, Ring, Scheduler, StdMutex, TenantId,
 };
 use std::future::Future;
 use std::pin::Pin;
@@ -874,4 +874,19 @@ fn q04_soak_tokio_baseline() {
         "tokio",
         soak_tokio::<Baseline<StdMutex>>,
     );
+}
+
+#[test]
+fn q04_soak_threads_ring() {
+    run(
+        "q04_soak_threads_ring",
+        "ring",
+        "threads",
+        soak_threads::<Ring>,
+    );
+}
+
+#[test]
+fn q04_soak_tokio_ring() {
+    run("q04_soak_tokio_ring", "ring", "tokio", soak_tokio::<Ring>);
 }

@@ -132,7 +132,7 @@ impl Core {
 
     /// Bounds one call's pass at `candidates` (at least 1) instead of [`TURN_CANDIDATES`]: for
     /// models that reach the F25 bound after one turn.
-    #[cfg(test)]
+    #[cfg(all(test, loom))]
     pub(crate) fn with_pass(mut self, candidates: u32) -> Core {
         self.pass = candidates.clamp(1, TURN_CANDIDATES);
         self
@@ -474,8 +474,10 @@ impl Core {
 
     /// Compaction of tenants that wait in the ring (the rare slow path: the caller found no
     /// free slot). Takes every ready tenant's turn without a credit (up to the ready count),
-    /// unlinks their tombstones and frees their slots, then requeues them ahead of the ring in
-    /// the order they were popped, which keeps the order in which they would have been served. Behind a try-token of its own (the buffer's `try_lock`): a
+    /// unlinks their tombstones and frees their slots, then requeues them at the ring's tail in
+    /// the order they were popped (front queue first): with the queues emptied, that is the
+    /// order in which they would have been served, and a round cut short later still goes
+    /// ahead of them through the front queue. Behind a try-token of its own (the buffer's `try_lock`): a
     /// second caller returns 0 at once. Returns the slots freed.
     pub(crate) fn compact_waiting(&self) -> u32 {
         let Ok(mut held) = self.compacting.try_lock() else {
@@ -487,7 +489,7 @@ impl Core {
                 // The buffer holds one turn per tenant at most: no allocation.
                 Some(turn) if held.len() < held.capacity() => held.push(turn),
                 Some(turn) => {
-                    let _ = self.turns.end_turn_at(turn, false, true, || true);
+                    let _ = self.turns.end_turn_at(turn, false, false, || true);
                     break;
                 }
                 None => break,
@@ -505,7 +507,7 @@ impl Core {
             freed += before - left;
             // The tenant keeps its place even with nothing live left (the policy keeps an
             // emptied tenant in its rotation until its turn): its next turn, stale, lets it go.
-            let next = self.turns.end_turn_at(turn, false, true, || true);
+            let next = self.turns.end_turn_at(turn, false, false, || true);
             if let Some(next) = next {
                 self.turns.hand_back(next);
                 // Relaxed: as in `run`.

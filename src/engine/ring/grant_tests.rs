@@ -682,3 +682,29 @@ fn compaction_frees_the_tombstones_of_tenants_waiting_in_the_ring() {
     core.release(0, &mut sink);
     assert_eq!(got.take(), [b_live]);
 }
+
+/// After the compaction, a round cut short by a busy cell still resumes ahead of every tenant
+/// the compaction requeued (F12): they go back to the ring, not to the front queue.
+#[test]
+fn compaction_keeps_a_cut_short_round_ahead_of_the_requeued_tenants() {
+    let core = Core::new(1, 32, 3, STARVE);
+    let got = RefCell::new(Vec::new());
+    let mut sink = |g| got.borrow_mut().push(g);
+    let held = core.enqueue(2, plain(1), 0, &mut sink).unwrap();
+    let a0 = core.enqueue(0, plain(2), 0, &mut sink).unwrap();
+    let a1 = core.enqueue(0, plain(2), 0, &mut sink).unwrap();
+    let dead = core.enqueue(1, plain(1), 0, &mut sink).unwrap();
+    let b0 = core.enqueue(1, plain(1), 0, &mut sink).unwrap();
+    assert!(core.cancel(dead, 0, &mut sink));
+    assert_eq!(got.take(), [held]);
+    assert_eq!(core.compact_waiting(), 1);
+    assert!(core.take(held));
+    core.release(0, &mut sink);
+    assert_eq!(got.take(), [a0]);
+    assert!(core.take(a0));
+    core.release(0, &mut sink);
+    assert_eq!(got.take(), [a1], "tenant 0's round of two resumes first");
+    assert!(core.take(a1));
+    core.release(0, &mut sink);
+    assert_eq!(got.take(), [b0]);
+}
