@@ -14,7 +14,7 @@ use criterion::measurement::WallTime;
 use criterion::{
     criterion_group, criterion_main, BenchmarkGroup, BenchmarkId, Criterion, Throughput,
 };
-use fairway::{Baseline, LockFree, ParkingLotMutex, StdMutex};
+use fairway::{Baseline, LockFree, ParkingLotMutex, Ring, StdMutex};
 use fairway_bench_support::sched::{Cancel, Engine};
 
 /// Queue depths measured.
@@ -39,6 +39,7 @@ fn cancel(c: &mut Criterion) {
     add::<LockFree>(&mut g);
     add::<Baseline<StdMutex>>(&mut g);
     add::<Baseline<ParkingLotMutex>>(&mut g);
+    add::<Ring>(&mut g);
     g.finish();
 }
 

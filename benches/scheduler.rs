@@ -1,5 +1,5 @@
-//! The scheduler's cycle on each engine: lock-free, and the same policy under a std or
-//! parking_lot mutex (PERF P1, P3, P13).
+//! The scheduler's cycle on each engine: lock-free, tenant ring, and the same policy under a
+//! std or parking_lot mutex (PERF P1, P3, P13).
 //!
 //! Groups (16 tenants, priorities 0..4, every third request with a deadline):
 //! * `scheduler/1-thread queued cycle`: one cell held, 16 requests waiting; each iteration
@@ -17,7 +17,7 @@ use std::hint::black_box;
 use common::{bench_backend, criterion, time_op};
 use criterion::measurement::WallTime;
 use criterion::{criterion_group, criterion_main, BenchmarkGroup, Criterion, Throughput};
-use fairway::{Baseline, ClassId, LockFree, ParkingLotMutex, StdMutex};
+use fairway::{Baseline, ClassId, LockFree, ParkingLotMutex, Ring, StdMutex};
 use fairway_bench_support::sched::{
     AdmitRefund, Cycle, Engine, FastPath, Fixture, UncontendedCas, TENANTS,
 };
@@ -92,12 +92,12 @@ fn scheduler(c: &mut Criterion) {
     type Lf = LockFree;
     type Std = Baseline<StdMutex>;
     type Pl = Baseline<ParkingLotMutex>;
-    let cycles: [Add; 3] = [cycle::<Lf>, cycle::<Std>, cycle::<Pl>];
+    let cycles: [Add; 4] = [cycle::<Lf>, cycle::<Std>, cycle::<Pl>, cycle::<Ring>];
     group(c, "scheduler/1-thread queued cycle", &cycles);
     group(
         c,
         "scheduler/1-thread fast path",
-        &[fast::<Lf>, fast::<Std>, fast::<Pl>],
+        &[fast::<Lf>, fast::<Std>, fast::<Pl>, fast::<Ring>],
     );
     group(
         c,
@@ -107,7 +107,7 @@ fn scheduler(c: &mut Criterion) {
     group(
         c,
         "scheduler/2-thread submit+next",
-        &[pull::<Lf>, pull::<Std>, pull::<Pl>],
+        &[pull::<Lf>, pull::<Std>, pull::<Pl>, pull::<Ring>],
     );
 }
 

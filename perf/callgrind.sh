@@ -3,9 +3,12 @@
 # judges costs too small for wall time on a shared VM: PERF.md, Method).
 #
 #   perf/callgrind.sh [--ops N] ROW [ROW...]     rows: cycle fast cancel-1 cancel-4096
+#                                                ring-cycle ring-fast ring-cancel-1
+#                                                ring-cancel-4096 std-cycle pl-cycle
 #                                                admit-refund cas pool tokio
 #   perf/callgrind.sh --p7                       P7's O(1) check: cancel-4096 vs cancel-1,
 #                                                ≤ 1.05x instructions (exit status 1 if not)
+#   perf/callgrind.sh --p7-ring                  the same check on the ring engine
 #   FAIRWAY_PERF_BIN=path perf/callgrind.sh ...  count in that binary instead of building one
 #
 # Each row is built and warmed outside the measured region; `fairway-perf --instr ROW` then runs
@@ -16,12 +19,14 @@ cd "$(dirname "$0")/.."
 
 ops=100000
 p7=false
+prefix=
 rows=()
 while [[ $# -gt 0 ]]; do
     case $1 in
         --ops) ops=$2; shift 2 ;;
         --p7) p7=true; rows=(cancel-1 cancel-4096); shift ;;
-        -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+        --p7-ring) p7=true; prefix=ring-; rows=(ring-cancel-1 ring-cancel-4096); shift ;;
+        -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
         *) rows+=("$1"); shift ;;
     esac
 done
@@ -49,11 +54,11 @@ for row in "${rows[@]}"; do
 done
 
 if $p7; then
-    ratio=$(awk -v a="${per_op[cancel-4096]}" -v b="${per_op[cancel-1]}" 'BEGIN { printf "%.3f", a / b }')
+    ratio=$(awk -v a="${per_op[${prefix}cancel-4096]}" -v b="${per_op[${prefix}cancel-1]}" 'BEGIN { printf "%.3f", a / b }')
     if awk -v r="$ratio" 'BEGIN { exit !(r <= 1.05) }'; then
-        echo "P7 instructions, depth 4096 vs 1: ${ratio}x (bound 1.05x): pass"
+        echo "P7 ${prefix%-}${prefix:+ }instructions, depth 4096 vs 1: ${ratio}x (bound 1.05x): pass"
     else
-        echo "P7 instructions, depth 4096 vs 1: ${ratio}x (bound 1.05x): MISS"
+        echo "P7 ${prefix%-}${prefix:+ }instructions, depth 4096 vs 1: ${ratio}x (bound 1.05x): MISS"
         exit 1
     fi
 fi

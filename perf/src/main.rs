@@ -66,8 +66,9 @@ const USAGE: &str =
                    exceeds the spread of their repetitions
   --report FILE    print a saved JSON report (text, or --markdown; --check applies)
   --instr ROW      run one single-thread operation --ops times inside `measured` (for callgrind):
-                   cycle, fast, cancel-1, cancel-4096, admit-refund, cas, pool, tokio,
-                   graph-p8-lock-free, graph-p8-std, graph-p9-lock-free, graph-p9-std";
+                   cycle, fast, cancel-1, cancel-4096 (the lock-free engine), ring-cycle,
+                   ring-fast, ring-cancel-1, ring-cancel-4096 (the ring engine), std-cycle,
+                   pl-cycle (the baselines), admit-refund, cas, pool, tokio, graph-p8-lock-free, graph-p8-std, graph-p9-lock-free, graph-p9-std";
 
 /// What to do.
 #[derive(Debug, Clone, PartialEq)]
@@ -349,12 +350,18 @@ fn instr(row: &str, n: u64) -> Result<(), String> {
         measured(op, n);
     };
     let u: OpUser<'_> = &mut body;
-    let lf = &engines()[0];
+    let [lf, std_mutex, parking_lot, ring] = engines();
     match row {
         "cycle" => (lf.cycle)(u),
         "fast" => (lf.fast)(u),
         "cancel-1" => (lf.cancel)(1, u),
         "cancel-4096" => (lf.cancel)(4096, u),
+        "ring-cycle" => (ring.cycle)(u),
+        "ring-fast" => (ring.fast)(u),
+        "ring-cancel-1" => (ring.cancel)(1, u),
+        "ring-cancel-4096" => (ring.cancel)(4096, u),
+        "std-cycle" => (std_mutex.cycle)(u),
+        "pl-cycle" => (parking_lot.cycle)(u),
         "admit-refund" => u(&mut AdmitRefund::new()),
         "cas" => u(&mut UncontendedCas::default()),
         "pool" => u(&mut OneCell::<FixedCellPool>::new()),
@@ -521,7 +528,26 @@ mod tests {
         let r = run_suite("default", &a);
         let ids: Vec<&str> = r.targets.iter().map(|v| v.id.as_str()).collect();
         for id in [
-            "P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8", "P9", "P10", "P11", "P13",
+            "P1",
+            "P2",
+            "P3",
+            "P4",
+            "P5",
+            "P6",
+            "P7",
+            "P8",
+            "P9",
+            "P10",
+            "P11",
+            "P13",
+            "P1 (ring)",
+            "P3 (ring)",
+            "P4 (ring)",
+            "P5 (ring)",
+            "P6 (ring)",
+            "P7 (ring)",
+            "P10 (ring)",
+            "P11 (ring)",
         ] {
             assert!(ids.contains(&id), "{id} missing from {ids:?}");
         }
@@ -532,6 +558,8 @@ mod tests {
         }
         let p10 = r.targets.iter().find(|v| v.id == "P10").unwrap();
         assert_eq!(p10.value, 0.0, "lock-free rows allocated");
+        let p10 = r.targets.iter().find(|v| v.id == "P10 (ring)").unwrap();
+        assert_eq!(p10.value, 0.0, "ring rows allocated");
         let back: Report = serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
         assert_eq!(back.targets, r.targets);
         assert_eq!(

@@ -32,6 +32,7 @@ pub fn colour(engine: &str) -> &'static str {
     match engine {
         "lock-free" => "#1f77b4",
         "std Mutex" => "#d62728",
+        "ring" => "#ff7f0e",
         _ => "#2ca02c",
     }
 }

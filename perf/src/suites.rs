@@ -41,7 +41,7 @@ pub enum Job {
     Fast,
     /// P2, P13: pool, tokio, admit→refund and CAS.
     Single,
-    /// P7: cancel at depth 4096 and 1, lock-free.
+    /// P7: cancel at depth 4096 and 1, lock-free and ring.
     Cancel,
     /// A closed-loop run: mode, threads, cells.
     Closed(Mode, usize, u32),
@@ -134,14 +134,15 @@ impl Job {
     /// Estimated seconds for the whole job (warm-up round included).
     fn estimate(&self, s: &Settings) -> f64 {
         let arms = match self {
-            Job::Single | Job::Ring(_) => 4.0,
-            Job::Cancel
-            | Job::Graph(_)
+            Job::Single | Job::Ring(_) | Job::Cancel => 4.0,
+            Job::Graph(_)
             | Job::GraphAdvance(_)
             | Job::GraphRemove(_)
             | Job::GraphKeyChurn
             | Job::GraphKeyCompaction => 2.0,
-            _ => 3.0,
+            Job::GraphDag(_) => 3.0,
+            // Every scheduler engine.
+            _ => engines().len() as f64,
         };
         arms * (s.reps as f64 + 0.25) * self.run_for(s).as_secs_f64()
     }
@@ -188,18 +189,28 @@ impl Job {
                     single(|u| u(&mut UncontendedCas::default())),
                 ),
             ],
-            Job::Cancel => vec![
-                arm(
-                    rows::CANCEL_DEEP,
-                    "lock-free",
-                    single(|u| (engines()[0].cancel)(4096, u)),
-                ),
-                arm(
-                    rows::CANCEL_SHALLOW,
-                    "lock-free",
-                    single(|u| (engines()[0].cancel)(1, u)),
-                ),
-            ],
+            // The engines with a P7 target: lock-free (first) and ring (last).
+            Job::Cancel => {
+                let all = engines();
+                [&all[0], &all[3]]
+                    .into_iter()
+                    .flat_map(|e| {
+                        let (backend, f) = (e.name, e.cancel);
+                        [
+                            arm(
+                                rows::CANCEL_DEEP,
+                                backend,
+                                Box::new(move |d| time_single_at(f, 4096, d)),
+                            ),
+                            arm(
+                                rows::CANCEL_SHALLOW,
+                                backend,
+                                Box::new(move |d| time_single_at(f, 1, d)),
+                            ),
+                        ]
+                    })
+                    .collect()
+            }
             Job::Closed(mode, t, c) => engines()
                 .into_iter()
                 .map(|e| arm(&name, e.name, Box::new(move |d| (e.closed)(mode, t, c, d))))
@@ -320,8 +331,18 @@ struct Arm {
     run: Box<dyn Fn(Duration) -> Measured>,
 }
 
+/// [`time_single`] of an operation built at a queue depth (P7's cancel).
+fn time_single_at(with: fn(usize, OpUser<'_>), depth: usize, run_for: Duration) -> Measured {
+    time_with(&mut |u| with(depth, u), run_for)
+}
+
 /// Times the operation `with` builds: a warm-up, then batches of 256 for `run_for`.
 fn time_single(with: fn(OpUser<'_>), run_for: Duration) -> Measured {
+    time_with(&mut |u| with(u), run_for)
+}
+
+/// See [`time_single`].
+fn time_with(with: &mut dyn FnMut(OpUser<'_>), run_for: Duration) -> Measured {
     let mut m = Measured::default();
     with(&mut |op: &mut dyn SingleOp| {
         op.run(1000);
@@ -503,6 +524,36 @@ mod tests {
         for j in plan("request", &[]).unwrap() {
             assert!(p.contains(&j), "{j:?}");
         }
+    }
+
+    /// The engine jobs run every engine, the ring engine last; P7's cancel job runs the
+    /// lock-free and the ring engine at both depths.
+    #[test]
+    fn engine_jobs_have_a_ring_arm() {
+        let backends = |j: Job| -> Vec<(String, String)> {
+            j.arms(&[])
+                .iter()
+                .map(|a| (a.workload.clone(), a.backend.clone()))
+                .collect()
+        };
+        let names: Vec<String> = backends(Job::Cycle).into_iter().map(|x| x.1).collect();
+        assert_eq!(names, ["lock-free", "std Mutex", "parking_lot", "ring"]);
+        let names: Vec<String> = backends(Job::Closed(Mode::Pull, 8, 4))
+            .into_iter()
+            .map(|x| x.1)
+            .collect();
+        assert_eq!(names, ["lock-free", "std Mutex", "parking_lot", "ring"]);
+        let (deep, shallow) = (rows::CANCEL_DEEP, rows::CANCEL_SHALLOW);
+        let want: Vec<(String, String)> = [
+            (deep, "lock-free"),
+            (shallow, "lock-free"),
+            (deep, "ring"),
+            (shallow, "ring"),
+        ]
+        .iter()
+        .map(|&(w, b)| (w.to_owned(), b.to_owned()))
+        .collect();
+        assert_eq!(backends(Job::Cancel), want);
     }
 
     #[test]

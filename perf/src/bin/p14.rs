@@ -9,18 +9,18 @@
 //! ```
 //!
 //! Workload: one class of 4 cells; each thread is one tenant and loops admit → enqueue (the
-//! future polled with `yield_now` between polls) → about 200 ns of work → release. The *frozen* run has 8 threads; thread
-//! 0 is armed at the engine's pause point (the baseline's critical section, the lock-free
-//! engine's dispatch token) and parks there the first time it reaches it, still holding what it
-//! holds. Once it is parked, the grants of the 7 other threads are counted over a window. The
-//! *reference* run is the same 7 threads without thread 0. Runs are interleaved (reference,
-//! frozen, per engine, per repetition); the row reports the median ratio and its range.
+//! future polled with `yield_now` between polls) → about 200 ns of work → release. The
+//! *frozen* run has 8 threads; thread 0 is armed at the engine's pause point (the baseline's
+//! critical section, the lock-free engine's dispatch token, the ring engine's tenant turn) and
+//! parks there the first time it reaches it, still holding what it holds. Once it is parked,
+//! the grants of the 7 other threads are counted over a window. The *reference* run is the
+//! same 7 threads without thread 0. Runs are interleaved (reference, frozen, per engine, per
+//! repetition); the row reports the median ratio and its range.
 //!
-//! The tenant-ring engine's grant path (`ring core`, not yet a scheduler engine: no admission,
-//! pool, lease or waker) runs the same loop on its own handle: enqueue, poll the slot with
-//! `yield_now` (running a turn another call handed back, if one waits) until granted, work,
-//! take, release; thread 0 is frozen at `ring.turn_owned`, the
-//! first time it holds a tenant's turn (any tenant's: it runs the turns its releases meet).
+//! The tenant-ring engine (`fairway::Ring`) runs the same scheduler workload; thread 0 is
+//! frozen at `ring.turn_owned`, the first time it holds a tenant's turn (any tenant's: a
+//! release or an enqueue runs the turn it claims, whichever tenant that is), so the most it
+//! can hold up is that tenant and the cells it already holds.
 //!
 //! A control row follows: the lock-free engine with thread 0 parked *outside* the engine while
 //! holding one granted cell — the most F24 lets a stopped thread delay — which shows what an
@@ -33,8 +33,7 @@ use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use fairway::internals::pause::Gate;
-use fairway::internals::RingCore;
-use fairway::{Assignment, Baseline, LockFree, Mechanism, ParkingLotMutex, StdMutex};
+use fairway::{Assignment, Baseline, LockFree, Mechanism, ParkingLotMutex, Ring, StdMutex};
 use fairway_bench_support::sched::Fixture;
 use fairway_bench_support::Named;
 
@@ -160,78 +159,6 @@ fn run<M: Mechanism>(frozen: Option<&'static str>, window: Duration) -> Run {
     })
 }
 
-/// [`run`] on the tenant-ring grant path: thread `k` is tenant `k`.
-fn run_ring(frozen: Option<&'static str>, window: Duration) -> Run {
-    let core = RingCore::new(CELLS, 256, 16);
-    let counting = AtomicBool::new(false);
-    let stop = AtomicBool::new(false);
-    let grants: Vec<Padded> = (0..=OTHERS).map(|_| Padded(AtomicU64::new(0))).collect();
-    let gate = frozen.map(Gate::new);
-    let first = if frozen.is_some() { 0 } else { 1 };
-    std::thread::scope(|s| {
-        for k in first..=OTHERS {
-            let (core, counting, stop, grants, gate) = (&core, &counting, &stop, &grants, &gate);
-            s.spawn(move || {
-                if k == 0 {
-                    if let Some(g) = gate {
-                        g.arm();
-                    }
-                }
-                while !stop.load(Ordering::Relaxed) {
-                    let Some(slot) = core.enqueue(k as u32) else {
-                        std::thread::yield_now();
-                        continue;
-                    };
-                    // Polls until granted; at shutdown of the run the request may stay queued
-                    // (the class is dropped with it).
-                    while !core.is_granted(slot) {
-                        if stop.load(Ordering::Relaxed) {
-                            return;
-                        }
-                        // A poll runs a turn handed back by a call at its F25 bound.
-                        if !core.help() {
-                            std::thread::yield_now();
-                        }
-                    }
-                    assert!(core.take(slot));
-                    let t = Instant::now();
-                    while t.elapsed() < WORK {
-                        std::hint::spin_loop();
-                    }
-                    core.release();
-                    if counting.load(Ordering::Relaxed) {
-                        grants[k].0.fetch_add(1, Ordering::Relaxed);
-                    }
-                }
-            });
-        }
-        let reached = gate.as_ref().is_none_or(|g| g.wait_parked(REACH));
-        let out = if reached {
-            std::thread::sleep(SETTLE);
-            counting.store(true, Ordering::Relaxed);
-            let t0 = Instant::now();
-            std::thread::sleep(window);
-            counting.store(false, Ordering::Relaxed);
-            let secs = t0.elapsed().as_secs_f64();
-            let n: u64 = grants[1..]
-                .iter()
-                .map(|g| g.0.load(Ordering::Relaxed))
-                .sum();
-            Ok(n as f64 / secs)
-        } else {
-            Err(format!(
-                "thread 0 never reached {} within {REACH:?}",
-                frozen.unwrap_or("?")
-            ))
-        };
-        stop.store(true, Ordering::Relaxed);
-        if let Some(g) = &gate {
-            g.release();
-        }
-        out
-    })
-}
-
 /// The P14 row of engine `M` frozen at `point`: per-repetition ratios and reference rates.
 struct Row {
     name: &'static str,
@@ -254,10 +181,6 @@ impl Row {
 
     fn measure<M: Mechanism>(&mut self, window: Duration) {
         self.record(run::<M>(None, window), run::<M>(Some(self.point), window));
-    }
-
-    fn measure_ring(&mut self, window: Duration) {
-        self.record(run_ring(None, window), run_ring(Some(self.point), window));
     }
 
     fn record(&mut self, reference: Run, frozen: Run) {
@@ -332,19 +255,13 @@ fn main() {
     let mut std_mutex = Row::new::<Baseline<StdMutex>>("baseline.locked");
     let mut parking = Row::new::<Baseline<ParkingLotMutex>>("baseline.locked");
     let mut control = Row::new::<LockFree>(OUTSIDE);
-    let mut ring = Row {
-        name: "ring core",
-        point: "ring.turn_owned",
-        ratios: Vec::new(),
-        reference: Vec::new(),
-        errors: Vec::new(),
-    };
+    let mut ring = Row::new::<Ring>("ring.turn_owned");
     for _ in 0..reps {
         control.measure::<LockFree>(window);
         lockfree.measure::<LockFree>(window);
         std_mutex.measure::<Baseline<StdMutex>>(window);
         parking.measure::<Baseline<ParkingLotMutex>>(window);
-        ring.measure_ring(window);
+        ring.measure::<Ring>(window);
     }
     println!(
         "P14: {CELLS} cells, {OTHERS} other tenants' threads, window {window_ms} ms, {reps} \

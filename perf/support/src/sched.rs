@@ -2,7 +2,8 @@
 //!
 //! # Engines
 //!
-//! [`LockFree`] against the same policy under one mutex, [`Baseline<StdMutex>`] and
+//! [`LockFree`] (grants under a class-wide try-token) and [`Ring`] (grants through an atomic
+//! ring of tenant turns) against the same policy under one mutex, [`Baseline<StdMutex>`] and
 //! [`Baseline<ParkingLotMutex>`]; [`engines`] lists them with their workloads as function
 //! pointers, in report (and interleaving) order.
 //!
@@ -53,7 +54,7 @@ use crossbeam_utils::Backoff;
 use fairway::admission::{AdmissionRequest, ClassSpec, Ledger, LedgerConfig, Limits};
 use fairway::{
     AdmittedRequest, Assignment, Baseline, ClassId, Code, Enqueue, LockFree, Mechanism,
-    ParkingLotMutex, RequestId, Scheduler, StdMutex, TenantId,
+    ParkingLotMutex, RequestId, Ring, Scheduler, StdMutex, TenantId,
 };
 
 use crate::alloc::thread_allocs;
@@ -65,6 +66,10 @@ pub const TENANTS: u32 = 16;
 
 impl Named for LockFree {
     const NAME: &'static str = "lock-free";
+}
+
+impl Named for Ring {
+    const NAME: &'static str = "ring";
 }
 
 impl Named for Baseline<StdMutex> {
@@ -930,12 +935,16 @@ impl EngineRuns {
     }
 }
 
-/// The engines in report order: lock-free (every ratio's numerator), std Mutex, parking_lot.
-pub fn engines() -> [EngineRuns; 3] {
+/// The engines in report order: lock-free (the first ratio's numerator), std Mutex,
+/// parking_lot, then ring (measured against the same baselines, in the same interleaving).
+/// The lock-free engine stays first, so `engines()[0]` and the per-workload throughput ratios
+/// of `--compare` (first backend over each other) keep their meaning.
+pub fn engines() -> [EngineRuns; 4] {
     [
         EngineRuns::of::<LockFree>(),
         EngineRuns::of::<Baseline<StdMutex>>(),
         EngineRuns::of::<Baseline<ParkingLotMutex>>(),
+        EngineRuns::of::<Ring>(),
     ]
 }
 
