@@ -430,7 +430,7 @@ impl<T: Send + 'static> RingClass<T> {
             }
             let mut after = After::new();
             self.end_handle(self.core.handle(index), CLOSED, fate, now, &mut after);
-            self.finish(after, now);
+            self.finish(&mut after, now);
         }
         self.exec.wake_all();
     }
@@ -438,7 +438,10 @@ impl<T: Send + 'static> RingClass<T> {
     /// Does what a call collected while running its turn: wakes, returned credits (each runs
     /// at most one turn), the death of the class; then wakes one pending request if a turn was
     /// handed back (SPEC F25).
-    fn finish(&self, mut after: After, now: u64) {
+    ///
+    /// Takes the collector by reference: it holds up to 64 wakers (1 KiB), and moving it into
+    /// each call cost a copy of that size on every enqueue, poll and release.
+    fn finish(&self, after: &mut After, now: u64) {
         loop {
             for w in after.wakes.drain(..) {
                 w.wake();
@@ -456,13 +459,12 @@ impl<T: Send + 'static> RingClass<T> {
             if after.credits == 0 {
                 break;
             }
-            after.credits -= 1;
-            let mut next = After::new();
-            self.core
-                .release(now, &mut |i| self.granted(i, now, &mut next));
-            next.credits += after.credits;
-            next.outs += after.outs;
-            after = next;
+            // The credit's turn collects into the same (now drained) collector; the credits
+            // still to return and the leases to uncount carry over.
+            let credits = after.credits - 1;
+            after.credits = 0;
+            self.core.release(now, &mut |i| self.granted(i, now, after));
+            after.credits += credits;
         }
         if after.outs > 0 {
             self.life_add(0u64.wrapping_sub(u64::from(after.outs) * OUT_ONE));
@@ -496,7 +498,7 @@ impl<T: Send + 'static> RingClass<T> {
         let mut after = After::new();
         self.core
             .help(now, &mut |i| self.granted(i, now, &mut after));
-        self.finish(after, now);
+        self.finish(&mut after, now);
         self.maybe_sweep(now);
     }
 
@@ -548,7 +550,7 @@ impl<T: Send + 'static> RingClass<T> {
                 least = least.min(deadline);
             }
             self.core.unref(i);
-            self.finish(after, now);
+            self.finish(&mut after, now);
         }
         if end == n {
             // Relaxed: as `cursor`.
@@ -621,7 +623,7 @@ impl<T: Send + 'static> RingClass<T> {
                 }
             }
         }
-        self.finish(after, now);
+        self.finish(&mut after, now);
         res.map(Some)
     }
 
@@ -800,7 +802,7 @@ impl<T: Send + 'static> ClassEngine<T> for RingClass<T> {
         self.core.submit(index, ticket.tenant, meta, now, &mut |i| {
             self.granted(i, now, &mut after)
         });
-        self.finish(after, now);
+        self.finish(&mut after, now);
         if ticket.deadline != u64::MAX {
             // AcqRel: see `maybe_sweep`; `fresh` first.
             self.fresh.fetch_min(ticket.deadline, Ordering::AcqRel);
@@ -818,7 +820,7 @@ impl<T: Send + 'static> ClassEngine<T> for RingClass<T> {
             };
             let mut after = After::new();
             self.end_handle(handle, CLOSED, fate, now, &mut after);
-            self.finish(after, now);
+            self.finish(&mut after, now);
         }
         Ok(Enqueued::Queued(handle))
     }
@@ -931,7 +933,7 @@ impl<T: Send + 'static> ClassEngine<T> for RingClass<T> {
         };
         drop(crate::sync::take_waker(&s.waker));
         self.stop_waiting(index);
-        self.finish(after, now);
+        self.finish(&mut after, now);
         self.core.unref(index);
         lease
     }
@@ -946,7 +948,7 @@ impl<T: Send + 'static> ClassEngine<T> for RingClass<T> {
             now,
             &mut after,
         );
-        self.finish(after, now);
+        self.finish(&mut after, now);
         if ended {
             Ok(())
         } else {
@@ -966,7 +968,7 @@ impl<T: Send + 'static> ClassEngine<T> for RingClass<T> {
         after.outs += 1;
         self.core
             .release(now, &mut |i| self.granted(i, now, &mut after));
-        self.finish(after, now);
+        self.finish(&mut after, now);
     }
 
     fn quarantine_then(&self, lease: Lease, reason: &'static str, then: impl FnOnce()) {
@@ -974,7 +976,7 @@ impl<T: Send + 'static> ClassEngine<T> for RingClass<T> {
         self.lose_cell(lease, reason, &mut after);
         then();
         self.life_add(0u64.wrapping_sub(OUT_ONE));
-        self.finish(after, self.clock.now());
+        self.finish(&mut after, self.clock.now());
         // Executors waiting for a dead class to empty, and drainers waiting for the cell, must
         // look again.
         self.exec.wake_all();
@@ -1060,14 +1062,14 @@ impl<T: Send + 'static> ClassEngine<T> for RingClass<T> {
             if self.usable.fetch_sub(1, Ordering::AcqRel) == 1 {
                 let mut after = After::new();
                 after.died = true;
-                self.finish(after, now);
+                self.finish(&mut after, now);
             }
             return Err(e);
         }
         let mut after = After::new();
         self.core
             .release(now, &mut |i| self.granted(i, now, &mut after));
-        self.finish(after, now);
+        self.finish(&mut after, now);
         self.exec.wake_all();
         Ok(())
     }
