@@ -127,6 +127,16 @@ impl Index {
     }
 }
 
+/// What a lock-free [`find`](LockFreeGraph::find) of a key found.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Found {
+    /// The key's slot (valid when found).
+    Key(KeyRef),
+    /// Not present; the empty cell (index, value) a [`claim`](LockFreeGraph::claim) of the key
+    /// may take, when the probe ended on one in a stable epoch.
+    Absent(Option<(usize, u64)>),
+}
+
 /// What one probe of the index found.
 enum Probe {
     Found(KeyRef),
@@ -170,23 +180,29 @@ impl LockFreeGraph {
         &self.keys[r.slot as usize]
     }
 
+    #[inline]
     fn probe(&self, ident: u64) -> Probe {
-        let ix = &self.index;
-        let mask = ix.cells.len() - 1;
-        let mut i = ix.home(ident);
-        for _ in 0..ix.cells.len() {
+        // Slices held in locals: the atomic loads below would otherwise make the compiler
+        // reload their lengths on every step.
+        let (cells, keys) = (&*self.index.cells, &*self.keys);
+        let mask = cells.len() - 1;
+        let mut i = self.index.home(ident);
+        for _ in 0..cells.len() {
             // Acquire: pairs with the Release CAS that published the cell (the slot's identity
             // and version), and with compaction's Release rewrites (after its odd `seq`).
-            let c = ix.cells[i].load(Ordering::Acquire);
+            let c = cells[i].load(Ordering::Acquire);
             match c & 3 {
                 C_EMPTY => return Probe::Absent(Some((i, c))),
                 C_FROZEN => return Probe::Frozen,
                 C_REF => {
                     let r = unref(c);
-                    let slot = &self.keys[r.slot as usize];
+                    let slot = &keys[r.slot as usize];
                     // Acquire: orders the generation check after the identity; an identity
-                    // written by a later claim brings the free's bump with it.
-                    if slot.ident.load(Ordering::Acquire) == ident && self.key_valid(r) {
+                    // written by a later claim brings the free's bump with it. Acquire on the
+                    // generation: as in `key_valid`.
+                    if slot.ident.load(Ordering::Acquire) == ident
+                        && slot.sgen.load(Ordering::Acquire) == r.gen
+                    {
                         return Probe::Found(r);
                     }
                 }
@@ -199,18 +215,28 @@ impl LockFreeGraph {
 
     /// The key slot of `ident`, if the key exists. Lock-free; under the topology lock exact.
     pub(super) fn lookup(&self, ident: u64) -> Option<KeyRef> {
+        match self.find(ident) {
+            Found::Key(r) => Some(r),
+            Found::Absent(_) => None,
+        }
+    }
+
+    /// [`lookup`](Self::lookup), and for an absent key the empty cell a later
+    /// [`claim`](Self::claim) of it can take without probing again.
+    #[inline]
+    pub(super) fn find(&self, ident: u64) -> Found {
         // Acquire: pairs with compaction's Release updates of `seq`.
         let s = self.index.seq.load(Ordering::Acquire);
         if s & 1 == 0 {
             match self.probe(ident) {
-                Probe::Found(r) => return Some(r),
+                Probe::Found(r) => return Found::Key(r),
                 Probe::Absent(at) => {
                     // "Absent" holds only if no compaction moved entries under the probe: a
                     // cell it read from a compaction would show `seq` changed here.
                     let epoch_ok = at.is_none_or(|(_, c)| c == cell_empty(s));
                     // Acquire: as above.
                     if epoch_ok && self.index.seq.load(Ordering::Acquire) == s {
-                        return None;
+                        return Found::Absent(at);
                     }
                 }
                 Probe::Frozen => {}
@@ -218,7 +244,10 @@ impl LockFreeGraph {
         }
         // Compaction under way or just done: ask under the lock, where the index is stable.
         let _g = self.lock();
-        self.lookup_locked(ident)
+        match self.lookup_locked(ident) {
+            Some(r) => Found::Key(r),
+            None => Found::Absent(None),
+        }
     }
 
     /// [`lookup`](Self::lookup) by a holder of the topology lock.
@@ -239,13 +268,58 @@ impl LockFreeGraph {
         if let Probe::Found(r) = self.probe(ident) {
             return Some(r);
         }
-        self.insert(ident, locked)
+        self.insert(ident, locked, None)
     }
 
-    /// [`lookup_or_insert`](Self::lookup_or_insert) past its first probe.
+    /// The key slot of `ident` as [`find`](Self::find) saw it (`seen`), claiming a free slot
+    /// if the key was absent: on the empty cell `find` stopped at, by one CAS, when no other
+    /// inserter or compaction took it since; otherwise as [`lookup_or_insert`]
+    /// (Self::lookup_or_insert). A key found may have been removed since; its user checks
+    /// the slot where it acts, as for any [`KeyRef`]. `locked`: the caller holds the topology
+    /// lock.
+    #[inline]
+    pub(super) fn claim(&self, ident: u64, seen: Found, locked: bool) -> Option<KeyRef> {
+        match seen {
+            Found::Key(r) => Some(r),
+            Found::Absent(Some((i, c))) => {
+                // The probe found no entry of the key before cell `i` and cell `i` empty; cells
+                // before it stay non-empty until a compaction, which changes the epoch of every
+                // empty cell, so a CAS from `c` that succeeds claims the key's first empty cell,
+                // where a concurrent inserter of the same key must meet it.
+                let r = self.new_key_slot(ident)?;
+                // Release: publishes the slot's identity and version to lookups (their
+                // Acquire); Acquire: as `insert`'s CAS, which this one stands for.
+                if self.index.cells[i]
+                    .compare_exchange(c, cell_ref(r), Ordering::AcqRel, Ordering::Acquire)
+                    .is_ok()
+                {
+                    inc(&self.gauges.keys);
+                    return Some(r);
+                }
+                self.insert(ident, locked, Some(r))
+            }
+            Found::Absent(None) => self.insert(ident, locked, None),
+        }
+    }
+
+    /// A free key slot, its identity and a fresh incarnation at generation 0 (SPEC D01) written
+    /// and not yet published (the index cell's Release CAS does). `None`: every slot is in use.
+    #[inline]
+    fn new_key_slot(&self, ident: u64) -> Option<KeyRef> {
+        let r = self.pop_key_slot()?;
+        let slot = self.key(r);
+        // Release: a stale reader that loads this identity (Acquire) sees the free's
+        // generation bump and skips the slot.
+        slot.ident.store(ident, Ordering::Release);
+        // Relaxed: published by the index cell's Release CAS.
+        slot.ver.store(fresh_incarnation(), Ordering::Relaxed);
+        Some(r)
+    }
+
+    /// [`lookup_or_insert`](Self::lookup_or_insert) past its first probe; `spare`: a slot
+    /// already taken for the key by [`new_key_slot`](Self::new_key_slot) and not published.
     #[inline(never)]
-    fn insert(&self, ident: u64, locked: bool) -> Option<KeyRef> {
-        let mut spare: Option<KeyRef> = None;
+    fn insert(&self, ident: u64, locked: bool, mut spare: Option<KeyRef>) -> Option<KeyRef> {
         let mut guard = None;
         let found = loop {
             // Acquire: pairs with compaction's Release updates of `seq`.
@@ -281,14 +355,8 @@ impl LockFreeGraph {
                     }
                     let r = match spare {
                         Some(r) => r,
-                        None => match self.pop_key_slot() {
+                        None => match self.new_key_slot(ident) {
                             Some(r) => {
-                                let slot = self.key(r);
-                                // Release: a stale reader that loads this identity (Acquire)
-                                // sees the free's generation bump and skips the slot.
-                                slot.ident.store(ident, Ordering::Release);
-                                // Relaxed: published by the cell's Release CAS below.
-                                slot.ver.store(fresh_incarnation(), Ordering::Relaxed);
                                 spare = Some(r);
                                 r
                             }

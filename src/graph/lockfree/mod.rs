@@ -24,7 +24,7 @@ mod index;
 mod keys;
 mod link;
 
-use index::{Index, KeyRef, KeySlot};
+use index::{Found, Index, KeyRef, KeySlot};
 
 use super::rules::{self, CYCLE, DEPENDENCY_FAILED, DUPLICATE_KEY, STALE};
 use super::{
