@@ -305,3 +305,62 @@ fn d24_operations_on_a_removed_key_whose_room_was_reused_are_typed_errors<E: Gra
     );
     assert_eq!(g.outcome(c).unwrap(), None);
 }
+
+/// SPEC D22 at the key table's limit (lock-free graph only: the mutex graph keeps keys in a
+/// map, with no slot generations to run out). Both key slots start one generation before
+/// exhaustion: each serves two keys in turn, then retires instead of wrapping to generation 0.
+/// Removal at the last generation still fails the key's waiters, a witness of a key on a
+/// retired slot stays refused, and once both slots retired no new key fits.
+#[test]
+fn d22_key_slot_at_its_last_generation_retires_and_never_wraps() {
+    let ledger = Ledger::new(LedgerConfig::new(vec![ClassSpec::new("cpu")], 4)).unwrap();
+    let g = Graph::builder(ledger)
+        .class(4)
+        .nodes(16)
+        .edges(16)
+        .keys(2)
+        .first_key_slot_generation(u32::MAX - 1)
+        .build()
+        .unwrap();
+    let full = |g: &Graph<_>, k: u64| {
+        matches!(g.submit(&spec(k, &[])).unwrap(), Admission::Backpressured)
+            && g.version(key(k)).is_none()
+    };
+    // Slots A and B at generation `u32::MAX - 1`: job 1 waits on key 2. Removing key 1 ends
+    // job 1 and frees slot A, now at its last generation.
+    let h1 = admit(&g, 1, &[dep(2, Gate::OnSuccess)]);
+    assert_eq!(g.occupancy().keys_used, 2);
+    g.remove(key(1)).unwrap();
+    assert!(matches!(
+        g.outcome(h1).unwrap(),
+        Some(JobOutcome::Failed(_))
+    ));
+    // Job 2 (on key 2, slot B) waits on key 3, which takes slot A at its last generation.
+    let h2 = admit(&g, 2, &[dep(3, Gate::OnSuccess)]);
+    assert_eq!(g.occupancy().keys_used, 2);
+    assert_eq!(g.version(key(3)).map(|v| v.generation), Some(0));
+    // Removing key 3 fails its waiter as at any generation, and retires slot A.
+    g.remove(key(3)).unwrap();
+    assert!(matches!(g.outcome(h2).unwrap(), Some(JobOutcome::Failed(e))
+        if (e.code(), e.reason()) == (Code::Unavailable, Reason::Removed)));
+    assert_eq!(g.occupancy().keys_used, 1);
+    // Slot B holds key 2; slot A is gone: no room for another key.
+    assert!(full(&g, 9));
+    // Slot B at its last generation: key 4 runs and is removed; the slot retires.
+    g.remove(key(2)).unwrap();
+    let h4 = admit(&g, 4, &[]);
+    let job = g.try_next(CPU).unwrap();
+    let w4 = g.witness(&job);
+    g.complete(job, JobOutcome::Succeeded).unwrap();
+    assert_eq!(g.outcome(h4).unwrap(), Some(JobOutcome::Succeeded));
+    g.check_witness(&w4).unwrap();
+    g.remove(key(4)).unwrap();
+    assert_eq!(g.occupancy().keys_used, 0);
+    // Both slots retired: no key fits, nothing changed; old witnesses and keys stay refused.
+    assert!(full(&g, 100));
+    assert!(full(&g, 1));
+    assert!(g.check_witness(&w4).is_err());
+    assert!(g.remove(key(4)).is_err());
+    assert!(g.advance(key(4)).is_err());
+    assert_eq!(g.occupancy().keys_used, 0);
+}

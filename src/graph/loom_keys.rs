@@ -22,6 +22,7 @@ fn bounds() -> Bounds {
         max_deps: 1,
         max_gen: crate::graph::Version::MAX_GENERATION,
         first_gen: 0,
+        first_key_gen: 0,
     }
 }
 

@@ -321,6 +321,15 @@ impl GraphBuilder {
         self
     }
 
+    /// The generation every key slot of the lock-free graph's key table starts at (default 0;
+    /// the mutex graph has no key slots and ignores it). Only for tests that exercise a key
+    /// slot's generation exhaustion without 2^32 removals on one slot.
+    #[doc(hidden)]
+    pub fn first_key_slot_generation(mut self, gen: u32) -> Self {
+        self.bounds.first_key_gen = gen;
+        self
+    }
+
     fn checked(&self) -> Result<Bounds, Error> {
         let b = self.bounds;
         if b.nodes == 0 || b.nodes > 1 << 23 || b.nodes > ClassConfig::MAX_QUEUE_CAPACITY {
@@ -456,6 +465,7 @@ impl Graph<LockFreeGraph> {
                 max_deps: 16,
                 max_gen: Version::MAX_GENERATION,
                 first_gen: 0,
+                first_key_gen: 0,
             },
         }
     }

@@ -250,4 +250,7 @@ pub struct Bounds {
     pub(crate) max_gen: u32,
     /// The generation every node slot starts at (0; near [`NodeRef::MAX_GEN`] in tests).
     pub(crate) first_gen: u32,
+    /// The generation every key slot of the lock-free graph's key table starts at (0; near
+    /// `u32::MAX` in tests).
+    pub(crate) first_key_gen: u32,
 }

@@ -1,6 +1,7 @@
 //! The lock-free graph as a [`GraphEngine`]: submit, link, complete, hand off.
 
 use super::*;
+use core::mem::MaybeUninit;
 
 impl GraphEngine for LockFreeGraph {
     type Work = Work;
@@ -15,7 +16,9 @@ impl GraphEngine for LockFreeGraph {
 
     fn submit(&self, spec: &JobSpec<'_>, work: &mut Work) -> Result<Admission<NodeRef>, Error> {
         let own_ident = rules::ident(spec.key);
-        if let Some(r) = self.lookup(own_ident) {
+        // One probe of the index for the job's own key: `claim` below uses what it found.
+        let seen = self.find(own_ident);
+        if let Found::Key(r) = seen {
             // Acquire: pairs with the key's publication (Release).
             let st = self.key(r).state.load(Ordering::Acquire);
             if self.state_valid(r, st) {
@@ -68,11 +71,13 @@ impl GraphEngine for LockFreeGraph {
             }
             self.push_node(idx);
         };
-        let Some(mut own) = self.lookup_or_insert(own_ident, false) else {
+        let Some(mut own) = self.claim(own_ident, seen, false) else {
             undo(edges);
             return Ok(Admission::Backpressured);
         };
-        let mut dep_slots = [KeyRef { slot: 0, gen: 0 }; 64];
+        // Left uninitialised (no 512-byte memset per submit): entry `i` is written before any
+        // read of it, and only the first `spec.deps.len()` are read.
+        let mut dep_slots = [const { MaybeUninit::<KeyRef>::uninit() }; 64];
         let mut many: Vec<KeyRef> = Vec::new();
         for (i, d) in spec.deps.iter().enumerate() {
             let Some(k) = self.lookup_or_insert(rules::ident(d.key), false) else {
@@ -80,16 +85,20 @@ impl GraphEngine for LockFreeGraph {
                 return Ok(Admission::Backpressured);
             };
             if i < dep_slots.len() {
-                dep_slots[i] = k;
+                dep_slots[i].write(k);
             } else {
                 if many.is_empty() {
-                    many.extend_from_slice(&dep_slots);
+                    // SAFETY: all 64 entries were written by the iterations before this one.
+                    many.extend(dep_slots.iter().map(|m| unsafe { m.assume_init() }));
                 }
                 many.push(k);
             }
         }
         let slots: &mut [KeyRef] = if many.is_empty() {
-            &mut dep_slots[..spec.deps.len()]
+            let written = &mut dep_slots[..spec.deps.len()];
+            // SAFETY: the loop above wrote each of the first `spec.deps.len()` entries (at most
+            // 64 here); `MaybeUninit<KeyRef>` has `KeyRef`'s layout.
+            unsafe { &mut *(written as *mut [MaybeUninit<KeyRef>] as *mut [KeyRef]) }
         } else {
             &mut many
         };

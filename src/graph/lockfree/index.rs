@@ -83,13 +83,14 @@ pub(super) struct KeySlot {
 }
 
 impl KeySlot {
-    pub(super) fn new(next: u32) -> Self {
+    /// A free slot at generation `gen` (0 but in tests of exhaustion), linked to `next`.
+    pub(super) fn new(next: u32, gen: u32) -> Self {
         Self {
             ident: AtomicU64::new(0),
-            state: AtomicU64::new(word(0, K_NONE as u32)),
+            state: AtomicU64::new(key_word(gen, K_NONE)),
             ver: AtomicU64::new(0),
             waiters: AtomicU32::new(NIL),
-            sgen: AtomicU32::new(0),
+            sgen: AtomicU32::new(gen),
             next: AtomicU32::new(next),
         }
     }
@@ -125,6 +126,16 @@ impl Index {
     fn home(&self, ident: u64) -> usize {
         (ident.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 17) as usize & (self.cells.len() - 1)
     }
+}
+
+/// What a lock-free [`find`](LockFreeGraph::find) of a key found.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Found {
+    /// The key's slot (valid when found).
+    Key(KeyRef),
+    /// Not present; the empty cell (index, value) a [`claim`](LockFreeGraph::claim) of the key
+    /// may take, when the probe ended on one in a stable epoch.
+    Absent(Option<(usize, u64)>),
 }
 
 /// What one probe of the index found.
@@ -170,23 +181,29 @@ impl LockFreeGraph {
         &self.keys[r.slot as usize]
     }
 
+    #[inline]
     fn probe(&self, ident: u64) -> Probe {
-        let ix = &self.index;
-        let mask = ix.cells.len() - 1;
-        let mut i = ix.home(ident);
-        for _ in 0..ix.cells.len() {
+        // Slices held in locals: the atomic loads below would otherwise make the compiler
+        // reload their lengths on every step.
+        let (cells, keys) = (&*self.index.cells, &*self.keys);
+        let mask = cells.len() - 1;
+        let mut i = self.index.home(ident);
+        for _ in 0..cells.len() {
             // Acquire: pairs with the Release CAS that published the cell (the slot's identity
             // and version), and with compaction's Release rewrites (after its odd `seq`).
-            let c = ix.cells[i].load(Ordering::Acquire);
+            let c = cells[i].load(Ordering::Acquire);
             match c & 3 {
                 C_EMPTY => return Probe::Absent(Some((i, c))),
                 C_FROZEN => return Probe::Frozen,
                 C_REF => {
                     let r = unref(c);
-                    let slot = &self.keys[r.slot as usize];
+                    let slot = &keys[r.slot as usize];
                     // Acquire: orders the generation check after the identity; an identity
-                    // written by a later claim brings the free's bump with it.
-                    if slot.ident.load(Ordering::Acquire) == ident && self.key_valid(r) {
+                    // written by a later claim brings the free's bump with it. Acquire on the
+                    // generation: as in `key_valid`.
+                    if slot.ident.load(Ordering::Acquire) == ident
+                        && slot.sgen.load(Ordering::Acquire) == r.gen
+                    {
                         return Probe::Found(r);
                     }
                 }
@@ -199,26 +216,40 @@ impl LockFreeGraph {
 
     /// The key slot of `ident`, if the key exists. Lock-free; under the topology lock exact.
     pub(super) fn lookup(&self, ident: u64) -> Option<KeyRef> {
+        match self.find(ident) {
+            Found::Key(r) => Some(r),
+            Found::Absent(_) => None,
+        }
+    }
+
+    /// [`lookup`](Self::lookup), and for an absent key the empty cell a later
+    /// [`claim`](Self::claim) of it can take without probing again.
+    #[inline]
+    pub(super) fn find(&self, ident: u64) -> Found {
         // Acquire: pairs with compaction's Release updates of `seq`.
         let s = self.index.seq.load(Ordering::Acquire);
-        if s & 1 == 0 {
-            match self.probe(ident) {
-                Probe::Found(r) => return Some(r),
-                Probe::Absent(at) => {
-                    // "Absent" holds only if no compaction moved entries under the probe: a
-                    // cell it read from a compaction would show `seq` changed here.
-                    let epoch_ok = at.is_none_or(|(_, c)| c == cell_empty(s));
-                    // Acquire: as above.
-                    if epoch_ok && self.index.seq.load(Ordering::Acquire) == s {
-                        return None;
-                    }
+        match self.probe(ident) {
+            // Right whatever a compaction does (checked against the slot's identity and
+            // generation): an existing key is found without waiting while one runs, unless
+            // the probe meets a frozen cell first.
+            Probe::Found(r) => return Found::Key(r),
+            Probe::Absent(at) if s & 1 == 0 => {
+                // "Absent" holds only if no compaction moved entries under the probe: a
+                // cell it read from a compaction would show `seq` changed here.
+                let epoch_ok = at.is_none_or(|(_, c)| c == cell_empty(s));
+                // Acquire: as above.
+                if epoch_ok && self.index.seq.load(Ordering::Acquire) == s {
+                    return Found::Absent(at);
                 }
-                Probe::Frozen => {}
             }
+            _ => {}
         }
         // Compaction under way or just done: ask under the lock, where the index is stable.
         let _g = self.lock();
-        self.lookup_locked(ident)
+        match self.lookup_locked(ident) {
+            Some(r) => Found::Key(r),
+            None => Found::Absent(None),
+        }
     }
 
     /// [`lookup`](Self::lookup) by a holder of the topology lock.
@@ -239,13 +270,58 @@ impl LockFreeGraph {
         if let Probe::Found(r) = self.probe(ident) {
             return Some(r);
         }
-        self.insert(ident, locked)
+        self.insert(ident, locked, None)
     }
 
-    /// [`lookup_or_insert`](Self::lookup_or_insert) past its first probe.
+    /// The key slot of `ident` as [`find`](Self::find) saw it (`seen`), claiming a free slot
+    /// if the key was absent: on the empty cell `find` stopped at, by one CAS, when no other
+    /// inserter or compaction took it since; otherwise as [`lookup_or_insert`]
+    /// (Self::lookup_or_insert). A key found may have been removed since; its user checks
+    /// the slot where it acts, as for any [`KeyRef`]. `locked`: the caller holds the topology
+    /// lock.
+    #[inline]
+    pub(super) fn claim(&self, ident: u64, seen: Found, locked: bool) -> Option<KeyRef> {
+        match seen {
+            Found::Key(r) => Some(r),
+            Found::Absent(Some((i, c))) => {
+                // The probe found no entry of the key before cell `i` and cell `i` empty; cells
+                // before it stay non-empty until a compaction, which changes the epoch of every
+                // empty cell, so a CAS from `c` that succeeds claims the key's first empty cell,
+                // where a concurrent inserter of the same key must meet it.
+                let r = self.new_key_slot(ident)?;
+                // Release: publishes the slot's identity and version to lookups (their
+                // Acquire); Acquire: as `insert`'s CAS, which this one stands for.
+                if self.index.cells[i]
+                    .compare_exchange(c, cell_ref(r), Ordering::AcqRel, Ordering::Acquire)
+                    .is_ok()
+                {
+                    inc(&self.gauges.keys);
+                    return Some(r);
+                }
+                self.insert(ident, locked, Some(r))
+            }
+            Found::Absent(None) => self.insert(ident, locked, None),
+        }
+    }
+
+    /// A free key slot, its identity and a fresh incarnation at generation 0 (SPEC D01) written
+    /// and not yet published (the index cell's Release CAS does). `None`: every slot is in use.
+    #[inline]
+    fn new_key_slot(&self, ident: u64) -> Option<KeyRef> {
+        let r = self.pop_key_slot()?;
+        let slot = self.key(r);
+        // Release: a stale reader that loads this identity (Acquire) sees the free's
+        // generation bump and skips the slot.
+        slot.ident.store(ident, Ordering::Release);
+        // Relaxed: published by the index cell's Release CAS.
+        slot.ver.store(fresh_incarnation(), Ordering::Relaxed);
+        Some(r)
+    }
+
+    /// [`lookup_or_insert`](Self::lookup_or_insert) past its first probe; `spare`: a slot
+    /// already taken for the key by [`new_key_slot`](Self::new_key_slot) and not published.
     #[inline(never)]
-    fn insert(&self, ident: u64, locked: bool) -> Option<KeyRef> {
-        let mut spare: Option<KeyRef> = None;
+    fn insert(&self, ident: u64, locked: bool, mut spare: Option<KeyRef>) -> Option<KeyRef> {
         let mut guard = None;
         let found = loop {
             // Acquire: pairs with compaction's Release updates of `seq`.
@@ -281,14 +357,8 @@ impl LockFreeGraph {
                     }
                     let r = match spare {
                         Some(r) => r,
-                        None => match self.pop_key_slot() {
+                        None => match self.new_key_slot(ident) {
                             Some(r) => {
-                                let slot = self.key(r);
-                                // Release: a stale reader that loads this identity (Acquire)
-                                // sees the free's generation bump and skips the slot.
-                                slot.ident.store(ident, Ordering::Release);
-                                // Relaxed: published by the cell's Release CAS below.
-                                slot.ver.store(fresh_incarnation(), Ordering::Relaxed);
                                 spare = Some(r);
                                 r
                             }
@@ -383,7 +453,11 @@ impl LockFreeGraph {
         let ix = &self.index;
         let mask = ix.cells.len() - 1;
         // AcqRel: odd; Release orders it before every rewrite below for readers that check it.
-        let s = ix.seq.fetch_add(1, Ordering::AcqRel) + 1;
+        // `seq` wraps after 2^63 compactions (from odd `u64::MAX` to even 0, which keeps its
+        // parity meaning) and the epoch in an empty cell keeps its low 62 bits: a CAS from an
+        // old epoch's empty cell could succeed again only after 2^62 compactions between its
+        // probe and its CAS.
+        let s = ix.seq.fetch_add(1, Ordering::AcqRel).wrapping_add(1);
         debug_assert_eq!(s & 1, 1);
         // Freeze: no inserter claims a cell from here on; one that won a cell first is kept.
         let mut live = 0;
@@ -426,7 +500,8 @@ impl LockFreeGraph {
             // Release: as above.
             ix.cells[i].store(c, Ordering::Release);
         }
-        let empty = cell_empty(s + 1);
+        let next = s.wrapping_add(1);
+        let empty = cell_empty(next);
         for cell in ix.cells.iter() {
             // Relaxed: only this thread writes cells now.
             if cell.load(Ordering::Relaxed) == C_FROZEN {
@@ -436,8 +511,24 @@ impl LockFreeGraph {
         }
         ix.tombs.store(0, Ordering::Relaxed);
         // Release: even again; pairs with the Acquire loads of `seq` in lookups and inserts.
-        ix.seq.store(s + 1, Ordering::Release);
+        ix.seq.store(next, Ordering::Release);
         ix.compactions.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Sets a fresh index's sequence word to `seq` (even), with its empty cells in that epoch:
+    /// tests of the epoch's wrap start near it.
+    #[cfg(all(test, not(loom)))]
+    fn start_index_at(&self, seq: u64) {
+        assert_eq!(seq & 1, 0);
+        assert_eq!(
+            self.gauges.keys.load(Ordering::Relaxed),
+            0,
+            "a fresh index only"
+        );
+        self.index.seq.store(seq, Ordering::Relaxed);
+        for cell in self.index.cells.iter() {
+            cell.store(cell_empty(seq), Ordering::Relaxed);
+        }
     }
 
     /// The index cell a key's probe starts at (for models that place keys on one chain).
@@ -472,6 +563,7 @@ mod tests {
             max_deps: 1,
             max_gen: crate::graph::Version::MAX_GENERATION,
             first_gen: 0,
+            first_key_gen: 0,
         })
     }
 
@@ -510,5 +602,117 @@ mod tests {
             assert!(g.lookup_or_insert(ident, false).is_some());
         }
         assert_eq!(g.lookup_or_insert(2000, false), None);
+    }
+
+    /// Index cells naming `ident`'s slot.
+    fn cells_of(g: &LockFreeGraph, ident: u64) -> usize {
+        let mut n = 0;
+        g.for_each_key(|i, _| n += usize::from(i == ident));
+        n
+    }
+
+    /// The index's sequence word wraps (after 2^63 compactions) without losing its meaning:
+    /// started a few compactions before the wrap, churn compacts across it, every live key
+    /// stays found, and an insert that saw an empty cell before the wrap cannot claim it after
+    /// (its CAS from the old epoch fails; it probes again and inserts the key once).
+    #[test]
+    fn d24_index_epoch_wraps_across_compactions() {
+        let g = graph(8);
+        g.start_index_at(u64::MAX - 5);
+        let live: Vec<KeyRef> = (1..=3)
+            .map(|k| g.lookup_or_insert(k, false).unwrap())
+            .collect();
+        // A lookup of an absent key, before any compaction: the empty cell it would claim.
+        let seen = g.find(77);
+        assert!(matches!(seen, Found::Absent(Some(_))));
+        // 4 removals per compaction: 6 compactions take `seq` from u64::MAX - 5 past the wrap.
+        for i in 0..24 {
+            let ident = 100 + i;
+            let r = g.lookup_or_insert(ident, false).unwrap();
+            remove(&g, ident);
+            assert!(!g.key_valid(r));
+            for (k, &l) in live.iter().enumerate() {
+                assert_eq!(g.lookup(k as u64 + 1), Some(l));
+            }
+        }
+        assert_eq!(g.key_compactions(), 6);
+        let seq = g.index.seq.load(Ordering::Relaxed);
+        assert!(
+            seq < 12 && seq & 1 == 0,
+            "seq wrapped to a small even value: {seq}"
+        );
+        // The pre-wrap empty cell is stale: the claim falls back to a fresh probe.
+        let r = g.claim(77, seen, false).unwrap();
+        assert_eq!(g.lookup(77), Some(r));
+        assert_eq!(cells_of(&g, 77), 1);
+        // And a claim from a current lookup takes its cell directly.
+        let seen = g.find(78);
+        let r = g.claim(78, seen, false).unwrap();
+        assert_eq!(g.lookup(78), Some(r));
+        assert_eq!(cells_of(&g, 78), 1);
+        assert_eq!(g.gauges.keys.load(Ordering::Relaxed), 5);
+    }
+
+    /// Two claims of one absent key from the same lookup: the second finds the first's entry
+    /// instead of inserting the key twice.
+    #[test]
+    fn d01_two_claims_from_one_lookup_insert_the_key_once() {
+        let g = graph(8);
+        let seen = g.find(5);
+        let a = g.claim(5, seen, false).unwrap();
+        let b = g.claim(5, seen, false).unwrap();
+        assert_eq!(a, b);
+        assert_eq!(cells_of(&g, 5), 1);
+        assert_eq!(g.gauges.keys.load(Ordering::Relaxed), 1);
+    }
+
+    /// A key slot at its last generation (`u32::MAX`) serves one key, and on that key's removal
+    /// retires: its generation does not wrap to 0 (where a holder of an old reference at
+    /// generation 0 would take it for its own), it is not reused, and the table has one slot
+    /// fewer.
+    #[test]
+    fn d22_key_slot_at_its_last_generation_retires_and_never_wraps() {
+        let g = LockFreeGraph::new(Bounds {
+            nodes: 4,
+            edges: 4,
+            keys: 2,
+            max_deps: 1,
+            max_gen: crate::graph::Version::MAX_GENERATION,
+            first_gen: 0,
+            first_key_gen: u32::MAX - 1,
+        });
+        let a = g.lookup_or_insert(1, false).unwrap();
+        let b = g.lookup_or_insert(2, false).unwrap();
+        assert_eq!((a.gen, b.gen), (u32::MAX - 1, u32::MAX - 1));
+        remove(&g, 1);
+        // One generation left: the slot is reused at `u32::MAX`.
+        let c = g.lookup_or_insert(3, false).unwrap();
+        assert_eq!(
+            c,
+            KeyRef {
+                slot: a.slot,
+                gen: u32::MAX
+            }
+        );
+        assert!(!g.key_valid(a));
+        remove(&g, 3);
+        // Exhausted: the slot retires. Its generation stays, its state word is gone for good.
+        assert_eq!(g.key(c).sgen.load(Ordering::Relaxed), u32::MAX);
+        assert_eq!(g.key(c).state.load(Ordering::Relaxed) & 0xff, K_GONE);
+        assert_eq!(g.lookup(3), None);
+        // Key 2 keeps the only other slot; no further key fits, even after many tries.
+        assert_eq!(g.lookup_or_insert(4, false), None);
+        assert_eq!(g.lookup(2), Some(b));
+        remove(&g, 2);
+        let d = g.lookup_or_insert(4, false).unwrap();
+        assert_eq!(
+            d,
+            KeyRef {
+                slot: b.slot,
+                gen: u32::MAX
+            }
+        );
+        assert_eq!(g.lookup_or_insert(5, false), None);
+        assert_eq!(g.gauges.keys.load(Ordering::Relaxed), 1);
     }
 }

@@ -24,7 +24,7 @@ mod index;
 mod keys;
 mod link;
 
-use index::{Index, KeyRef, KeySlot};
+use index::{Found, Index, KeyRef, KeySlot};
 
 use super::rules::{self, CYCLE, DEPENDENCY_FAILED, DUPLICATE_KEY, STALE};
 use super::{
@@ -297,7 +297,7 @@ impl LockFreeGraph {
             .collect();
         let nk = bounds.keys;
         let keys: Box<[KeySlot]> = (0..nk)
-            .map(|i| KeySlot::new(if i + 1 < nk { i + 1 } else { NIL }))
+            .map(|i| KeySlot::new(if i + 1 < nk { i + 1 } else { NIL }, bounds.first_key_gen))
             .collect();
         let dep_keys = (0..u64::from(n) * u64::from(bounds.max_deps))
             .map(|_| AtomicU64::new(0))
