@@ -309,3 +309,106 @@ fn f24_ring_scq_push_claimed_paused_other_tenant_granted_within_100ms() {
 fn f24_ring_cancel_marked_paused_other_tenant_granted_within_100ms() {
     ring_other_tenant_granted_while_paused("ring.cancel_marked", Action::Cancel);
 }
+
+/// Pull mode under F24: a thread of tenant 0 is parked at `point` while releasing a cell
+/// (holding the ring engine's turn, or the token engine's dispatch token); tenant 1's pull-mode
+/// job is queued and the other cell is released. Another executor calls `try_next` in a loop
+/// for 100 ms. Returns whether it was handed tenant 1's job while the thread was still parked,
+/// and the slowest single `try_next` call. Everything is settled once the thread is let go.
+fn try_next_while_paused<M: Mechanism>(point: &'static str) -> (bool, Duration) {
+    let h = Harness::<M>::new(&[(2, 16)], 4);
+    let mut held = h.occupy(2);
+    let (mut zero, _) = queue(&h, h.admit(0));
+    h.sched
+        .submit(h.admit(1), 11)
+        .expect("tenant 1's job is queued");
+    let (second, first) = (held.pop().unwrap(), held.pop().unwrap());
+    let gate = Gate::new(point);
+    let (handed, slowest) = std::thread::scope(|s| {
+        let paused = {
+            let gate = gate.clone();
+            s.spawn(move || {
+                gate.arm();
+                first.release();
+                Gate::disarm();
+            })
+        };
+        assert!(gate.wait_parked(LIMIT), "never reached {point}");
+        second.release();
+        let start = std::time::Instant::now();
+        let mut slowest = Duration::ZERO;
+        let mut job = None;
+        while job.is_none() && start.elapsed() < WINDOW {
+            let t = std::time::Instant::now();
+            job = h.sched.try_next(ClassId(0)).expect("the class exists");
+            slowest = slowest.max(t.elapsed());
+            if job.is_none() {
+                std::thread::yield_now();
+            }
+        }
+        let handed = job.is_some() && gate.parked() == 1 && !paused.is_finished();
+        gate.release();
+        paused.join().unwrap();
+        let job = match job {
+            Some(job) => job,
+            None => {
+                let deadline = std::time::Instant::now() + LIMIT;
+                loop {
+                    if let Some(job) = h.sched.try_next(ClassId(0)).unwrap() {
+                        break job;
+                    }
+                    assert!(std::time::Instant::now() < deadline, "the job never came");
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
+        };
+        assert_eq!(job.payload, 11);
+        job.assignment.release();
+        (handed, slowest)
+    });
+    // Tenant 0's request, granted by the let-go thread or by a released cell.
+    let deadline = std::time::Instant::now() + LIMIT;
+    loop {
+        match poll_once(&mut zero) {
+            Poll::Ready(r) => {
+                r.expect("granted").release();
+                break;
+            }
+            Poll::Pending if std::time::Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(1))
+            }
+            Poll::Pending => panic!("tenant 0's request never granted"),
+        }
+    }
+    assert_eq!(h.sched.available_cells(ClassId(0)), Ok(2));
+    assert_eq!(h.sched.queue_depth(ClassId(0)), Ok(0));
+    (handed, slowest)
+}
+
+/// The ring engine: an executor's `try_next` is never behind a stopped granter. Every call
+/// returns at once, and tenant 1's job is handed over within 100 ms while tenant 0's turn
+/// holder is parked.
+#[test]
+fn f24_ring_try_next_is_handed_other_tenants_jobs_while_a_turn_holder_is_paused() {
+    let (handed, slowest) = try_next_while_paused::<Ring>("ring.turn_owned");
+    assert!(
+        handed,
+        "tenant 1's job handed over while the turn holder is parked"
+    );
+    assert!(
+        slowest < Duration::from_millis(20),
+        "every try_next returned at once (slowest {slowest:?})"
+    );
+}
+
+/// The token engine's failure mode in pull mode (README, Deviations: F24): while the dispatch
+/// token's holder is parked, executors calling `try_next` get nothing (each call returns, and
+/// the executor can only call again).
+#[test]
+fn f24_lockfree_try_next_gets_nothing_while_the_token_holder_is_paused_today() {
+    let (handed, _) = try_next_while_paused::<LockFree>("lockfree.token_held");
+    assert!(
+        !handed,
+        "the token engine grants nothing while its token holder is parked"
+    );
+}
