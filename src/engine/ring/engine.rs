@@ -339,7 +339,11 @@ impl<T: Send + 'static> RingClass<T> {
                         self.life_add(OUT_ONE.wrapping_sub(QUEUED_ONE));
                     }
                     Err(_) => {
-                        // The owner left: the lease goes back, and the credit with it.
+                        // The owner left after the grant CAS and before this delivery: the
+                        // request was granted (counted as a grant, as the other engines count
+                        // a granted request whose owner withdraws before taking it), and the
+                        // lease goes back, and the credit with it.
+                        self.stats.record_grant_waited(waited);
                         // SAFETY: the CAS failed, so the lease was never published.
                         let lease = s.lease.with_mut(|l| unsafe { (*l).take() });
                         self.ledger
