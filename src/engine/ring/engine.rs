@@ -494,12 +494,40 @@ impl<T: Send + 'static> RingClass<T> {
 
     /// Runs one handed-back turn if one waits, and the sweep if a deadline has passed: what a
     /// waiting caller does (SPEC F18).
-    fn help(&self, now: u64) {
+    ///
+    /// Reads the clock only if a turn runs or a deadline is queued: a poll that finds neither
+    /// needs no time.
+    fn help(&self) {
         let mut after = After::new();
-        self.core
-            .help(now, &mut |i| self.granted(i, now, &mut after));
-        self.finish(&mut after, now);
-        self.maybe_sweep(now);
+        if self.deadline_queued() {
+            let now = self.clock.now();
+            self.core
+                .help(now, &mut |i| self.granted(i, now, &mut after));
+            self.finish(&mut after, now);
+            self.maybe_sweep(now);
+            return;
+        }
+        let read = core::cell::Cell::new(0);
+        let ran = self.core.help_at(
+            || {
+                let now = self.clock.now();
+                read.set(now);
+                now
+            },
+            &mut |i| self.granted(i, read.get(), &mut after),
+        );
+        // Without a turn nothing was collected that needs the time (credits and a death come
+        // only from grants).
+        debug_assert!(ran || (after.credits == 0 && !after.died));
+        self.finish(&mut after, read.get());
+    }
+
+    /// Whether a queued entry may have a deadline (`earliest` below `u64::MAX`); if not, the
+    /// sweep has nothing to do and the caller need not read the clock for it.
+    fn deadline_queued(&self) -> bool {
+        // Relaxed: a hint, as `maybe_sweep`'s own load; a producer's `fetch_min` racing with
+        // this read is seen by the next call (the sweep is never owed to this one).
+        self.earliest.load(Ordering::Relaxed) != u64::MAX
     }
 
     /// The deadline sweep (SPEC F46), behind its own try-token, when the earliest deadline has
@@ -660,7 +688,7 @@ impl<T: Send + 'static> RingClass<T> {
         if let Some(p) = self.pop_ready() {
             return Some(p);
         }
-        self.help(self.clock.now());
+        self.help();
         self.pop_ready()
     }
 
@@ -856,7 +884,7 @@ impl<T: Send + 'static> ClassEngine<T> for RingClass<T> {
                 self.pending.register(h as usize, cx);
             }
             // Cooperative progress (F18): a handed-back turn, a due sweep.
-            self.help(self.clock.now());
+            self.help();
             // Acquire: as above.
             fate = s.fate.load(Ordering::Acquire);
             if fate == PENDING {
@@ -960,15 +988,31 @@ impl<T: Send + 'static> ClassEngine<T> for RingClass<T> {
         self.clear_lease_since(&lease);
         self.pool.release(lease);
         then();
-        let now = self.clock.now();
-        self.maybe_sweep(now);
         let mut after = After::new();
         // The credit goes back before the lease is counted back, so a drain that sees every
         // lease back sees every credit free.
         after.outs += 1;
-        self.core
-            .release(now, &mut |i| self.granted(i, now, &mut after));
-        self.finish(&mut after, now);
+        if self.deadline_queued() {
+            let now = self.clock.now();
+            self.maybe_sweep(now);
+            self.core
+                .release(now, &mut |i| self.granted(i, now, &mut after));
+            self.finish(&mut after, now);
+            return;
+        }
+        // No deadline queued: the clock is read only if the credit meets a turn to run.
+        let read = core::cell::Cell::new(0);
+        let ran = self.core.release_at(
+            || {
+                let now = self.clock.now();
+                read.set(now);
+                now
+            },
+            &mut |i| self.granted(i, read.get(), &mut after),
+        );
+        // As in `help`: without a turn, `finish` needs no time.
+        debug_assert!(ran || (after.credits == 0 && !after.died));
+        self.finish(&mut after, read.get());
     }
 
     fn quarantine_then(&self, lease: Lease, reason: &'static str, then: impl FnOnce()) {
