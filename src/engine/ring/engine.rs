@@ -443,8 +443,11 @@ impl<T: Send + 'static> RingClass<T> {
     /// each call cost a copy of that size on every enqueue, poll and release.
     fn finish(&self, after: &mut After, now: u64) {
         loop {
-            for w in after.wakes.drain(..) {
-                w.wake();
+            // Most calls collect at most one waker, many none: skip the drain's set-up then.
+            if !after.wakes.is_empty() {
+                for w in after.wakes.drain(..) {
+                    w.wake();
+                }
             }
             if after.pulled {
                 after.pulled = false;
