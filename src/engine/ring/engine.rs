@@ -441,7 +441,19 @@ impl<T: Send + 'static> RingClass<T> {
     ///
     /// Takes the collector by reference: it holds up to 64 wakers (1 KiB), and moving it into
     /// each call cost a copy of that size on every enqueue, poll and release.
+    #[inline]
     fn finish(&self, after: &mut After, now: u64) {
+        if after.wakes.is_empty() && !after.pulled && !after.died && after.credits == 0 {
+            // Nothing collected but leases to uncount (a fast path, a release that met no
+            // turn): the loop below would do nothing else.
+            self.finish_counts(after);
+            return;
+        }
+        self.finish_collected(after, now);
+    }
+
+    /// [`finish`](Self::finish) when the call collected wakes, credits or a death.
+    fn finish_collected(&self, after: &mut After, now: u64) {
         loop {
             // Most calls collect at most one waker, many none: skip the drain's set-up then.
             if !after.wakes.is_empty() {
@@ -469,6 +481,12 @@ impl<T: Send + 'static> RingClass<T> {
             self.core.release(now, &mut |i| self.granted(i, now, after));
             after.credits += credits;
         }
+        self.finish_counts(after);
+    }
+
+    /// The end of [`finish`](Self::finish): uncounts the leases, and wakes a helper if a turn
+    /// was handed back.
+    fn finish_counts(&self, after: &mut After) {
         if after.outs > 0 {
             self.life_add(0u64.wrapping_sub(u64::from(after.outs) * OUT_ONE));
         }
