@@ -445,10 +445,25 @@ impl<T: Send + 'static> RingClass<T> {
     ///
     /// Takes the collector by reference: it holds up to 64 wakers (1 KiB), and moving it into
     /// each call cost a copy of that size on every enqueue, poll and release.
+    #[inline]
     fn finish(&self, after: &mut After, now: u64) {
+        if after.wakes.is_empty() && !after.pulled && !after.died && after.credits == 0 {
+            // Nothing collected but leases to uncount (a fast path, a release that met no
+            // turn): the loop below would do nothing else.
+            self.finish_counts(after);
+            return;
+        }
+        self.finish_collected(after, now);
+    }
+
+    /// [`finish`](Self::finish) when the call collected wakes, credits or a death.
+    fn finish_collected(&self, after: &mut After, now: u64) {
         loop {
-            for w in after.wakes.drain(..) {
-                w.wake();
+            // Most calls collect at most one waker, many none: skip the drain's set-up then.
+            if !after.wakes.is_empty() {
+                for w in after.wakes.drain(..) {
+                    w.wake();
+                }
             }
             if after.pulled {
                 after.pulled = false;
@@ -470,6 +485,12 @@ impl<T: Send + 'static> RingClass<T> {
             self.core.release(now, &mut |i| self.granted(i, now, after));
             after.credits += credits;
         }
+        self.finish_counts(after);
+    }
+
+    /// The end of [`finish`](Self::finish): uncounts the leases, and wakes a helper if a turn
+    /// was handed back.
+    fn finish_counts(&self, after: &mut After) {
         if after.outs > 0 {
             self.life_add(0u64.wrapping_sub(u64::from(after.outs) * OUT_ONE));
         }
@@ -498,12 +519,40 @@ impl<T: Send + 'static> RingClass<T> {
 
     /// Runs one handed-back turn if one waits, and the sweep if a deadline has passed: what a
     /// waiting caller does (SPEC F18).
-    fn help(&self, now: u64) {
+    ///
+    /// Reads the clock only if a turn runs or a deadline is queued: a poll that finds neither
+    /// needs no time.
+    fn help(&self) {
         let mut after = After::new();
-        self.core
-            .help(now, &mut |i| self.granted(i, now, &mut after));
-        self.finish(&mut after, now);
-        self.maybe_sweep(now);
+        if self.deadline_queued() {
+            let now = self.clock.now();
+            self.core
+                .help(now, &mut |i| self.granted(i, now, &mut after));
+            self.finish(&mut after, now);
+            self.maybe_sweep(now);
+            return;
+        }
+        let read = core::cell::Cell::new(0);
+        let ran = self.core.help_at(
+            || {
+                let now = self.clock.now();
+                read.set(now);
+                now
+            },
+            &mut |i| self.granted(i, read.get(), &mut after),
+        );
+        // Without a turn nothing was collected that needs the time (credits and a death come
+        // only from grants).
+        debug_assert!(ran || (after.credits == 0 && !after.died));
+        self.finish(&mut after, read.get());
+    }
+
+    /// Whether a queued entry may have a deadline (`earliest` below `u64::MAX`); if not, the
+    /// sweep has nothing to do and the caller need not read the clock for it.
+    fn deadline_queued(&self) -> bool {
+        // Relaxed: a hint, as `maybe_sweep`'s own load; a producer's `fetch_min` racing with
+        // this read is seen by the next call (the sweep is never owed to this one).
+        self.earliest.load(Ordering::Relaxed) != u64::MAX
     }
 
     /// The deadline sweep (SPEC F46), behind its own try-token, when the earliest deadline has
@@ -664,7 +713,7 @@ impl<T: Send + 'static> RingClass<T> {
         if let Some(p) = self.pop_ready() {
             return Some(p);
         }
-        self.help(self.clock.now());
+        self.help();
         self.pop_ready()
     }
 
@@ -860,7 +909,7 @@ impl<T: Send + 'static> ClassEngine<T> for RingClass<T> {
                 self.pending.register(h as usize, cx);
             }
             // Cooperative progress (F18): a handed-back turn, a due sweep.
-            self.help(self.clock.now());
+            self.help();
             // Acquire: as above.
             fate = s.fate.load(Ordering::Acquire);
             if fate == PENDING {
@@ -964,15 +1013,31 @@ impl<T: Send + 'static> ClassEngine<T> for RingClass<T> {
         self.clear_lease_since(&lease);
         self.pool.release(lease);
         then();
-        let now = self.clock.now();
-        self.maybe_sweep(now);
         let mut after = After::new();
         // The credit goes back before the lease is counted back, so a drain that sees every
         // lease back sees every credit free.
         after.outs += 1;
-        self.core
-            .release(now, &mut |i| self.granted(i, now, &mut after));
-        self.finish(&mut after, now);
+        if self.deadline_queued() {
+            let now = self.clock.now();
+            self.maybe_sweep(now);
+            self.core
+                .release(now, &mut |i| self.granted(i, now, &mut after));
+            self.finish(&mut after, now);
+            return;
+        }
+        // No deadline queued: the clock is read only if the credit meets a turn to run.
+        let read = core::cell::Cell::new(0);
+        let ran = self.core.release_at(
+            || {
+                let now = self.clock.now();
+                read.set(now);
+                now
+            },
+            &mut |i| self.granted(i, read.get(), &mut after),
+        );
+        // As in `help`: without a turn, `finish` needs no time.
+        debug_assert!(ran || (after.credits == 0 && !after.died));
+        self.finish(&mut after, read.get());
     }
 
     fn quarantine_then(&self, lease: Lease, reason: &'static str, then: impl FnOnce()) {

@@ -288,8 +288,22 @@ impl Core {
 
     /// A granted cell comes back. Runs the turn it may meet.
     pub(crate) fn release(&self, now: u64, on_grant: &mut impl FnMut(u32)) {
-        if let Some(turn) = self.turns.give_credit() {
-            self.run(turn, now, on_grant);
+        self.release_at(|| now, on_grant);
+    }
+
+    /// [`release`](Self::release), asking `now` for the time only if a turn runs (a release
+    /// that meets no ready tenant needs no clock read). Returns whether one ran.
+    pub(crate) fn release_at(
+        &self,
+        now: impl FnOnce() -> u64,
+        on_grant: &mut impl FnMut(u32),
+    ) -> bool {
+        match self.turns.give_credit() {
+            Some(turn) => {
+                self.run(turn, now(), on_grant);
+                true
+            }
+            None => false,
         }
     }
 
@@ -382,9 +396,18 @@ impl Core {
     /// Runs one turn handed back by another call, if one waits (a free credit beside a ready
     /// tenant). What a waiting request's poll does (SPEC F18). Returns whether it ran one.
     pub(crate) fn help(&self, now: u64, on_grant: &mut impl FnMut(u32)) -> bool {
+        self.help_at(|| now, on_grant)
+    }
+
+    /// [`help`](Self::help), asking `now` for the time only if a turn runs.
+    pub(crate) fn help_at(
+        &self,
+        now: impl FnOnce() -> u64,
+        on_grant: &mut impl FnMut(u32),
+    ) -> bool {
         match self.turns.help() {
             Some(turn) => {
-                self.run(turn, now, on_grant);
+                self.run(turn, now(), on_grant);
                 true
             }
             None => false,
