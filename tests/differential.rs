@@ -230,23 +230,33 @@ fn seed() -> Option<u64> {
 
 #[test]
 fn q02_lockfree_and_baseline_agree() {
+    let (ran, shown) = agree_with_baseline::<LockFree>("lock-free");
+    println!("DIFF cases={ran} seed={shown}");
+}
+
+/// Runs the generated operation sequences (`cases()` of them, from `seed()`) on engine `M`
+/// (named `label` in a divergence report) and on the baseline; panics at the first divergence.
+/// Failing cases are kept beside this file and replayed first. Returns the cases run and the
+/// seed as shown.
+fn agree_with_baseline<M: Mechanism>(label: &str) -> (u64, String) {
     use proptest::test_runner::{FileFailurePersistence, RngSeed, TestRunner};
     let (cases, seed) = (cases(), seed());
     let config = ProptestConfig {
         cases,
         rng_seed: seed.map_or(RngSeed::Random, RngSeed::Fixed),
-        // Failing cases are kept beside this file and replayed first.
         failure_persistence: Some(Box::new(FileFailurePersistence::Direct(
             "tests/differential.proptest-regressions",
         ))),
         ..ProptestConfig::default()
     };
     let shown = seed.map_or_else(|| "random".to_string(), |s| s.to_string());
-    eprintln!("differential: {cases} cases, seed {shown} (FAIRWAY_DIFF_SEED={shown} replays)");
+    eprintln!(
+        "differential {label}: {cases} cases, seed {shown} (FAIRWAY_DIFF_SEED={shown} replays)"
+    );
     let ran = std::cell::Cell::new(0u64);
     let result = TestRunner::new(config).run(&proptest::collection::vec(op(), 1..120), |ops| {
         ran.set(ran.get() + 1);
-        let a = run::<LockFree>(&ops);
+        let a = run::<M>(&ops);
         let b = run::<Baseline>(&ops);
         if a != b {
             let first = a
@@ -256,17 +266,17 @@ fn q02_lockfree_and_baseline_agree() {
                 .unwrap_or(a.len().min(b.len()));
             let lo = first.saturating_sub(12);
             return Err(TestCaseError::fail(format!(
-                "engines diverge at log line {first}\nlock-free:\n{}\nbaseline:\n{}",
+                "engines diverge at log line {first}\n{label}:\n{}\nbaseline:\n{}",
                 a[lo..(first + 3).min(a.len())].join("\n"),
                 b[lo..(first + 3).min(b.len())].join("\n")
             )));
         }
         Ok(())
     });
-    println!("DIFF cases={} seed={shown}", ran.get());
     if let Err(e) = result {
         panic!("{e}");
     }
+    (ran.get(), shown)
 }
 
 /// The tenant-ring engine against the baseline, as `q02_lockfree_and_baseline_agree` (same
@@ -274,38 +284,6 @@ fn q02_lockfree_and_baseline_agree() {
 /// outcomes and grant orders must equal the policy's.
 #[test]
 fn q02_ring_and_baseline_agree() {
-    use proptest::test_runner::{FileFailurePersistence, RngSeed, TestRunner};
-    let (cases, seed) = (cases(), seed());
-    let config = ProptestConfig {
-        cases,
-        rng_seed: seed.map_or(RngSeed::Random, RngSeed::Fixed),
-        failure_persistence: Some(Box::new(FileFailurePersistence::Direct(
-            "tests/differential.proptest-regressions",
-        ))),
-        ..ProptestConfig::default()
-    };
-    let ran = std::cell::Cell::new(0u64);
-    let result = TestRunner::new(config).run(&proptest::collection::vec(op(), 1..120), |ops| {
-        ran.set(ran.get() + 1);
-        let r = run::<Ring>(&ops);
-        let b = run::<Baseline>(&ops);
-        if r != b {
-            let first = r
-                .iter()
-                .zip(&b)
-                .position(|(x, y)| x != y)
-                .unwrap_or(r.len().min(b.len()));
-            let lo = first.saturating_sub(12);
-            return Err(TestCaseError::fail(format!(
-                "engines diverge at log line {first}\nring:\n{}\nbaseline:\n{}",
-                r[lo..(first + 3).min(r.len())].join("\n"),
-                b[lo..(first + 3).min(b.len())].join("\n")
-            )));
-        }
-        Ok(())
-    });
-    println!("DIFF ring cases={}", ran.get());
-    if let Err(e) = result {
-        panic!("{e}");
-    }
+    let (ran, _) = agree_with_baseline::<Ring>("ring");
+    println!("DIFF ring cases={ran}");
 }
