@@ -1,4 +1,4 @@
-//! The tenant-ring engine as a [`ClassEngine`] (docs/ring-engine.md): [`grant::Core`]'s turns
+//! The tenant-ring engine as a [`ClassEngine`] (docs/ring-engine.md): `grant::Core`'s turns
 //! grant, and this module wraps each grant in what the scheduler needs — leases from the pool,
 //! one waker per entry, pull mode's ready queue, shutdown, drain, quarantine and the deadline
 //! sweep. There is no class-wide token on the grant path.
@@ -318,6 +318,11 @@ impl<T: Send + 'static> RingClass<T> {
                     s.lease.with_mut(|l| *l = Some(lease));
                     s.waited.with_mut(|w| *w = waited);
                 }
+                // Counted out (and no longer queued) before the lease is published: once the
+                // fate CAS succeeds the owner may release the lease at once, and its release
+                // uncounts it; counting after the CAS let `life`'s lease count go below zero
+                // for a moment (borrowing from the flags above it).
+                self.life_add(OUT_ONE.wrapping_sub(QUEUED_ONE));
                 // AcqRel: Release publishes the lease to the owner's Acquire load of the fate;
                 // Acquire, on failure, pairs with the owner's ABANDONED CAS.
                 match s.fate.compare_exchange(
@@ -336,7 +341,6 @@ impl<T: Send + 'static> RingClass<T> {
                         }
                         self.ledger
                             .refund_queue_slot(TenantId(ticket.tenant), self.class);
-                        self.life_add(OUT_ONE.wrapping_sub(QUEUED_ONE));
                     }
                     Err(_) => {
                         // The owner left after the grant CAS and before this delivery: the
@@ -348,7 +352,6 @@ impl<T: Send + 'static> RingClass<T> {
                         let lease = s.lease.with_mut(|l| unsafe { (*l).take() });
                         self.ledger
                             .refund_queue_slot(TenantId(ticket.tenant), self.class);
-                        self.life_add(OUT_ONE.wrapping_sub(QUEUED_ONE));
                         if let Some(l) = lease {
                             self.clear_lease_since(&l);
                             self.pool.release(l);

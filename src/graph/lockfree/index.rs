@@ -275,8 +275,8 @@ impl LockFreeGraph {
 
     /// The key slot of `ident` as [`find`](Self::find) saw it (`seen`), claiming a free slot
     /// if the key was absent: on the empty cell `find` stopped at, by one CAS, when no other
-    /// inserter or compaction took it since; otherwise as [`lookup_or_insert`]
-    /// (Self::lookup_or_insert). A key found may have been removed since; its user checks
+    /// inserter or compaction took it since; otherwise as
+    /// [`lookup_or_insert`](Self::lookup_or_insert). A key found may have been removed since; its user checks
     /// the slot where it acts, as for any [`KeyRef`]. `locked`: the caller holds the topology
     /// lock.
     #[inline]
