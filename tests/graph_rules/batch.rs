@@ -165,23 +165,42 @@ pub(crate) fn d41_batch_cap_bounds_the_batch_bodies<E: GraphEngine>() {
     let outside = admit(&g, 100, &[]);
     let live = Arc::new(AtomicU32::new(0));
     let peak = Arc::new(AtomicU32::new(0));
+    let started = Arc::new(AtomicU32::new(0));
+    let done = Arc::new(AtomicU32::new(0));
     let execs: Vec<_> = (0..4)
         .map(|_| {
             let (g, live, peak) = (g.clone(), live.clone(), peak.clone());
+            let (started, done) = (started.clone(), done.clone());
             std::thread::spawn(move || {
                 let mut uncapped = 0;
-                while let Some(job) = g.try_next(CPU) {
+                // Every executor stays until the batch and the outside job are complete: a
+                // `try_next` may come back empty while jobs are queued (another thread is
+                // granting), and an executor leaving then would leave a waiting body alone.
+                while done.load(Ordering::SeqCst) < JOBS as u32 + 1 {
+                    let Some(job) = g.try_next(CPU) else {
+                        std::thread::yield_now();
+                        continue;
+                    };
                     let capped = job.cap().is_some();
                     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                         job.run(|| {
                             if capped {
                                 let now = live.fetch_add(1, Ordering::SeqCst) + 1;
                                 peak.fetch_max(now, Ordering::SeqCst);
-                                // Stay until a second body is in (bounded: the last one is
-                                // alone), so the cap is reached whatever the thread timing.
+                                // Stay until a second body is in, so the cap is reached
+                                // whatever the thread timing. Bounded by work, not by time
+                                // (under Miri a whole `try_next` takes longer than any short
+                                // wait): the last body to start does not wait, and every
+                                // other one waits for a job still to start, which one of the
+                                // three other executors (four cells, one free cap permit)
+                                // takes. The time bound only turns a defect into a failure
+                                // instead of a hang.
+                                let last =
+                                    started.fetch_add(1, Ordering::SeqCst) + 1 == JOBS as u32;
                                 let t = std::time::Instant::now();
-                                while live.load(Ordering::SeqCst) < 2
-                                    && t.elapsed() < std::time::Duration::from_millis(100)
+                                while !last
+                                    && live.load(Ordering::SeqCst) < 2
+                                    && t.elapsed() < std::time::Duration::from_secs(60)
                                 {
                                     std::thread::yield_now();
                                 }
@@ -202,6 +221,7 @@ pub(crate) fn d41_batch_cap_bounds_the_batch_bodies<E: GraphEngine>() {
                         }
                     };
                     g.complete(job, outcome).unwrap();
+                    done.fetch_add(1, Ordering::SeqCst);
                 }
                 uncapped
             })
