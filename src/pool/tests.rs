@@ -633,6 +633,10 @@ fn f03_every_cell_once_and_quarantine_across_words_33_cells() {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "minutes under Miri; the 33-cell test covers the same code across words"
+)]
 fn f03_every_cell_once_and_quarantine_across_words_1000_cells() {
     every_cell_once_and_quarantine_across_words(1000);
 }
@@ -640,6 +644,10 @@ fn f03_every_cell_once_and_quarantine_across_words_1000_cells() {
 /// F17 across words: a subscriber registered while 1000 cells are all leased is woken by a
 /// release in any word, and its probe then finds that cell.
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "slow under Miri; the pool tests at 33 cells cover the same code across words"
+)]
 fn f17_release_in_any_word_wakes_subscriber_1000_cells() {
     const CELLS: u32 = 1000;
     let p = pool(CELLS);
@@ -670,6 +678,10 @@ fn f17_release_in_any_word_wakes_subscriber_1000_cells() {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "builds a pool of the largest size: a minute under Miri"
+)]
 fn f01_cells_over_the_limit_are_refused() {
     for cells in [crate::policy::MAX_CELLS + 1, u32::MAX] {
         assert_eq!(

@@ -450,6 +450,10 @@ fn f24_ring_canceller_paused_after_marking_delays_nobody() {
 /// each wait ahead of a live request: the release drops 64 of them (one stale turn each) and
 /// hands the next turn back; one help drops the other 6 and grants the live request.
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "a minute under Miri; counts candidates on paths other tests take"
+)]
 fn f25_a_call_offers_at_most_64_candidates_across_turns_and_hands_the_next_back() {
     let core = Core::new(1, 160, 72, STARVE);
     let got = RefCell::new(Vec::new());
@@ -483,6 +487,10 @@ fn f25_a_call_offers_at_most_64_candidates_across_turns_and_hands_the_next_back(
 /// entries by 8, does not run) offers 64 candidates in its first turn, all tombstones, and
 /// keeps its place at the head; the next turn drops the other 6 and grants the first live one.
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "a minute under Miri; counts candidates on paths other tests take"
+)]
 fn f25_a_turn_offers_at_most_64_candidates() {
     let core = Core::new(1, 256, 2, STARVE);
     let got = RefCell::new(Vec::new());
@@ -627,6 +635,10 @@ fn f24_ring_cleanup_turn_of_a_cancel_grants_nothing() {
 /// F11/F12 with F25's candidate bound: a turn whose 64th candidate is the grant that ends its
 /// DRR round sends the tenant to the ring's tail like any ended round, not ahead of the ring.
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "a minute under Miri; counts candidates on paths other tests take"
+)]
 fn f25_a_round_ending_on_the_last_candidate_goes_to_the_tail() {
     let core = Core::new(1, 200, 2, STARVE);
     let got = RefCell::new(Vec::new());
