@@ -16,6 +16,7 @@ use super::slot::F_QUARANTINED;
 use super::RingClass;
 use crate::pool::Lease;
 use crate::sync::Ordering;
+use crate::{Error, Reason};
 
 /// Work a call collects while it runs a turn, done once the turn has ended.
 pub(super) struct After {
@@ -42,11 +43,30 @@ impl After {
         }
     }
 
+    /// The pool gave no lease for a grant (`e`): its credit goes back, unless the pool's
+    /// mismatch quarantined the cell (the credit is lost with it), and the lease counted out
+    /// for it is uncounted.
+    pub(super) fn acquire_failed(&mut self, e: &Error) {
+        if !matches!(e.reason(), Reason::PoolLeaseMismatch) {
+            self.credits += 1;
+        }
+        self.outs += 1;
+    }
+
     pub(super) fn wake(&mut self, w: Waker) {
         if let Err(e) = self.wakes.try_push(w) {
             e.element().wake();
         }
     }
+}
+
+/// The turn a call with no entry of its own offers to run.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Offer {
+    /// A turn handed back by another call, if one waits (a waiting caller's help).
+    Help,
+    /// The turn a returned credit may start (a lease's release).
+    Credit,
 }
 
 impl<T: Send + 'static> RingClass<T> {
@@ -103,17 +123,18 @@ impl<T: Send + 'static> RingClass<T> {
     /// was handed back.
     fn finish_counts(&self, after: &mut After) {
         if after.outs > 0 {
-            self.life_add(0u64.wrapping_sub(u64::from(after.outs) * OUT_ONE));
+            self.life_sub(u64::from(after.outs) * OUT_ONE);
         }
-        if self.core.take_handed_back() {
-            self.wake_helper();
-        }
+        self.wake_if_handed_back();
     }
 
-    /// Wakes the pending requests and the executors, so a handed-back turn is taken (F25):
-    /// any of them takes it with its poll's `help`. Rare: only a turn's end that met both a
-    /// free credit and a ready tenant hands back.
-    pub(super) fn wake_helper(&self) {
+    /// If a turn was handed back, wakes the pending requests and the executors, so it is taken
+    /// (F25): any of them takes it with its poll's `help`. Rare: only a turn's end that met both
+    /// a free credit and a ready tenant hands back.
+    pub(super) fn wake_if_handed_back(&self) {
+        if !self.core.take_handed_back() {
+            return;
+        }
         self.pending.wake_all();
         self.exec.wake_all();
     }
@@ -125,27 +146,7 @@ impl<T: Send + 'static> RingClass<T> {
     /// needs no time.
     pub(super) fn help(&self) {
         let mut after = After::new();
-        if self.deadline_queued() {
-            let now = self.clock.now();
-            self.core
-                .help(now, &mut |i| self.granted(i, now, &mut after));
-            self.finish(&mut after, now);
-            self.maybe_sweep(now);
-            return;
-        }
-        let read = core::cell::Cell::new(0);
-        let ran = self.core.help_at(
-            || {
-                let now = self.clock.now();
-                read.set(now);
-                now
-            },
-            &mut |i| self.granted(i, read.get(), &mut after),
-        );
-        // Without a turn nothing was collected that needs the time (credits and a death come
-        // only from grants).
-        debug_assert!(ran || (after.credits == 0 && !after.died));
-        self.finish(&mut after, read.get());
+        self.offer_turn(Offer::Help, &mut after);
     }
 
     /// [`ClassEngine::release_then`](crate::engine::ClassEngine::release_then): the lease back to the
@@ -158,26 +159,54 @@ impl<T: Send + 'static> RingClass<T> {
         // The credit goes back before the lease is counted back, so a drain that sees every
         // lease back sees every credit free.
         after.outs += 1;
+        self.offer_turn(Offer::Credit, &mut after);
+    }
+
+    /// Runs the turn `offer` may start, then [`finish`](Self::finish)es `after`. Reads the
+    /// clock only if a turn runs or a deadline is queued; in the latter case the due sweep runs
+    /// too (after the turn's finish for [`Offer::Help`], before the turn for
+    /// [`Offer::Credit`]).
+    fn offer_turn(&self, offer: Offer, after: &mut After) {
         if self.deadline_queued() {
             let now = self.clock.now();
-            self.maybe_sweep(now);
-            self.core
-                .release(now, &mut |i| self.granted(i, now, &mut after));
-            self.finish(&mut after, now);
+            if offer == Offer::Credit {
+                self.maybe_sweep(now);
+            }
+            self.start_turn(offer, || now, &mut |i| self.granted(i, now, after));
+            self.finish(after, now);
+            if offer == Offer::Help {
+                self.maybe_sweep(now);
+            }
             return;
         }
-        // No deadline queued: the clock is read only if the credit meets a turn to run.
+        // No deadline queued: the clock is read only if a turn runs.
         let read = core::cell::Cell::new(0);
-        let ran = self.core.release_at(
+        let ran = self.start_turn(
+            offer,
             || {
                 let now = self.clock.now();
                 read.set(now);
                 now
             },
-            &mut |i| self.granted(i, read.get(), &mut after),
+            &mut |i| self.granted(i, read.get(), after),
         );
-        // As in `help`: without a turn, `finish` needs no time.
+        // Without a turn nothing was collected that needs the time (credits and a death come
+        // only from grants).
         debug_assert!(ran || (after.credits == 0 && !after.died));
-        self.finish(&mut after, read.get());
+        self.finish(after, read.get());
+    }
+
+    /// The core's entry for `offer`, asking `now` for the time only if a turn runs. Returns
+    /// whether one ran.
+    fn start_turn(
+        &self,
+        offer: Offer,
+        now: impl FnOnce() -> u64,
+        on_grant: &mut impl FnMut(u32),
+    ) -> bool {
+        match offer {
+            Offer::Help => self.core.help_at(now, on_grant),
+            Offer::Credit => self.core.release_at(now, on_grant),
+        }
     }
 }

@@ -76,7 +76,7 @@ impl<T: Send + 'static> RingClass<T> {
         }) {
             Ok(i) => i,
             Err(Full) => {
-                self.life_add(0u64.wrapping_sub(QUEUED_ONE));
+                self.life_sub(QUEUED_ONE);
                 return refused(Error::new(Code::ResourceExhausted, Reason::QueueFull), pull);
             }
         };
@@ -113,11 +113,7 @@ impl<T: Send + 'static> RingClass<T> {
             self.granted(i, now, &mut after)
         });
         self.finish(&mut after, now);
-        if ticket.deadline != u64::MAX {
-            // AcqRel: see `maybe_sweep`; `fresh` first.
-            self.fresh.fetch_min(ticket.deadline, Ordering::AcqRel);
-            self.earliest.fetch_min(ticket.deadline, Ordering::AcqRel);
-        }
+        self.note_deadline(ticket.deadline);
         // An RMW, not a load: ordered against the RMW that set SHUT/DEAD, after which the
         // closer's scan sees this entry queued; otherwise this call ends it itself.
         // AcqRel: as above.
@@ -128,9 +124,7 @@ impl<T: Send + 'static> RingClass<T> {
             } else {
                 F_QUARANTINED
             };
-            let mut after = After::new();
-            self.end_handle(handle, CLOSED, fate, now, &mut after);
-            self.finish(&mut after, now);
+            self.end_handle(handle, CLOSED, fate, now);
         }
         Ok(Enqueued::Queued(handle))
     }
@@ -153,7 +147,7 @@ impl<T: Send + 'static> RingClass<T> {
     /// The fast path after counting a lease out: take the credit and the lease.
     fn fast_with_count(&self, ticket: &Ticket) -> Result<Option<Lease>, Error> {
         if !self.core.take_free_credit() {
-            self.life_add(0u64.wrapping_sub(OUT_ONE));
+            self.life_sub(OUT_ONE);
             return Ok(None);
         }
         let now = self.clock.now();
@@ -161,12 +155,7 @@ impl<T: Send + 'static> RingClass<T> {
         let res = self.acquire(ticket, now, &mut after);
         match &res {
             Ok(_) => self.stats.record_grant(),
-            Err(e) => {
-                after.outs += 1;
-                if !matches!(e.reason(), Reason::PoolLeaseMismatch) {
-                    after.credits += 1;
-                }
-            }
+            Err(e) => after.acquire_failed(e),
         }
         self.finish(&mut after, now);
         res.map(Some)

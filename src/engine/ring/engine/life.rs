@@ -51,6 +51,11 @@ impl<T: Send + 'static> RingClass<T> {
         }
     }
 
+    /// [`life_add`](Self::life_add) of `-delta`.
+    pub(super) fn life_sub(&self, delta: u64) -> u64 {
+        self.life_add(0u64.wrapping_sub(delta))
+    }
+
     /// Applies `delta` (wrapping) to `life`; wakes drainers and executors if admissions have
     /// stopped (the change may be the last one a drain waits for). Returns the old value.
     pub(super) fn life_add(&self, delta: u64) -> u64 {
@@ -79,9 +84,7 @@ impl<T: Send + 'static> RingClass<T> {
             if self.core.state(index) != QUEUED {
                 continue;
             }
-            let mut after = After::new();
-            self.end_handle(self.core.handle(index), CLOSED, fate, now, &mut after);
-            self.finish(&mut after, now);
+            self.end_handle(self.core.handle(index), CLOSED, fate, now);
         }
         self.exec.wake_all();
     }
@@ -139,7 +142,7 @@ impl<T: Send + 'static> RingClass<T> {
         let mut after = After::new();
         self.lose_cell(lease, reason, &mut after);
         then();
-        self.life_add(0u64.wrapping_sub(OUT_ONE));
+        self.life_sub(OUT_ONE);
         self.finish(&mut after, self.clock.now());
         // Executors waiting for a dead class to empty, and drainers waiting for the cell, must
         // look again.

@@ -156,11 +156,8 @@ impl<T: Send + 'static> RingClass<T> {
                 }
             }
             Err(e) => {
-                if !matches!(e.reason(), Reason::PoolLeaseMismatch) {
-                    after.credits += 1;
-                }
                 self.life_add(OUT_ONE);
-                after.outs += 1;
+                after.acquire_failed(&e);
                 // SAFETY: the fate is PENDING: nobody reads the error before it changes.
                 unsafe { s.error.with_mut(|x| *x = Some(e)) };
                 self.book_end(index, F_FAILED, after);
@@ -199,7 +196,7 @@ impl<T: Send + 'static> RingClass<T> {
         }
         // Release: publishes the error cell to the owner's Acquire load.
         s.fate.store(fate, Ordering::Release);
-        self.life_add(0u64.wrapping_sub(QUEUED_ONE));
+        self.life_sub(QUEUED_ONE);
         if self.is_pull(index) {
             // Nobody will take the content: its reference goes.
             self.core.unref(index);
@@ -208,25 +205,24 @@ impl<T: Send + 'static> RingClass<T> {
         }
     }
 
-    /// Ends the entry of `handle` as `why` (core state) / `fate` if it is still queued.
-    pub(super) fn end_handle(
-        &self,
-        handle: u64,
-        why: u32,
-        fate: u32,
-        now: u64,
-        after: &mut After,
-    ) -> bool {
-        let Some(index) = self.core.try_ref(handle) else {
-            return false;
+    /// Ends the entry of `handle` as `why` (core state) / `fate` if it is still queued, then
+    /// [`finish`](Self::finish)es what that collected.
+    pub(super) fn end_handle(&self, handle: u64, why: u32, fate: u32, now: u64) -> bool {
+        let mut after = After::new();
+        let ended = match self.core.try_ref(handle) {
+            Some(index) => {
+                let ended = self
+                    .core
+                    .end(index, why, now, &mut |i| self.granted(i, now, &mut after));
+                if ended {
+                    self.book_end(index, fate, &mut after);
+                }
+                self.core.unref(index);
+                ended
+            }
+            None => false,
         };
-        let ended = self
-            .core
-            .end(index, why, now, &mut |i| self.granted(i, now, after));
-        if ended {
-            self.book_end(index, fate, after);
-        }
-        self.core.unref(index);
+        self.finish(&mut after, now);
         ended
     }
 
@@ -243,10 +239,7 @@ impl<T: Send + 'static> RingClass<T> {
             .acquire_checked(&ticket.lease_request(self.class))?
         {
             Ok(lease) => {
-                if let Some(s) = self.lease_since.get(lease.cell().0 as usize) {
-                    // Relaxed: an observation for snapshots.
-                    s.store(now, Ordering::Relaxed);
-                }
+                self.set_lease_since(lease.cell(), now);
                 Ok(lease)
             }
             Err(lease) => {
@@ -369,10 +362,7 @@ impl<T: Send + 'static> RingClass<T> {
     /// [`ClassEngine::cancel`](crate::engine::ClassEngine::cancel): ends the entry if still queued.
     pub(super) fn cancel_entry(&self, handle: u64) -> Result<(), Error> {
         let now = self.clock.now();
-        let mut after = After::new();
-        let ended = self.end_handle(handle, CANCELLED, F_CANCELLED, now, &mut after);
-        self.finish(&mut after, now);
-        if ended {
+        if self.end_handle(handle, CANCELLED, F_CANCELLED, now) {
             Ok(())
         } else {
             Err(Error::new(Code::NotFound, Reason::UnknownRequest))

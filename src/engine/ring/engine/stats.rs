@@ -6,13 +6,20 @@ use super::RingClass;
 use crate::engine::ClassEngine;
 use crate::pool::Lease;
 use crate::sync::Ordering;
+use crate::CellId;
 
 impl<T: Send + 'static> RingClass<T> {
-    pub(super) fn clear_lease_since(&self, lease: &Lease) {
-        if let Some(s) = self.lease_since.get(lease.cell().0 as usize) {
-            // Relaxed: an observation.
-            s.store(u64::MAX, Ordering::Relaxed);
+    /// Notes when `cell`'s lease went out (`u64::MAX`: the cell is back in the pool).
+    pub(super) fn set_lease_since(&self, cell: CellId, at: u64) {
+        if let Some(s) = self.lease_since.get(cell.0 as usize) {
+            // Relaxed: an observation for snapshots.
+            s.store(at, Ordering::Relaxed);
         }
+    }
+
+    /// Notes that `lease`'s cell is back in the pool (or lost to it).
+    pub(super) fn clear_lease_since(&self, lease: &Lease) {
+        self.set_lease_since(lease.cell(), u64::MAX);
     }
 
     /// [`ClassEngine::samples`]: the pool's counters, the queue

@@ -26,6 +26,15 @@ impl<T: Send + 'static> RingClass<T> {
         self.earliest.load(Ordering::Relaxed) != u64::MAX
     }
 
+    /// A producer notes the deadline of the entry it has just queued (`u64::MAX`: none).
+    pub(super) fn note_deadline(&self, deadline: u64) {
+        if deadline != u64::MAX {
+            // AcqRel: see `maybe_sweep`; `fresh` first.
+            self.fresh.fetch_min(deadline, Ordering::AcqRel);
+            self.earliest.fetch_min(deadline, Ordering::AcqRel);
+        }
+    }
+
     /// The deadline sweep (SPEC F46), behind its own try-token, when the earliest deadline has
     /// passed: ends the expired queued entries among the next [`SWEEP_CHUNK`] slots (a cycle
     /// over every slot takes as many calls as it needs, each bounded), and at the end of a cycle
@@ -35,11 +44,14 @@ impl<T: Send + 'static> RingClass<T> {
         if now < self.earliest.load(Ordering::Relaxed) {
             return;
         }
-        // Acquire: pairs with the Release store that gave the token up.
-        if self.sweeping.swap(true, Ordering::Acquire) {
-            return;
+        if self.with_sweep_token(|| self.sweep_chunk(now)) {
+            self.wake_if_handed_back();
         }
-        pause::point("ring.sweep_held");
+    }
+
+    /// The sweep's work under the token: one chunk of slots, and a cycle's end if it reaches
+    /// the last slot.
+    fn sweep_chunk(&self, now: u64) {
         let n = self.slots.len() as u32;
         // Relaxed: touched only under the token, whose Acquire/Release order it.
         let start = self.cursor.load(Ordering::Relaxed);
@@ -94,23 +106,27 @@ impl<T: Send + 'static> RingClass<T> {
             self.cursor.store(end, Ordering::Relaxed);
             self.cycle_min.store(least, Ordering::Relaxed);
         }
-        // Release: pairs with the next taker's Acquire swap.
-        self.sweeping.store(false, Ordering::Release);
-        if self.core.take_handed_back() {
-            self.wake_helper();
-        }
     }
 
     /// Compacts tenants that wait in the ring (their tombstones hold slots until their turn),
     /// behind the sweep token; skipped if another thread holds it.
     pub(super) fn compact(&self) {
+        self.with_sweep_token(|| {
+            self.core.compact_waiting();
+        });
+    }
+
+    /// Runs `work` holding the sweep token; `false` (and `work` not run) if another thread
+    /// holds it.
+    fn with_sweep_token(&self, work: impl FnOnce()) -> bool {
         // Acquire: pairs with the Release store that gave the token up.
         if self.sweeping.swap(true, Ordering::Acquire) {
-            return;
+            return false;
         }
         pause::point("ring.sweep_held");
-        self.core.compact_waiting();
+        work();
         // Release: pairs with the next taker's Acquire swap.
         self.sweeping.store(false, Ordering::Release);
+        true
     }
 }
