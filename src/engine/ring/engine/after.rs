@@ -4,9 +4,10 @@
 //! handed back (SPEC F25). Also the two callers that run a turn with no entry of their own: a
 //! waiting caller's help (SPEC F18) and a lease's release.
 //!
-//! Nothing here runs on a turn: a turn only collects into [`After`], so no wake, no pool call
-//! and no clock read beyond the turn's own happens while the turn is held. Credits go back
-//! before the leases they stand for are counted back (see `life`).
+//! A turn's grants (`granted`, which runs on the turn) only collect into [`After`]: the wakes,
+//! the credits to give back and a death are done here once the turn has ended, so no owner's
+//! waker runs on a turn and a call never runs a turn inside another. Credits go back before the
+//! leases they stand for are counted back (see `life`).
 
 use arrayvec::ArrayVec;
 use core::task::Waker;

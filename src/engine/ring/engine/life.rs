@@ -3,8 +3,8 @@
 //! restoring of cells.
 //!
 //! `life` packs the live queued count (bits 0..24), the leases out (bits 24..48) and the flags
-//! `SHUT`, `DRAIN`, `DEAD`. Every change is an RMW (AcqRel), so a flag set after a count change
-//! is ordered against it; a change seen with a flag set wakes the executors and drainers, whose
+//! `SHUT`, `DRAIN`, `DEAD`. Every change is an RMW, so a flag set after a count change is
+//! ordered against it; a `life_add` that finds a flag set wakes the executors and drainers, whose
 //! re-check after registering pairs with that wake. A counted lease is counted out before it is
 //! published and counted back only after its credit is back, so a drain that sees every lease
 //! back sees every credit free. `usable` counts the cells not quarantined; the one that takes it
