@@ -298,7 +298,18 @@ impl Core {
         now: impl FnOnce() -> u64,
         on_grant: &mut impl FnMut(u32),
     ) -> bool {
-        match self.turns.give_credit() {
+        self.run_some(self.turns.give_credit(), now, on_grant)
+    }
+
+    /// Runs `turn` if the caller got one, asking `now` for the time only then. Returns whether
+    /// it ran.
+    fn run_some(
+        &self,
+        turn: Option<Turn>,
+        now: impl FnOnce() -> u64,
+        on_grant: &mut impl FnMut(u32),
+    ) -> bool {
+        match turn {
             Some(turn) => {
                 self.run(turn, now(), on_grant);
                 true
@@ -405,13 +416,7 @@ impl Core {
         now: impl FnOnce() -> u64,
         on_grant: &mut impl FnMut(u32),
     ) -> bool {
-        match self.turns.help() {
-            Some(turn) => {
-                self.run(turn, now(), on_grant);
-                true
-            }
-            None => false,
-        }
+        self.run_some(self.turns.help(), now, on_grant)
     }
 
     /// One turn: grants up to the tenant's DRR round, taking a free credit per extra grant.

@@ -1,6 +1,7 @@
 //! The grant path: ring order, a differential test against the sequential policy for
 //! single-threaded histories, churn with conservation, and F24 with a paused turn holder.
 
+use super::super::test_rng::Rng;
 use super::*;
 use crate::policy::{EntryMeta, Policy, PolicyConfig, Verdict, NO_DEADLINE};
 use std::cell::RefCell;
@@ -9,20 +10,6 @@ use std::sync::Arc;
 
 const STARVE: u64 = 1_000;
 
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
-
 fn plain(weight: u32) -> Meta {
     Meta {
         priority: 0,
@@ -30,6 +17,43 @@ fn plain(weight: u32) -> Meta {
         enqueued_at: 0,
         weight,
     }
+}
+
+/// Queues `n` requests of `tenant`, each of `weight`, at time 0; their slots in order.
+fn queue(core: &Core, tenant: u32, n: u32, weight: u32, sink: &mut impl FnMut(u32)) -> Vec<u32> {
+    (0..n)
+        .map(|_| core.enqueue(tenant, plain(weight), 0, sink).unwrap())
+        .collect()
+}
+
+/// The owner of the granted `index` takes it and gives its cell back (which runs the turn the
+/// credit meets).
+fn finish_grant(core: &Core, index: u32, sink: &mut impl FnMut(u32)) {
+    assert!(core.take(index));
+    core.release(0, sink);
+}
+
+/// One cell, held by tenant 1; then tenant 0 queues `dead` requests, cancelled (tombstones),
+/// ahead of `live` ones, and tenant 1 queues one more; then the held cell comes back, and its
+/// credit meets tenant 0's turn (what it grants goes to `got`). Returns the tombstones' slots,
+/// the live ones', and tenant 1's.
+fn tombstones_ahead_of_live(
+    core: &Core,
+    dead: u32,
+    live: u32,
+    got: &RefCell<Vec<u32>>,
+) -> (Vec<u32>, Vec<u32>, u32) {
+    let mut sink = |g| got.borrow_mut().push(g);
+    let held = core.enqueue(1, plain(1), 0, &mut sink).unwrap();
+    let dead = queue(core, 0, dead, 1, &mut sink);
+    let live = queue(core, 0, live, 1, &mut sink);
+    let other = core.enqueue(1, plain(1), 0, &mut sink).unwrap();
+    for &i in &dead {
+        assert!(core.cancel(i, 0, &mut sink));
+    }
+    assert_eq!(got.take(), [held]);
+    finish_grant(core, held, &mut sink);
+    (dead, live, other)
 }
 
 #[test]
@@ -71,12 +95,8 @@ fn f12_a_weighted_tenants_round_resumes_ahead_of_the_ring() {
     let mut sink = |i| got.borrow_mut().push(i);
     let held = core.enqueue(1, plain(1), 0, &mut sink).unwrap();
     assert_eq!(got.take(), [held]);
-    let a: Vec<u32> = (0..3)
-        .map(|_| core.enqueue(0, plain(2), 0, &mut sink).unwrap())
-        .collect();
-    let b: Vec<u32> = (0..2)
-        .map(|_| core.enqueue(1, plain(1), 0, &mut sink).unwrap())
-        .collect();
+    let a = queue(&core, 0, 3, 2, &mut sink);
+    let b = queue(&core, 1, 2, 1, &mut sink);
     assert!(got.borrow().is_empty());
     for _ in 0..5 {
         core.release(0, &mut sink);
@@ -398,8 +418,7 @@ fn f24_ring_producer_paused_before_announcing_delays_nobody() {
     );
     // The late announcement left tenant 0 in the ring (a stale turn at worst): the next credit
     // grants a1.
-    assert!(core.take(b));
-    core.release(0, &mut sink);
+    finish_grant(&core, b, &mut sink);
     assert_eq!(core.state(a1), GRANTED);
 }
 
@@ -428,8 +447,7 @@ fn f24_ring_canceller_paused_after_marking_delays_nobody() {
     assert!(gate.wait_parked(Duration::from_secs(10)));
     let start = Instant::now();
     let b = core.enqueue(1, plain(1), 0, &mut sink).unwrap();
-    assert!(core.take(held));
-    core.release(0, &mut sink);
+    finish_grant(&core, held, &mut sink);
     // The release ran tenant 0's turn (the tombstone) and, within its pass (F25), the turn its
     // credit met: tenant 1's. Nothing is left for a poller.
     assert!(!core.help(0, &mut sink));
@@ -468,8 +486,7 @@ fn f25_a_call_offers_at_most_64_candidates_across_turns_and_hands_the_next_back(
     }
     let live = core.enqueue(70, plain(1), 0, &mut sink).unwrap();
     assert_eq!(got.take(), [held]);
-    assert!(core.take(held));
-    core.release(0, &mut sink);
+    finish_grant(&core, held, &mut sink);
     assert!(got.borrow().is_empty(), "64 stale turns, nothing granted");
     assert_eq!(
         core.counters(),
@@ -495,20 +512,7 @@ fn f25_a_turn_offers_at_most_64_candidates() {
     let core = Core::new(1, 256, 2, STARVE);
     let got = RefCell::new(Vec::new());
     let mut sink = |g| got.borrow_mut().push(g);
-    let held = core.enqueue(1, plain(1), 0, &mut sink).unwrap();
-    let dead: Vec<u32> = (0..70)
-        .map(|_| core.enqueue(0, plain(1), 0, &mut sink).unwrap())
-        .collect();
-    let live: Vec<u32> = (0..62)
-        .map(|_| core.enqueue(0, plain(1), 0, &mut sink).unwrap())
-        .collect();
-    let waiting = core.enqueue(1, plain(1), 0, &mut sink).unwrap();
-    for &i in &dead {
-        assert!(core.cancel(i, 0, &mut sink));
-    }
-    assert_eq!(got.take(), [held]);
-    assert!(core.take(held));
-    core.release(0, &mut sink);
+    let (dead, live, waiting) = tombstones_ahead_of_live(&core, 70, 62, &got);
     assert!(
         got.borrow().is_empty(),
         "64 tombstones offered, nothing granted"
@@ -564,8 +568,7 @@ fn f24_ring_stopped_owners_tenant_holds_at_most_its_cap_of_slots() {
         let mut got = Vec::new();
         let b = core.enqueue(1, plain(1), 0, &mut |g| got.push(g)).unwrap();
         assert_eq!(got, [b], "tenant 1 finds a slot and the free cell");
-        assert!(core.take(b));
-        core.release(0, &mut sink);
+        finish_grant(&core, b, &mut sink);
     }
     assert!(start.elapsed() < Duration::from_millis(100));
     gate.release();
@@ -643,28 +646,14 @@ fn f25_a_round_ending_on_the_last_candidate_goes_to_the_tail() {
     let core = Core::new(1, 200, 2, STARVE);
     let got = RefCell::new(Vec::new());
     let mut sink = |g| got.borrow_mut().push(g);
-    let held = core.enqueue(1, plain(1), 0, &mut sink).unwrap();
     // 63 tombstones, then 56 live requests (enough that compaction does not run).
-    let dead: Vec<u32> = (0..63)
-        .map(|_| core.enqueue(0, plain(1), 0, &mut sink).unwrap())
-        .collect();
-    let live: Vec<u32> = (0..56)
-        .map(|_| core.enqueue(0, plain(1), 0, &mut sink).unwrap())
-        .collect();
-    let other = core.enqueue(1, plain(1), 0, &mut sink).unwrap();
-    for &i in &dead {
-        assert!(core.cancel(i, 0, &mut sink));
-    }
-    assert_eq!(got.take(), [held]);
-    assert!(core.take(held));
-    core.release(0, &mut sink);
+    let (_, live, other) = tombstones_ahead_of_live(&core, 63, 56, &got);
     assert_eq!(
         got.take(),
         [live[0]],
         "63 tombstones dropped, the 64th candidate granted"
     );
-    assert!(core.take(live[0]));
-    core.release(0, &mut sink);
+    finish_grant(&core, live[0], &mut sink);
     while core.help(0, &mut sink) {}
     assert_eq!(got.take(), [other], "tenant 1 next: tenant 0's round ended");
 }
@@ -686,11 +675,9 @@ fn compaction_frees_the_tombstones_of_tenants_waiting_in_the_ring() {
     assert_eq!(got.take(), [held]);
     assert_eq!(core.compact_waiting(), 4);
     assert_eq!(core.counters(), (0, 2));
-    assert!(core.take(held));
-    core.release(0, &mut sink);
+    finish_grant(&core, held, &mut sink);
     assert_eq!(got.take(), [a_live], "tenant 0 first, as before");
-    assert!(core.take(a_live));
-    core.release(0, &mut sink);
+    finish_grant(&core, a_live, &mut sink);
     assert_eq!(got.take(), [b_live]);
 }
 
@@ -709,13 +696,10 @@ fn compaction_keeps_a_cut_short_round_ahead_of_the_requeued_tenants() {
     assert!(core.cancel(dead, 0, &mut sink));
     assert_eq!(got.take(), [held]);
     assert_eq!(core.compact_waiting(), 1);
-    assert!(core.take(held));
-    core.release(0, &mut sink);
+    finish_grant(&core, held, &mut sink);
     assert_eq!(got.take(), [a0]);
-    assert!(core.take(a0));
-    core.release(0, &mut sink);
+    finish_grant(&core, a0, &mut sink);
     assert_eq!(got.take(), [a1], "tenant 0's round of two resumes first");
-    assert!(core.take(a1));
-    core.release(0, &mut sink);
+    finish_grant(&core, a1, &mut sink);
     assert_eq!(got.take(), [b0]);
 }

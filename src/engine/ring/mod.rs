@@ -20,3 +20,5 @@ pub use engine::RingClass;
 
 #[cfg(all(test, loom))]
 mod loom_engine;
+#[cfg(all(test, not(loom)))]
+mod test_rng;

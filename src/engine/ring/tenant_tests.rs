@@ -1,25 +1,11 @@
 //! Per-tenant records against the sequential policy (one tenant: the same order), DRR deficit,
 //! and the per-tenant inboxes.
 
+use super::super::test_rng::Rng;
 use super::*;
 use crate::policy::{EntryMeta, Policy, PolicyConfig, Verdict};
 
 const STARVE: u64 = 1_000;
-
-/// xorshift64*: deterministic, seedable, no dependency.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
 
 fn meta(rng: &mut Rng, now: u64) -> Meta {
     Meta {
