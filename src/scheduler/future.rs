@@ -1,7 +1,8 @@
 //! The enqueue and pull futures.
 
 use super::{
-    give_up, AdmittedRequest, Assignment, Job, Mechanism, RequestHandle, Scheduler, Shared,
+    give_up, AdmittedRequest, Assignment, CellReturn, Job, Mechanism, RequestHandle, Scheduler,
+    Shared,
 };
 use crate::admission::ExecutionPermit;
 use crate::cancel::CancellationToken;
@@ -22,6 +23,9 @@ use std::sync::Arc;
 pub(super) enum Holder<'a, X> {
     Borrowed(&'a X),
     Owned(X),
+    /// The owned handle was handed on to the assignment the future resolved to (an owned
+    /// `Enqueue` that completed with one): the future touches its scheduler no more.
+    Moved,
 }
 
 impl<X> Deref for Holder<'_, X> {
@@ -32,6 +36,26 @@ impl<X> Deref for Holder<'_, X> {
         match self {
             Holder::Borrowed(x) => x,
             Holder::Owned(x) => x,
+            // Only a completed `Enqueue` is `Moved`, and it reaches its scheduler no more: its
+            // poll panics first (polled after completion), its drop and `handle` look at the
+            // stage (`Done`) before anything else.
+            Holder::Moved => unreachable!("a completed future's scheduler handle was used"),
+        }
+    }
+}
+
+impl<'a, T: Send + 'static, M: Mechanism> Holder<'a, Arc<Shared<T, M>>> {
+    /// The handle an assignment keeps its scheduler alive with, for the future that resolves to
+    /// it: an owned future's own `Arc`, moved (no count changes hands: one atomic increment now
+    /// and one decrement at the future's drop saved), or a clone of a borrowed one.
+    #[inline]
+    fn hand_on(&mut self) -> Arc<dyn CellReturn> {
+        if let Holder::Borrowed(shared) = self {
+            return Arc::clone(shared) as _;
+        }
+        match core::mem::replace(self, Holder::Moved) {
+            Holder::Owned(shared) => shared,
+            _ => unreachable!("an enqueue future resolves once"),
         }
     }
 }
@@ -184,8 +208,9 @@ impl<'a, T: Send + 'static, M: Mechanism> Enqueue<'a, T, M> {
             .permit
             .take()
             .expect("permit held until the request ends");
+        // Last use of `self.shared`: the future is done once it returns (its stage is `Done`).
         Ok(Assignment::new(
-            Arc::clone(&self.shared) as _,
+            self.shared.hand_on(),
             lease,
             permit,
             waited,
