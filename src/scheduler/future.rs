@@ -36,10 +36,25 @@ impl<X> Deref for Holder<'_, X> {
         match self {
             Holder::Borrowed(x) => x,
             Holder::Owned(x) => x,
-            // Only a completed `Enqueue` is `Moved`, and it reaches its scheduler no more: its
-            // poll panics first (polled after completion), its drop and `handle` look at the
-            // stage (`Done`) before anything else.
+            // Only a completed `Enqueue` or `Next` is `Moved`, and it reaches its scheduler no
+            // more: its poll panics first (polled after completion); `Enqueue`'s drop and
+            // `handle` look at its stage (`Done`) first, `Next`'s drop at its waiter slot (none).
             Holder::Moved => unreachable!("a completed future's scheduler handle was used"),
+        }
+    }
+}
+
+impl<T: Send + 'static, M: Mechanism> Holder<'_, Scheduler<T, M>> {
+    /// As for `Enqueue` below: the handle the job's assignment keeps, moved out of an owned
+    /// `Next` (which then is done) or cloned from a borrowed one.
+    #[inline]
+    fn hand_on(&mut self) -> Arc<dyn CellReturn> {
+        if let Holder::Borrowed(scheduler) = self {
+            return Arc::clone(&scheduler.shared) as _;
+        }
+        match core::mem::replace(self, Holder::Moved) {
+            Holder::Owned(scheduler) => scheduler.shared,
+            _ => unreachable!("a next future resolves once"),
         }
     }
 }
@@ -322,28 +337,43 @@ impl<T: Send + 'static, M: Mechanism> Future for Next<'_, T, M> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
+        if matches!(this.scheduler, Holder::Moved) {
+            panic!("`Next` polled after completion");
+        }
         let engine = match this.scheduler.shared.class(this.class) {
             Ok(engine) => engine,
             Err(e) => return Poll::Ready(Err(e)),
         };
-        loop {
+        let accepted = loop {
             match engine.poll_next(cx, &mut this.slot) {
                 Poll::Pending => return Poll::Pending,
                 Poll::Ready(None) => return Poll::Ready(Ok(None)),
                 Poll::Ready(Some(p)) => {
-                    if let Some(job) = this.scheduler.accept_pulled(p) {
-                        return Poll::Ready(Ok(Some(job)));
+                    if let Some(p) = this.scheduler.check_pulled(p) {
+                        break p;
                     }
                 }
             }
+        };
+        // Done: the waiter slot goes back now (as the drop would give it), and the scheduler
+        // handle to the job's assignment (moved out of an owned future).
+        if let Some(slot) = this.slot.take() {
+            engine.forget_waiter(slot);
         }
+        Poll::Ready(Ok(Some(super::pull::job(
+            this.scheduler.hand_on(),
+            accepted,
+        ))))
     }
 }
 
 impl<T: Send + 'static, M: Mechanism> Drop for Next<'_, T, M> {
     fn drop(&mut self) {
-        if let (Some(slot), Ok(engine)) = (self.slot, self.scheduler.shared.class(self.class)) {
-            engine.forget_waiter(slot);
+        // A `Next` that resolved to a job holds no slot (and may hold no scheduler).
+        if let Some(slot) = self.slot {
+            if let Ok(engine) = self.scheduler.shared.class(self.class) {
+                engine.forget_waiter(slot);
+            }
         }
     }
 }

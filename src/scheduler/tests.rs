@@ -101,3 +101,52 @@ fn x01_enqueue_futures_leave_no_handle_behind() {
     assert_eq!(handles(&scheduler), 1);
     assert!(ledger.usage().is_zero());
 }
+
+/// X01: an owned pull future that resolves to a job hands its handle to the job's assignment
+/// and gives its waiter slot back; one that is dropped unresolved gives back both.
+#[test]
+fn x01_owned_next_moves_its_handle_into_the_job() {
+    let (ledger, scheduler) = setup();
+    let mut cx = Context::from_waker(Waker::noop());
+    let class = ClassId(0);
+
+    // Waiting first (a waiter slot claimed), then a job arrives.
+    let mut next = Box::pin(scheduler.next_owned(class));
+    assert!(next.as_mut().poll(&mut cx).is_pending());
+    assert_eq!(handles(&scheduler), 2);
+    let permit = ledger
+        .admit(AdmissionRequest::new(RequestId(1), TenantId(0)))
+        .unwrap();
+    scheduler.submit(permit.into(), ()).unwrap();
+    let Poll::Ready(Ok(Some(job))) = next.as_mut().poll(&mut cx) else {
+        panic!("the submitted job is granted to the waiting executor")
+    };
+    assert_eq!(handles(&scheduler), 2);
+    drop(next);
+    assert_eq!(handles(&scheduler), 2);
+
+    // An unresolved owned `Next` dropped: its handle goes, the next one still gets a job.
+    let mut idle = Box::pin(scheduler.next_owned(class));
+    assert!(idle.as_mut().poll(&mut cx).is_pending());
+    assert_eq!(handles(&scheduler), 3);
+    drop(idle);
+    assert_eq!(handles(&scheduler), 2);
+
+    // A borrowed `Next`'s job takes a handle of its own.
+    let permit = ledger
+        .admit(AdmissionRequest::new(RequestId(2), TenantId(0)))
+        .unwrap();
+    scheduler.submit(permit.into(), ()).unwrap();
+    job.assignment.release();
+    let second = {
+        let mut next = pin!(scheduler.next(class));
+        let Poll::Ready(Ok(Some(job))) = next.as_mut().poll(&mut cx) else {
+            panic!("the cell is free again")
+        };
+        job
+    };
+    assert_eq!(handles(&scheduler), 2);
+    drop(scheduler);
+    second.assignment.release();
+    assert!(ledger.usage().is_zero());
+}
