@@ -39,9 +39,16 @@ impl<X> Deref for Holder<'_, X> {
             // Only a completed `Enqueue` or `Next` is `Moved`, and it reaches its scheduler no
             // more: its poll panics first (polled after completion); `Enqueue`'s drop and
             // `handle` look at its stage (`Done`) first, `Next`'s drop at its waiter slot (none).
-            Holder::Moved => unreachable!("a completed future's scheduler handle was used"),
+            Holder::Moved => moved(),
         }
     }
+}
+
+/// A `Moved` holder was used: a bug in this module (kept out of line, off the hot path).
+#[cold]
+#[inline(never)]
+fn moved() -> ! {
+    unreachable!("a completed future's scheduler handle was used")
 }
 
 impl<T: Send + 'static, M: Mechanism> Holder<'_, Scheduler<T, M>> {
@@ -54,7 +61,7 @@ impl<T: Send + 'static, M: Mechanism> Holder<'_, Scheduler<T, M>> {
         }
         match core::mem::replace(self, Holder::Moved) {
             Holder::Owned(scheduler) => scheduler.shared,
-            _ => unreachable!("a next future resolves once"),
+            _ => moved(),
         }
     }
 }
@@ -70,7 +77,7 @@ impl<'a, T: Send + 'static, M: Mechanism> Holder<'a, Arc<Shared<T, M>>> {
         }
         match core::mem::replace(self, Holder::Moved) {
             Holder::Owned(shared) => shared,
-            _ => unreachable!("an enqueue future resolves once"),
+            _ => moved(),
         }
     }
 }
