@@ -143,11 +143,16 @@ impl<T: Send + 'static, M: Mechanism> Scheduler<T, M> {
     }
 
     /// [`next`](Self::next) with a `'static` future that owns a handle to the scheduler (for
-    /// spawning executor tasks).
+    /// spawning executor tasks). When it resolves to a job, that handle moves into the job's
+    /// assignment (no second `Arc` count is taken).
     ///
     /// # Errors
     ///
     /// As [`next`](Self::next).
+    ///
+    /// # Panics
+    ///
+    /// The future panics if polled again after it resolved to a job.
     #[inline]
     pub fn next_owned(&self, class: ClassId) -> Next<'static, T, M> {
         Next::new(Holder::Owned(self.clone()), class)

@@ -150,3 +150,22 @@ fn x01_owned_next_moves_its_handle_into_the_job() {
     second.assignment.release();
     assert!(ledger.usage().is_zero());
 }
+
+/// An owned `Next` that resolved to a job has handed its scheduler handle on: polled again, it
+/// panics (as a completed `Enqueue` does) instead of reaching a scheduler it no longer holds.
+#[test]
+#[should_panic(expected = "`Next` polled after completion")]
+fn x01_owned_next_polled_after_its_job_panics() {
+    let (ledger, scheduler) = setup();
+    let mut cx = Context::from_waker(Waker::noop());
+    let permit = ledger
+        .admit(AdmissionRequest::new(RequestId(1), TenantId(0)))
+        .unwrap();
+    scheduler.submit(permit.into(), ()).unwrap();
+    let mut next = Box::pin(scheduler.next_owned(ClassId(0)));
+    let Poll::Ready(Ok(Some(job))) = next.as_mut().poll(&mut cx) else {
+        panic!("the submitted job is ready")
+    };
+    job.assignment.release();
+    let _ = next.as_mut().poll(&mut cx);
+}
