@@ -5,7 +5,7 @@
 #   perf/callgrind.sh [--ops N] ROW [ROW...]     rows: cycle fast cancel-1 cancel-4096
 #                                                ring-cycle ring-fast ring-cancel-1
 #                                                ring-cancel-4096 std-cycle pl-cycle
-#                                                admit-refund cas pool tokio
+#                                                admit-refund owned-fast cas pool tokio
 #   perf/callgrind.sh --p7                       P7's O(1) check: cancel-4096 vs cancel-1,
 #                                                ≤ 1.05x instructions (exit status 1 if not)
 #   perf/callgrind.sh --p7-ring                  the same check on the ring engine

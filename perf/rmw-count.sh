@@ -6,7 +6,7 @@
 # operation and the functions they ran in.
 #
 #   perf/rmw-count.sh [--ops N] ROW [ROW...]     rows as perf/callgrind.sh (cycle fast cancel-1
-#                                                cancel-4096 admit-refund cas pool tokio)
+#                                                cancel-4096 admit-refund owned-fast cas pool tokio)
 #   FAIRWAY_PERF_BIN=path perf/rmw-count.sh ...  count in that binary instead of building one
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -28,7 +28,7 @@ use fairway::pool::FixedCellPool;
 use fairway_bench_support::alloc::Counting;
 use fairway_bench_support::latency::Latency;
 use fairway_bench_support::pool::OneCell;
-use fairway_bench_support::sched::{engines, AdmitRefund, UncontendedCas};
+use fairway_bench_support::sched::{engines, AdmitRefund, OwnedFast, UncontendedCas};
 use fairway_bench_support::{OpUser, SingleOp};
 
 use fairway::{LockFreeGraph, MutexGraph};
@@ -363,6 +363,7 @@ fn instr(row: &str, n: u64) -> Result<(), String> {
         "std-cycle" => (std_mutex.cycle)(u),
         "pl-cycle" => (parking_lot.cycle)(u),
         "admit-refund" => u(&mut AdmitRefund::new()),
+        "owned-fast" => u(&mut OwnedFast::new()),
         "cas" => u(&mut UncontendedCas::default()),
         "pool" => u(&mut OneCell::<FixedCellPool>::new()),
         "tokio" => u(&mut OneCell::<tokio::sync::Semaphore>::new()),

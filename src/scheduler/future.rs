@@ -1,7 +1,8 @@
 //! The enqueue and pull futures.
 
 use super::{
-    give_up, AdmittedRequest, Assignment, Job, Mechanism, RequestHandle, Scheduler, Shared,
+    give_up, AdmittedRequest, Assignment, CellReturn, Job, Mechanism, RequestHandle, Scheduler,
+    Shared,
 };
 use crate::admission::ExecutionPermit;
 use crate::cancel::CancellationToken;
@@ -22,6 +23,9 @@ use std::sync::Arc;
 pub(super) enum Holder<'a, X> {
     Borrowed(&'a X),
     Owned(X),
+    /// The owned handle was handed on to the assignment the future resolved to (an owned
+    /// `Enqueue` that completed with one): the future touches its scheduler no more.
+    Moved,
 }
 
 impl<X> Deref for Holder<'_, X> {
@@ -32,6 +36,48 @@ impl<X> Deref for Holder<'_, X> {
         match self {
             Holder::Borrowed(x) => x,
             Holder::Owned(x) => x,
+            // Only a completed `Enqueue` or `Next` is `Moved`, and it reaches its scheduler no
+            // more: its poll panics first (polled after completion); `Enqueue`'s drop and
+            // `handle` look at its stage (`Done`) first, `Next`'s drop at its waiter slot (none).
+            Holder::Moved => moved(),
+        }
+    }
+}
+
+/// A `Moved` holder was used: a bug in this module (kept out of line, off the hot path).
+#[cold]
+#[inline(never)]
+fn moved() -> ! {
+    unreachable!("a completed future's scheduler handle was used")
+}
+
+impl<T: Send + 'static, M: Mechanism> Holder<'_, Scheduler<T, M>> {
+    /// As for `Enqueue` below: the handle the job's assignment keeps, moved out of an owned
+    /// `Next` (which then is done) or cloned from a borrowed one.
+    #[inline]
+    fn hand_on(&mut self) -> Arc<dyn CellReturn> {
+        if let Holder::Borrowed(scheduler) = self {
+            return Arc::clone(&scheduler.shared) as _;
+        }
+        match core::mem::replace(self, Holder::Moved) {
+            Holder::Owned(scheduler) => scheduler.shared,
+            _ => moved(),
+        }
+    }
+}
+
+impl<'a, T: Send + 'static, M: Mechanism> Holder<'a, Arc<Shared<T, M>>> {
+    /// The handle an assignment keeps its scheduler alive with, for the future that resolves to
+    /// it: an owned future's own `Arc`, moved (no count changes hands: one atomic increment now
+    /// and one decrement at the future's drop saved), or a clone of a borrowed one.
+    #[inline]
+    fn hand_on(&mut self) -> Arc<dyn CellReturn> {
+        if let Holder::Borrowed(shared) = self {
+            return Arc::clone(shared) as _;
+        }
+        match core::mem::replace(self, Holder::Moved) {
+            Holder::Owned(shared) => shared,
+            _ => moved(),
         }
     }
 }
@@ -184,8 +230,9 @@ impl<'a, T: Send + 'static, M: Mechanism> Enqueue<'a, T, M> {
             .permit
             .take()
             .expect("permit held until the request ends");
+        // Last use of `self.shared`: the future is done once it returns (its stage is `Done`).
         Ok(Assignment::new(
-            Arc::clone(&self.shared) as _,
+            self.shared.hand_on(),
             lease,
             permit,
             waited,
@@ -297,28 +344,43 @@ impl<T: Send + 'static, M: Mechanism> Future for Next<'_, T, M> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
+        if matches!(this.scheduler, Holder::Moved) {
+            panic!("`Next` polled after completion");
+        }
         let engine = match this.scheduler.shared.class(this.class) {
             Ok(engine) => engine,
             Err(e) => return Poll::Ready(Err(e)),
         };
-        loop {
+        let accepted = loop {
             match engine.poll_next(cx, &mut this.slot) {
                 Poll::Pending => return Poll::Pending,
                 Poll::Ready(None) => return Poll::Ready(Ok(None)),
                 Poll::Ready(Some(p)) => {
-                    if let Some(job) = this.scheduler.accept_pulled(p) {
-                        return Poll::Ready(Ok(Some(job)));
+                    if let Some(p) = this.scheduler.check_pulled(p) {
+                        break p;
                     }
                 }
             }
+        };
+        // Done: the waiter slot goes back now (as the drop would give it), and the scheduler
+        // handle to the job's assignment (moved out of an owned future).
+        if let Some(slot) = this.slot.take() {
+            engine.forget_waiter(slot);
         }
+        Poll::Ready(Ok(Some(super::pull::job(
+            this.scheduler.hand_on(),
+            accepted,
+        ))))
     }
 }
 
 impl<T: Send + 'static, M: Mechanism> Drop for Next<'_, T, M> {
     fn drop(&mut self) {
-        if let (Some(slot), Ok(engine)) = (self.slot, self.scheduler.shared.class(self.class)) {
-            engine.forget_waiter(slot);
+        // A `Next` that resolved to a job holds no slot (and may hold no scheduler).
+        if let Some(slot) = self.slot {
+            if let Ok(engine) = self.scheduler.shared.class(self.class) {
+                engine.forget_waiter(slot);
+            }
         }
     }
 }

@@ -10,6 +10,8 @@ mod lifecycle;
 mod pull;
 mod request;
 mod shared;
+#[cfg(all(test, not(loom)))]
+mod tests;
 
 pub(crate) use crate::block::block_on;
 pub use crate::stats::ClassSnapshot;

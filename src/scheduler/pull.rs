@@ -143,11 +143,16 @@ impl<T: Send + 'static, M: Mechanism> Scheduler<T, M> {
     }
 
     /// [`next`](Self::next) with a `'static` future that owns a handle to the scheduler (for
-    /// spawning executor tasks).
+    /// spawning executor tasks). When it resolves to a job, that handle moves into the job's
+    /// assignment (no second `Arc` count is taken).
     ///
     /// # Errors
     ///
     /// As [`next`](Self::next).
+    ///
+    /// # Panics
+    ///
+    /// The future panics if polled again after it resolved to a job.
     #[inline]
     pub fn next_owned(&self, class: ClassId) -> Next<'static, T, M> {
         Next::new(Holder::Owned(self.clone()), class)
@@ -172,6 +177,16 @@ impl<T: Send + 'static, M: Mechanism> Scheduler<T, M> {
 
     /// Acceptance check of a pulled request (SPEC F46): expired ones are refunded.
     pub(super) fn accept_pulled(&self, p: crate::engine::Pulled<T>) -> Option<Job<T>> {
+        let p = self.check_pulled(p)?;
+        Some(job(Arc::clone(&self.shared) as _, p))
+    }
+
+    /// [`accept_pulled`](Self::accept_pulled)'s check: the request back if it is accepted,
+    /// `None` if it was refused (its cell and quota given back).
+    pub(super) fn check_pulled(
+        &self,
+        p: crate::engine::Pulled<T>,
+    ) -> Option<crate::engine::Pulled<T>> {
         let s = &*self.shared;
         let engine = s.class(p.permit.class()).ok()?;
         let expired = p.permit.deadline().is_some_and(|d| s.clock.now() >= d);
@@ -191,16 +206,15 @@ impl<T: Send + 'static, M: Mechanism> Scheduler<T, M> {
             }
             return None;
         }
-        let assignment = Assignment::new(
-            Arc::clone(&self.shared) as _,
-            p.lease,
-            p.permit,
-            p.waited,
-            p.live,
-        );
-        Some(Job {
-            payload: p.payload,
-            assignment,
-        })
+        Some(p)
+    }
+}
+
+/// The job of an accepted pulled request; `home` keeps the scheduler alive for its assignment.
+#[inline]
+pub(super) fn job<T>(home: Arc<dyn CellReturn>, p: crate::engine::Pulled<T>) -> Job<T> {
+    Job {
+        payload: p.payload,
+        assignment: Assignment::new(home, p.lease, p.permit, p.waited, p.live),
     }
 }

@@ -18,6 +18,7 @@
 //!   queued request by its handle, polls its future (resolving to the cancellation, refunding
 //!   the permit) and enqueues a replacement under the same id.
 //! * [`AdmitRefund`] (P13): nothing queued, the cheapest request: admit, grant, release, refund.
+//! * [`OwnedFast`]: as [`AdmitRefund`] through an owned enqueue future (`enqueue_owned`).
 //! * [`UncontendedCas`] (P13's yardstick): one successful `compare_exchange`.
 //!
 //! # Threaded workloads of the multi-tenant mix (`fairway-perf`)
@@ -389,6 +390,49 @@ impl SingleOp for AdmitRefund {
             // A token-less request (P13): admit, grant, release, refund, and nothing else.
             let request = self.f.admitted(self.request.clone());
             let a = self.f.sched.try_enqueue(request).expect("the cell is free");
+            black_box(a.cell());
+            a.release();
+        }
+    }
+}
+
+/// P13's request through an owned enqueue future (`enqueue_owned`, the form a host spawns):
+/// nothing queued; admit, enqueue, one poll (granted), drop the future, release, refund.
+pub struct OwnedFast {
+    f: Fixture<LockFree>,
+    request: AdmissionRequest,
+}
+
+impl Named for OwnedFast {
+    const NAME: &'static str = "lock-free owned enqueue";
+}
+
+impl OwnedFast {
+    /// One free cell.
+    pub fn new() -> Self {
+        Self {
+            f: Fixture::new(1, 64, 1),
+            request: AdmissionRequest::new(RequestId(0), TenantId(0)).class(ClassId(0)),
+        }
+    }
+}
+
+impl Default for OwnedFast {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl SingleOp for OwnedFast {
+    fn run(&mut self, iters: u64) {
+        let mut cx = Context::from_waker(Waker::noop());
+        for _ in 0..iters {
+            let request = self.f.admitted(self.request.clone());
+            let mut fut = self.f.sched.enqueue_owned(request);
+            let Poll::Ready(Ok(a)) = Pin::new(&mut fut).poll(&mut cx) else {
+                panic!("the cell is free")
+            };
+            drop(fut);
             black_box(a.cell());
             a.release();
         }
