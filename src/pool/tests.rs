@@ -381,7 +381,7 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(if cfg!(miri) { 4 } else { 256 }))]
 
     #[test]
-    fn pool_matches_free_set_model(cells in 1..140u32, ops in proptest::collection::vec(op(), 1..if cfg!(miri) { 40 } else { 200 })) {
+    fn pool_matches_free_set_model(cells in 1..if cfg!(miri) { 70 } else { 140u32 }, ops in proptest::collection::vec(op(), 1..if cfg!(miri) { 40 } else { 200 })) {
         let p = FixedCellPool::new(ClassId(3), cells).unwrap();
         let mut free: BTreeSet<u32> = (0..cells).collect();
         let mut quarantined = 0;

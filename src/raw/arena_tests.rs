@@ -298,7 +298,7 @@ proptest! {
     fn f30_arena_matches_sequential_model(
         capacity in 1usize..=5,
         bits in prop_oneof![Just(MAX_GENERATION_BITS), 1u32..=3],
-        ops in proptest::collection::vec(op(), 0..80),
+        ops in proptest::collection::vec(op(), 0..if cfg!(miri) { 40 } else { 80 }),
     ) {
         let arena = Arena::<()>::with_generation_bits(capacity, bits).unwrap();
         let mut model = Model::new(capacity, bits);

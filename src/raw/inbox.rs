@@ -270,7 +270,7 @@ mod tests {
             capacity in 1usize..=6,
             ops in proptest::collection::vec(
                 prop_oneof![3 => (0u32..6).prop_map(Op::Push), 1 => Just(Op::TakeAll)],
-                0..60,
+                0..if cfg!(miri) { 30 } else { 60 },
             ),
         ) {
             let inbox = Inbox::new(capacity).unwrap();

@@ -565,7 +565,10 @@ mod tests {
         #[test]
         fn matches_vecdeque_model(
             cap in 1usize..=9,
-            ops in proptest::collection::vec(proptest::option::of(any::<u16>()), 0..200),
+            ops in proptest::collection::vec(
+                proptest::option::of(any::<u16>()),
+                0..if cfg!(miri) { 60 } else { 200 },
+            ),
         ) {
             let ring = Ring::new(cap);
             let mut model = VecDeque::with_capacity(cap);
