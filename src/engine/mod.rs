@@ -1,17 +1,22 @@
-//! The two mechanisms behind the [`Scheduler`](crate::Scheduler) facade.
+//! The mechanisms behind the [`Scheduler`](crate::Scheduler) facade.
 //!
-//! Both engines drive the same sequential [`Policy`]; they differ only in
+//! Every engine drives the same sequential [`Policy`]; they differ only in
 //! how they serialise access to it:
 //!
 //! - [`lockfree`]: one packed control word per class, generation-tagged entry slots, an
 //!   intrusive inbox, and a dispatch token that is *taken, never waited for*: a thread that finds
 //!   the token held leaves a note (`DIRTY`) and returns, and the holder does the work.
+//! - [`ring`]: per-tenant turns popped from a ring of tenant ids, with no class-wide token on the
+//!   grant path (a stopped thread delays only the tenant whose turn it holds, SPEC F24).
 //! - [`baseline`]: the same policy under one mutex per class — the honest comparison in benches
 //!   and the oracle of the differential tests (SPEC Q02).
 //!
-//! A single-threaded sequence of operations produces the same outcomes and grant order on both.
+//! A single-threaded sequence of operations produces the same outcomes and grant order on all
+//! of them.
 
 pub mod baseline;
+mod lease_ages;
+pub(crate) use lease_ages::LeaseAges;
 pub mod lockfree;
 /// The tenant-ring engine (docs/ring-engine.md): grants through per-tenant turns, with no
 /// class-wide token on the grant path.
@@ -167,6 +172,30 @@ pub struct Pulled<T> {
     /// The first reason, if the request's token was cancelled (checked again at acceptance,
     /// SPEC F46).
     pub cancelled: Option<&'static str>,
+}
+
+impl<T> Pulled<T> {
+    /// A granted pull-mode entry, from the parts the executor that popped it took out of its
+    /// slot: the slot of a granted entry holds both its content and its lease.
+    pub(crate) fn from_parts(
+        content: Option<(ExecutionPermit, T)>,
+        lease: Option<Lease>,
+        waited: u64,
+        cancelled: Option<&'static str>,
+        live: Option<Slot>,
+    ) -> Self {
+        let ((permit, payload), lease) = content
+            .zip(lease)
+            .expect("granted pull entry holds content and lease");
+        Pulled {
+            payload,
+            permit,
+            live,
+            lease,
+            waited,
+            cancelled,
+        }
+    }
 }
 
 /// One class's mechanism. All methods are callable from any thread.

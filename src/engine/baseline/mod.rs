@@ -163,24 +163,16 @@ impl<T: Send> Inner<T> {
     fn take_ready(&mut self) -> Option<Pulled<T>> {
         let raw = self.ready.pop_front()?;
         let (index, s) = self.slot(raw).expect("ready entries are live");
-        let ((permit, payload), lease) = s
-            .content
-            .take()
-            .zip(s.lease.take())
-            .expect("granted pull entry holds content and lease");
-        let waited = s.waited;
-        let cancelled = s.token.take().and_then(|t| t.reason());
-        let live = s.ticket.live;
+        let pulled = Pulled::from_parts(
+            s.content.take(),
+            s.lease.take(),
+            s.waited,
+            s.token.take().and_then(|t| t.reason()),
+            s.ticket.live,
+        );
         s.owner_ref = false;
         self.maybe_free(index);
-        Some(Pulled {
-            payload,
-            permit,
-            lease,
-            waited,
-            cancelled,
-            live,
-        })
+        Some(pulled)
     }
 
     fn exec_wakers(&mut self, out: &mut ArrayVec<Waker, 64>) {

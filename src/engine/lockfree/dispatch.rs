@@ -478,7 +478,7 @@ impl<T: Send + 'static> LockFreeClass<T> {
     /// Gives back a lease nobody will use (a grant lost to a canceller): the pool first, with
     /// the cell's lease age cleared, so snapshots never show a free cell as leased.
     pub(super) fn give_back_unused(&self, lease: Lease) {
-        self.clear_lease_since(&lease);
+        self.lease_ages.returned(lease.cell());
         self.pool.release(lease);
     }
 

@@ -209,17 +209,7 @@ impl<T: Send + 'static> LockFreeClass<T> {
             )
         };
         self.drop_ref(key, HREF);
-        let ((permit, payload), lease) = content
-            .zip(lease)
-            .expect("granted pull entry holds content and lease");
-        Some(Pulled {
-            payload,
-            permit,
-            lease,
-            waited,
-            cancelled,
-            live,
-        })
+        Some(Pulled::from_parts(content, lease, waited, cancelled, live))
     }
 
     /// Pull mode: the next granted request, if any, without waiting. Helps at most one pass

@@ -49,7 +49,9 @@ mod tests;
 pub use ctl::MAX_FIELD;
 pub use dispatch::PASS_BUDGET;
 
-use super::{ClassEngine, ClassSetup, Ended, Enqueued, Polled, Pulled, Ticket, Undelivered};
+use super::{
+    ClassEngine, ClassSetup, Ended, Enqueued, LeaseAges, Polled, Pulled, Ticket, Undelivered,
+};
 use crate::admission::{ExecutionPermit, Ledger, Permit};
 use crate::cancel::CancellationToken;
 use crate::clock::Clock;
@@ -102,7 +104,7 @@ pub struct LockFreeClass<T> {
     /// The clock as last read by a pass; lease ages on the fast path use it.
     recent_now: AtomicU64,
     queued_tenants: AtomicU32,
-    lease_since: Box<[AtomicU64]>,
+    lease_ages: LeaseAges,
     /// How often a kick found the token held and left `DIRTY` (the models prove that path runs).
     #[cfg(all(test, loom))]
     dirty_marks: crate::sync::AtomicUsize,
@@ -220,10 +222,7 @@ impl<T: Send + 'static> LockFreeClass<T> {
         let req = ticket.lease_request(self.class);
         match self.pool.acquire_checked(&req)? {
             Ok(lease) => {
-                if let Some(s) = self.lease_since.get(lease.cell().0 as usize) {
-                    // Relaxed: an observation for snapshots.
-                    s.store(now, Ordering::Relaxed);
-                }
+                self.lease_ages.leased(lease.cell(), now);
                 Ok(lease)
             }
             Err(lease) => {
@@ -252,13 +251,6 @@ impl<T: Send + 'static> LockFreeClass<T> {
         // SAFETY: `ticket` is read-only from publication until the slot is freed, and the
         // caller's reference bit keeps it from being freed.
         self.entry(key).ticket.with(|t| unsafe { (*t).tenant })
-    }
-
-    fn clear_lease_since(&self, lease: &Lease) {
-        if let Some(s) = self.lease_since.get(lease.cell().0 as usize) {
-            // Relaxed: an observation.
-            s.store(u64::MAX, Ordering::Relaxed);
-        }
     }
 
     fn ctl_error(cur: Ctl) -> Error {
@@ -308,7 +300,7 @@ impl<T: Send + 'static> ClassEngine<T> for LockFreeClass<T> {
             stats: ClassStats::new(),
             recent_now: AtomicU64::new(s.clock.now()),
             queued_tenants: AtomicU32::new(0),
-            lease_since: (0..s.cells).map(|_| AtomicU64::new(u64::MAX)).collect(),
+            lease_ages: LeaseAges::new(s.cells),
             #[cfg(all(test, loom))]
             dirty_marks: crate::sync::AtomicUsize::new(0),
             #[cfg(all(test, loom))]
@@ -520,7 +512,7 @@ impl<T: Send + 'static> ClassEngine<T> for LockFreeClass<T> {
     }
 
     fn release_then(&self, lease: Lease, then: impl FnOnce()) {
-        self.clear_lease_since(&lease);
+        self.lease_ages.returned(lease.cell());
         // Relaxed: a hint; the RMWs decide.
         if Self::may_hand_credit(self.ctl.load(Ordering::Relaxed)) {
             // Work queued and the token free: the cell (or its credit) goes to a pass run here.
@@ -532,7 +524,7 @@ impl<T: Send + 'static> ClassEngine<T> for LockFreeClass<T> {
     }
 
     fn quarantine_then(&self, lease: Lease, reason: &'static str, then: impl FnOnce()) {
-        self.clear_lease_since(&lease);
+        self.lease_ages.returned(lease.cell());
         self.pool.quarantine(lease, reason);
         then();
         // AcqRel: `usable` decides when DEAD is set (DEAD itself is set with an RMW on ctl); a

@@ -110,10 +110,7 @@ impl<T: Send + 'static> LockFreeClass<T> {
     /// request, as its acquire builds it), its lease age starting at `now`.
     pub(super) fn reuse(&self, kept: Lease, ticket: &Ticket, now: u64) -> Lease {
         let lease = Lease::new(&ticket.lease_request(self.class), kept.cell());
-        if let Some(s) = self.lease_since.get(lease.cell().0 as usize) {
-            // Relaxed: an observation for snapshots.
-            s.store(now, Ordering::Relaxed);
-        }
+        self.lease_ages.leased(lease.cell(), now);
         lease
     }
 
@@ -150,14 +147,7 @@ impl<T: Send + 'static> LockFreeClass<T> {
         // Acquire: pairs with the RMWs of producers, granters and releasers.
         let cur = self.ctl.load(Ordering::Acquire);
         let now = self.clock.now();
-        // Relaxed: observations.
-        let oldest = self
-            .lease_since
-            .iter()
-            .map(|s| s.load(Ordering::Relaxed))
-            .filter(|&s| s != u64::MAX)
-            .min()
-            .map(|s| now.saturating_sub(s));
+        let oldest = self.lease_ages.oldest(now);
         (
             pool,
             cur.queued() as u32,

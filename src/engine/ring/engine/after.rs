@@ -153,7 +153,7 @@ impl<T: Send + 'static> RingClass<T> {
     /// [`ClassEngine::release_then`](crate::engine::ClassEngine::release_then): the lease back to the
     /// pool, `then`, and the credit back to the core (which may run a turn).
     pub(super) fn release_lease(&self, lease: Lease, then: impl FnOnce()) {
-        self.clear_lease_since(&lease);
+        self.lease_ages.returned(lease.cell());
         self.pool.release(lease);
         then();
         let mut after = After::new();

@@ -70,7 +70,7 @@ impl<T: Send + 'static> RingClass<T> {
 
     /// Quarantines a cell the class loses; the last usable one kills the class.
     pub(super) fn lose_cell(&self, lease: Lease, reason: &'static str, after: &mut After) {
-        self.clear_lease_since(&lease);
+        self.lease_ages.returned(lease.cell());
         self.pool.quarantine(lease, reason);
         // AcqRel: as in `restore_cell`, whose increment this orders against.
         if self.usable.fetch_sub(1, Ordering::AcqRel) == 1 {

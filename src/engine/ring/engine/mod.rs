@@ -47,7 +47,7 @@ use crate::cancel::CancellationToken;
 use crate::clock::Clock;
 use crate::engine::lockfree::exec::ExecWaiters;
 use crate::engine::Undelivered;
-use crate::engine::{ClassEngine, ClassSetup, Ended, Enqueued, Polled, Pulled, Ticket};
+use crate::engine::{ClassEngine, ClassSetup, Ended, Enqueued, LeaseAges, Polled, Pulled, Ticket};
 use crate::pool::{ClassPool, Lease};
 use crate::raw::idset::IdSet;
 use crate::raw::scq::Scq;
@@ -96,7 +96,7 @@ pub struct RingClass<T> {
     cycle_min: AtomicU64,
     /// The sweep's try-token.
     sweeping: AtomicBool,
-    lease_since: Box<[AtomicU64]>,
+    lease_ages: LeaseAges,
 }
 
 // SAFETY: the slots' cells are accessed under the ownership protocol of the module docs: the
@@ -165,7 +165,7 @@ impl<T: Send + 'static> ClassEngine<T> for RingClass<T> {
             cursor: AtomicU32::new(0),
             cycle_min: AtomicU64::new(u64::MAX),
             sweeping: AtomicBool::new(false),
-            lease_since: (0..s.cells).map(|_| AtomicU64::new(u64::MAX)).collect(),
+            lease_ages: LeaseAges::new(s.cells),
         })
     }
 

@@ -29,17 +29,7 @@ impl<T: Send + 'static> RingClass<T> {
         };
         let live = self.ticket(index).live;
         self.core.unref(index);
-        let ((permit, payload), lease) = content
-            .zip(lease)
-            .expect("granted pull entry holds content and lease");
-        Some(Pulled {
-            payload,
-            permit,
-            lease,
-            waited,
-            cancelled,
-            live,
-        })
+        Some(Pulled::from_parts(content, lease, waited, cancelled, live))
     }
 
     pub(super) fn next_now(&self) -> Option<Pulled<T>> {

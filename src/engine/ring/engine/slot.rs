@@ -147,7 +147,7 @@ impl<T: Send + 'static> RingClass<T> {
                         self.ledger
                             .refund_queue_slot(TenantId(ticket.tenant), self.class);
                         if let Some(l) = lease {
-                            self.clear_lease_since(&l);
+                            self.lease_ages.returned(l.cell());
                             self.pool.release(l);
                         }
                         after.credits += 1;
@@ -239,7 +239,7 @@ impl<T: Send + 'static> RingClass<T> {
             .acquire_checked(&ticket.lease_request(self.class))?
         {
             Ok(lease) => {
-                self.set_lease_since(lease.cell(), now);
+                self.lease_ages.leased(lease.cell(), now);
                 Ok(lease)
             }
             Err(lease) => {
