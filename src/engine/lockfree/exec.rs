@@ -90,6 +90,19 @@ impl ExecWaiters {
         crate::sync::register_waker(&self.slots[i], cx.waker());
     }
 
+    /// Registers `cx` in the waiter's slot, claiming one first if it holds none. With more
+    /// waiters than slots the task is woken at once to poll again soon (the blocking adapter
+    /// backs off into a sleep). The caller re-checks its condition after this call.
+    pub(crate) fn register_in(&self, slot: &mut Option<usize>, cx: &Context<'_>) {
+        if slot.is_none() {
+            *slot = self.claim();
+        }
+        match *slot {
+            Some(i) => self.register(i, cx),
+            None => cx.waker().wake_by_ref(),
+        }
+    }
+
     /// Wakes every registered executor. Called after pushing to the ready ring.
     pub(crate) fn wake_all(&self) {
         for (w, word) in self.claimed.iter().enumerate() {
@@ -241,15 +254,7 @@ impl<T: Send + 'static> LockFreeClass<T> {
         if let Some(p) = self.next_now() {
             return Poll::Ready(Some(p));
         }
-        if slot.is_none() {
-            *slot = self.exec.claim();
-        }
-        match *slot {
-            Some(i) => self.exec.register(i, cx),
-            // More concurrent executors than waiter slots: poll again soon (the blocking
-            // adapter backs off into a sleep).
-            None => cx.waker().wake_by_ref(),
-        }
+        self.exec.register_in(slot, cx);
         // Re-check after registering (pairs with the push-then-wake in the pass).
         if let Some(p) = self.next_now() {
             return Poll::Ready(Some(p));

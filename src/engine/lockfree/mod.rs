@@ -579,14 +579,7 @@ impl<T: Send + 'static> ClassEngine<T> for LockFreeClass<T> {
         if self.drained() {
             return Poll::Ready(());
         }
-        if slot.is_none() {
-            *slot = self.exec.claim();
-        }
-        match *slot {
-            Some(i) => self.exec.register(i, cx),
-            // More waiters than slots: poll again soon.
-            None => cx.waker().wake_by_ref(),
-        }
+        self.exec.register_in(slot, cx);
         // No pass is run here: whoever makes one due runs it (a release, an enqueue before the
         // close, an owner's poll), and a drainer that ran passes could wake itself through them
         // without end while a canceller between its CAS and its count holds `wants_pass` up.

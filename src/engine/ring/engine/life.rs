@@ -95,17 +95,6 @@ impl<T: Send + 'static> RingClass<T> {
         l & STOPPED != 0 && l & QUEUED_MASK == 0 && (l >> OUT_SHIFT) & QUEUED_MASK == 0
     }
 
-    pub(super) fn register_waiter(&self, cx: &Context<'_>, slot: &mut Option<usize>) {
-        if slot.is_none() {
-            *slot = self.exec.claim();
-        }
-        match *slot {
-            Some(i) => self.exec.register(i, cx),
-            // More waiters than slots: poll again soon.
-            None => cx.waker().wake_by_ref(),
-        }
-    }
-
     /// [`ClassEngine::shutdown`](crate::engine::ClassEngine::shutdown): admissions stop and every
     /// queued entry ends.
     pub(super) fn shut_down(&self) {
@@ -127,7 +116,7 @@ impl<T: Send + 'static> RingClass<T> {
         if self.drained() {
             return Poll::Ready(());
         }
-        self.register_waiter(cx, slot);
+        self.exec.register_in(slot, cx);
         // Re-check after registering: pairs with the RMW-then-`wake_all` of `life_add`.
         if self.drained() {
             Poll::Ready(())

@@ -50,7 +50,7 @@ impl<T: Send + 'static> RingClass<T> {
         if let Some(p) = self.next_now() {
             return Poll::Ready(Some(p));
         }
-        self.register_waiter(cx, slot);
+        self.exec.register_in(slot, cx);
         // Read before the re-check: a grant pushes to the ready queue before it counts its
         // entry out of `life`, so a count of 0 seen here means the pop below sees every push.
         let l = self.life();
