@@ -100,6 +100,22 @@ pub(crate) fn saturating_add(a: &AtomicU64, n: u64) {
     });
 }
 
+/// What a snapshot samples from its class's engine, besides the [`ClassStats`] counters.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Samples {
+    /// The pool's split of the cells.
+    pub(crate) pool: PoolCounters,
+    /// Live queued requests.
+    pub(crate) queue_depth: u32,
+    /// Tenants in rotation.
+    pub(crate) queued_tenants: u32,
+    /// Age of the oldest lease out, in nanoseconds.
+    pub(crate) oldest_lease_age: Option<u64>,
+    /// Grants that did not wait, counted by the engine outside these counters (per cell, by the
+    /// lease's holder: [`LeaseAges`](crate::engine::LeaseAges)).
+    pub(crate) fast_grants: u64,
+}
+
 /// Counters of one class.
 #[derive(Debug)]
 pub(crate) struct ClassStats {
@@ -107,9 +123,6 @@ pub(crate) struct ClassStats {
     pub(crate) cancellations: AtomicU64,
     pub(crate) expirations: AtomicU64,
     refused_at_acceptance: AtomicU64,
-    /// Grants that did not wait, recorded by any thread ([`record_grant`](Self::record_grant));
-    /// counted in bucket 0 by snapshots.
-    fast_grants: AtomicU64,
     /// Written only by the holder of the class's exclusive section (see
     /// [`record_grant_exclusive`](Self::record_grant_exclusive)).
     pub(crate) wait_total: AtomicU64,
@@ -126,7 +139,6 @@ impl ClassStats {
             cancellations: AtomicU64::new(0),
             expirations: AtomicU64::new(0),
             refused_at_acceptance: AtomicU64::new(0),
-            fast_grants: AtomicU64::new(0),
             wait_total: AtomicU64::new(0),
             wait_max: AtomicU64::new(0),
             buckets: (0..STORED).map(|_| AtomicU64::new(0)).collect(),
@@ -146,12 +158,6 @@ impl ClassStats {
     /// Counts a granted request refused at acceptance.
     pub(crate) fn count_refused_at_acceptance(&self) {
         saturating_add(&self.refused_at_acceptance, 1);
-    }
-
-    /// Records one grant that did not wait (the fast path), from any thread: one RMW.
-    #[inline]
-    pub(crate) fn record_grant(&self) {
-        saturating_add(&self.fast_grants, 1);
     }
 
     /// Records one grant after waiting `wait` nanoseconds, from any thread (an engine with no
@@ -205,14 +211,8 @@ impl ClassStats {
         }
     }
 
-    /// Assembles a snapshot from these counters and the given samples.
-    pub(crate) fn snapshot(
-        &self,
-        pool: PoolCounters,
-        queue_depth: u32,
-        queued_tenants: u32,
-        oldest_lease_age: Option<u64>,
-    ) -> ClassSnapshot {
+    /// Assembles a snapshot from these counters and the engine's samples.
+    pub(crate) fn snapshot(&self, samples: Samples) -> ClassSnapshot {
         let mut wait_histogram = Histogram::new(3).expect("3 significant digits is valid");
         wait_histogram.auto(true);
         let mut out = ClassSnapshot {
@@ -232,26 +232,20 @@ impl ClassStats {
             oldest_lease_age: None,
             wait_histogram,
         };
-        self.snapshot_into(
-            pool,
-            queue_depth,
-            queued_tenants,
-            oldest_lease_age,
-            &mut out,
-        );
+        self.snapshot_into(samples, &mut out);
         out
     }
 
     /// [`snapshot`](Self::snapshot) into `out`, reusing its histogram: nothing is allocated
     /// unless the waits outgrow the histogram's range.
-    pub(crate) fn snapshot_into(
-        &self,
-        pool: PoolCounters,
-        queue_depth: u32,
-        queued_tenants: u32,
-        oldest_lease_age: Option<u64>,
-        out: &mut ClassSnapshot,
-    ) {
+    pub(crate) fn snapshot_into(&self, samples: Samples, out: &mut ClassSnapshot) {
+        let Samples {
+            pool,
+            queue_depth,
+            queued_tenants,
+            oldest_lease_age,
+            fast_grants,
+        } = samples;
         // Relaxed: statistics only (SPEC F62: sampled separately).
         let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
         out.cells_total = pool.total;
@@ -263,7 +257,7 @@ impl ClassStats {
         out.grants = self
             .buckets
             .iter()
-            .fold(get(&self.fast_grants), |n, b| n.saturating_add(get(b)));
+            .fold(fast_grants, |n, b| n.saturating_add(get(b)));
         out.rejections = get(&self.rejections);
         out.cancellations = get(&self.cancellations);
         out.expirations = get(&self.expirations);
@@ -271,19 +265,19 @@ impl ClassStats {
         out.wait_total = Duration::from_nanos(get(&self.wait_total));
         out.wait_max = Duration::from_nanos(get(&self.wait_max));
         out.oldest_lease_age = oldest_lease_age.map(Duration::from_nanos);
-        self.histogram_into(&mut out.wait_histogram);
+        self.histogram_into(fast_grants, &mut out.wait_histogram);
     }
 
-    /// Records the waits into `h` after clearing it (values are bucket floors, within 12.5 %).
-    fn histogram_into(&self, h: &mut Histogram<u64>) {
+    /// Records the waits into `h` after clearing it (values are bucket floors, within 12.5 %);
+    /// `fast_grants` grants did not wait.
+    fn histogram_into(&self, fast_grants: u64, h: &mut Histogram<u64>) {
         h.reset();
         h.auto(true);
         for (b, c) in self.buckets.iter().enumerate() {
             // Relaxed: statistics only.
             let mut c = c.load(Ordering::Relaxed);
             if b == 0 {
-                // Relaxed: as above.
-                c = c.saturating_add(self.fast_grants.load(Ordering::Relaxed));
+                c = c.saturating_add(fast_grants);
             }
             if c > 0 {
                 // Cannot fail: the histogram auto-resizes.
@@ -313,13 +307,19 @@ mod tests {
     #[test]
     fn f60_fast_and_waited_grants_both_count() {
         let s = ClassStats::new();
-        for _ in 0..3 {
-            s.record_grant();
+        // Fast grants are counted per cell by the lease's holder; the snapshot sums the cells
+        // (two cells, past one word of either).
+        let ages = crate::engine::LeaseAges::new(70);
+        for cell in [0, 69, 69] {
+            ages.count_fast_grant(crate::CellId(cell));
         }
         s.record_grant_exclusive(0);
         s.record_grant_exclusive(1_000);
         s.record_grant_exclusive(250);
-        let snap = s.snapshot(PoolCounters::default(), 0, 0, None);
+        let snap = s.snapshot(Samples {
+            fast_grants: ages.fast_grants(),
+            ..Samples::default()
+        });
         assert_eq!(snap.grants, 6);
         assert_eq!(snap.wait_total, Duration::from_nanos(1_250));
         assert_eq!(snap.wait_max, Duration::from_nanos(1_000));

@@ -28,7 +28,7 @@ use crate::clock::Clock;
 use crate::policy::{Policy, PolicyConfig};
 use crate::pool::{ClassPool, Lease, LeaseRequest};
 use crate::raw::idset::{IdSet, Slot};
-use crate::stats::{ClassSnapshot, ClassStats};
+use crate::stats::{ClassSnapshot, ClassStats, Samples};
 use crate::Reason;
 use crate::{CellId, ClassId, Error, RequestId};
 use core::task::{Context, Poll};
@@ -311,7 +311,7 @@ pub trait ClassEngine<T: Send + 'static>: Send + Sync + Sized + 'static {
 
     /// Samples for a snapshot: the pool's split, the queue depth, the tenants in rotation and
     /// the oldest lease's age.
-    fn samples(&self) -> (crate::pool::PoolCounters, u32, u32, Option<u64>);
+    fn samples(&self) -> Samples;
 
     /// Keeps the payload of a pull-mode job refused at acceptance because of shutdown.
     fn keep_undelivered(&self, payload: T) {
@@ -325,15 +325,12 @@ pub trait ClassEngine<T: Send + 'static>: Send + Sync + Sized + 'static {
 
     /// Counters and pool view (SPEC F60).
     fn snapshot(&self) -> ClassSnapshot {
-        let (pool, queued, tenants, oldest) = self.samples();
-        self.stats().snapshot(pool, queued, tenants, oldest)
+        self.stats().snapshot(self.samples())
     }
 
     /// `snapshot` into `out`, reusing its histogram's storage.
     fn snapshot_into(&self, out: &mut ClassSnapshot) {
-        let (pool, queued, tenants, oldest) = self.samples();
-        self.stats()
-            .snapshot_into(pool, queued, tenants, oldest, out);
+        self.stats().snapshot_into(self.samples(), out);
     }
 
     /// The class's clock.

@@ -731,7 +731,7 @@ impl<T: Send + 'static, L: BaselineLock> ClassEngine<T> for BaselineClass<T, L> 
         &self.stats
     }
 
-    fn samples(&self) -> (crate::pool::PoolCounters, u32, u32, Option<u64>) {
+    fn samples(&self) -> crate::stats::Samples {
         self.sample()
     }
 
@@ -743,7 +743,7 @@ impl<T: Send + 'static, L: BaselineLock> ClassEngine<T> for BaselineClass<T, L> 
 impl<T: Send + 'static, L: BaselineLock> BaselineClass<T, L> {
     /// Samples for a snapshot: the pool's split, the queue depth, the tenants in rotation and
     /// the oldest lease's age.
-    fn sample(&self) -> (crate::pool::PoolCounters, u32, u32, Option<u64>) {
+    fn sample(&self) -> crate::stats::Samples {
         let (queued, tenants, oldest) = self.with(|policy, inner| {
             let oldest = inner
                 .lease_since
@@ -755,6 +755,13 @@ impl<T: Send + 'static, L: BaselineLock> BaselineClass<T, L> {
         });
         let pool = self.pool.counters();
         let now = self.clock.now();
-        (pool, queued, tenants, oldest.map(|s| now.saturating_sub(s)))
+        crate::stats::Samples {
+            pool,
+            queue_depth: queued,
+            queued_tenants: tenants,
+            oldest_lease_age: oldest.map(|s| now.saturating_sub(s)),
+            // Every grant is recorded under the lock, in the counters.
+            fast_grants: 0,
+        }
     }
 }

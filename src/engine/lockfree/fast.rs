@@ -45,7 +45,8 @@ impl<T: Send + 'static> LockFreeClass<T> {
         let now = self.recent_now.load(Ordering::Relaxed);
         match self.acquire(ticket, now) {
             Ok(lease) => {
-                self.stats.record_grant();
+                // We hold the cell's lease: its count is ours to write (no RMW).
+                self.lease_ages.count_fast_grant(lease.cell());
                 Ok(lease)
             }
             Err(e) => {

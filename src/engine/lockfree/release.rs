@@ -142,18 +142,19 @@ impl<T: Send + 'static> LockFreeClass<T> {
 
     /// Samples for a snapshot: the pool's split, the queue depth, the tenants in rotation and
     /// the oldest lease's age.
-    pub(super) fn sample(&self) -> (crate::pool::PoolCounters, u32, u32, Option<u64>) {
+    pub(super) fn sample(&self) -> crate::stats::Samples {
         let pool = self.pool.counters();
         // Acquire: pairs with the RMWs of producers, granters and releasers.
         let cur = self.ctl.load(Ordering::Acquire);
         let now = self.clock.now();
         let oldest = self.lease_ages.oldest(now);
-        (
+        crate::stats::Samples {
             pool,
-            cur.queued() as u32,
+            queue_depth: cur.queued() as u32,
             // Relaxed: an observation.
-            self.queued_tenants.load(Ordering::Relaxed),
-            oldest,
-        )
+            queued_tenants: self.queued_tenants.load(Ordering::Relaxed),
+            oldest_lease_age: oldest,
+            fast_grants: self.lease_ages.fast_grants(),
+        }
     }
 }

@@ -154,7 +154,8 @@ impl<T: Send + 'static> RingClass<T> {
         let mut after = After::new();
         let res = self.acquire(ticket, now, &mut after);
         match &res {
-            Ok(_) => self.stats.record_grant(),
+            // We hold the cell's lease: its count is ours to write (no RMW).
+            Ok(lease) => self.lease_ages.count_fast_grant(lease.cell()),
             Err(e) => after.acquire_failed(e),
         }
         self.finish(&mut after, now);

@@ -262,7 +262,7 @@ impl<T: Send + 'static> ClassEngine<T> for RingClass<T> {
         &self.stats
     }
 
-    fn samples(&self) -> (crate::pool::PoolCounters, u32, u32, Option<u64>) {
+    fn samples(&self) -> crate::stats::Samples {
         self.sample()
     }
 
