@@ -376,7 +376,7 @@ impl IdSet {
                 )
                 .ok_or(InsertError::Full)?;
             let c = &self.cells[cell];
-            match self.settle(id, home, cell, published, dist, true) {
+            match self.settle_own(id, home, cell, published, dist) {
                 Fate::Won => {
                     return Ok(Slot {
                         index: cell as u32,
@@ -514,6 +514,32 @@ impl IdSet {
             }
             w = again;
         }
+    }
+
+    /// [`settle`](Self::settle) of the caller's own copy, published as `word` in `cell`, `dist`
+    /// from `home`. When the copy is at home and the home's reach is 0, the window is that one
+    /// cell and `settle` would scan nothing: the same two accesses (the reach's `SeqCst` load,
+    /// then the admit CAS) are done here inline, without the call and its scan set-up — the
+    /// common case of an insert with no copy and no collision at home.
+    #[inline]
+    fn settle_own(&self, id: u64, home: usize, cell: usize, word: Word, dist: u32) -> Fate {
+        if dist == 0 && self.reach(home) == 0 {
+            // SeqCst: the admit, as in `settle`; pairs with the collide CASes on the same word
+            // and with the scans that read it.
+            return match self.cells[cell].word.compare_exchange(
+                word.0,
+                word.with(MEMBER).0,
+                SeqCst,
+                SeqCst,
+            ) {
+                Ok(_) => Fate::Won,
+                // A helper admitted our copy first.
+                Err(now) if Word(now) == word.with(MEMBER) => Fate::Won,
+                // Collided by someone else: we did not see why.
+                Err(_) => Fate::Lost { seen_member: false },
+            };
+        }
+        self.settle(id, home, cell, word, dist, true)
     }
 
     /// Settles the copy of `id` in cell `t` (published as `t_word`, `t_dist` from `home`): decides
