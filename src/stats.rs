@@ -177,8 +177,10 @@ impl ClassStats {
     /// The caller must be the only writer of the wait counters at this moment: it holds the
     /// class's exclusive section (the lock-free engine's dispatch token, the baseline's lock),
     /// whose acquisition (Acquire) and release (Release) order one holder's writes before the
-    /// next one's reads. Readers (snapshots) load them separately (SPEC F62). Every other thread
-    /// records through [`record_grant`](Self::record_grant).
+    /// next one's reads. Readers (snapshots) load them separately (SPEC F62). Other threads record
+    /// waited grants through [`record_grant_waited`](Self::record_grant_waited); grants that did
+    /// not wait are counted per cell by the lease's holder
+    /// ([`LeaseAges`](crate::engine::LeaseAges)) and reach snapshots through [`Samples`].
     #[inline]
     pub(crate) fn record_grant_exclusive(&self, wait: u64) {
         // Under loom the wait comes from the real clock, so which counter is touched and whether
