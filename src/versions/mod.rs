@@ -242,6 +242,8 @@ pub struct VersionsBuilder {
     epoch_limit: u64,
     incarnation_limit: u64,
     generation_limit: u64,
+    first_epoch: u64,
+    first_incarnation: u64,
 }
 
 impl Default for VersionsBuilder {
@@ -253,6 +255,8 @@ impl Default for VersionsBuilder {
             epoch_limit: EPOCH_MAX,
             incarnation_limit: u64::MAX,
             generation_limit: u64::MAX,
+            first_epoch: 0,
+            first_incarnation: 1,
         }
     }
 }
@@ -288,6 +292,15 @@ impl VersionsBuilder {
         self
     }
 
+    /// Starts the epoch and incarnation counters at these values instead of 0 and 1, so tests
+    /// can run next to the counters' real ends. Not for production use.
+    #[doc(hidden)]
+    pub fn first_counters(mut self, epoch: u64, incarnation: u64) -> Self {
+        self.first_epoch = epoch;
+        self.first_incarnation = incarnation;
+        self
+    }
+
     /// Builds the directory, allocating every store.
     ///
     /// # Errors
@@ -304,9 +317,12 @@ impl VersionsBuilder {
         if self.root_epochs < 2 || self.root_epochs > ROOT_SLOTS_MAX {
             return Err(Error::configuration("root_epochs"));
         }
+        if self.first_epoch > self.epoch_limit {
+            return Err(Error::configuration("first_epoch"));
+        }
         let root_slots = self.root_epochs;
         Ok(VersionDirectory {
-            current: CachePadded::new(AtomicU64::new(pack_current(0, 0))),
+            current: CachePadded::new(AtomicU64::new(pack_current(0, self.first_epoch))),
             heads: (0..self.keys).map(|_| AtomicU64::new(NO_LINK)).collect(),
             store: (0..self.versions).map(|_| Record::new()).collect(),
             roots: (0..root_slots)
@@ -323,7 +339,7 @@ impl VersionsBuilder {
                 retired: Vec::with_capacity(self.versions),
                 batch_mark: vec![0; self.keys],
                 new_links: Vec::new(),
-                next_incarnation: 1,
+                next_incarnation: Some(self.first_incarnation),
                 named_keys: 0,
                 created: 0,
                 reclaimed: 0,
@@ -404,7 +420,8 @@ struct Writer {
     batch_mark: Vec<u64>,
     /// Scratch for one call's new records (reserved on first use, then reused).
     new_links: Vec<(usize, Decoded)>,
-    next_incarnation: u64,
+    /// The next incarnation to hand out; `None` once the counter passed `u64::MAX`.
+    next_incarnation: Option<u64>,
     named_keys: usize,
     created: u64,
     reclaimed: u64,
@@ -677,7 +694,9 @@ impl VersionDirectory {
                 return Err(e);
             }
         };
-        w.next_incarnation += new_incarnations;
+        w.next_incarnation = w
+            .next_incarnation
+            .and_then(|n| n.checked_add(new_incarnations));
         // Link every new record in. Roots at older epochs skip them (stamp > their epoch); no
         // root sees the new epoch before `current` moves below.
         let first_retired = w.retired.len();
@@ -789,7 +808,10 @@ impl VersionDirectory {
                     return Err(Error::new(Code::AlreadyExists, Reason::DuplicateKey))
                 }
                 (Transition::Publish { hash, .. }, None) => {
-                    match w.next_incarnation.checked_add(new_incarnations) {
+                    match w
+                        .next_incarnation
+                        .and_then(|n| n.checked_add(new_incarnations))
+                    {
                         Some(incarnation) if incarnation <= self.limits.incarnation => {
                             new_incarnations += 1;
                             Decoded {
