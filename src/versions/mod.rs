@@ -890,9 +890,12 @@ impl VersionDirectory {
         w.newer[s] = NIL;
         let tag = w.tags[s].wrapping_add(1);
         w.tags[s] = tag;
-        // Relaxed: ordered before the slot's next field stores, which are Release (see the
-        // module docs: a reader that sees any of those sees this tag).
-        self.store[s].tag.store(tag, Ordering::Relaxed);
+        // Release: pairs with the lookup's Acquire load of the tag, so a reader that sees the
+        // new tag (and starts over) also sees the newer neighbour's shortened link above and
+        // walks around this record. It is also ordered before the slot's next field stores,
+        // which are Release (see the module docs: a reader that sees any of those sees this
+        // tag).
+        self.store[s].tag.store(tag, Ordering::Release);
         w.free_versions.push(slot);
         w.reclaimed += 1;
     }
@@ -929,8 +932,9 @@ impl VersionDirectory {
                 } else {
                     Lookup::Unknown
                 };
-                // Relaxed: ordered after the Acquire loads above (see there).
-                if rec.tag.load(Ordering::Relaxed) != tag {
+                // Acquire: pairs with `free_record`'s Release store of the tag (a changed tag
+                // brings the shortened link with it); ordered after the field loads above.
+                if rec.tag.load(Ordering::Acquire) != tag {
                     continue 'restart;
                 }
                 if found {
