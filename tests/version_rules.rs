@@ -4,8 +4,12 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-use fairway::versions::{Lookup, Transition, VersionDirectory};
+use fairway::versions::{Lookup, Root, Transition, VersionDirectory};
 use fairway::{Code, Reason};
+use fairway_bench_support::alloc::{count, Counting};
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
 
 const BIG: u64 = 100_000;
 
@@ -315,4 +319,57 @@ fn v04_counters_at_their_real_ends_refuse_without_wrapping() {
             generation: 0
         }
     );
+}
+
+/// Q03 for the directory: after one warm-up round, captures, lookups, transitions (single and
+/// batched), root drops and the reclamation they trigger allocate nothing.
+#[test]
+fn q03_versions_steady_state_allocates_nothing() {
+    let ops: u64 = if cfg!(debug_assertions) {
+        50_000
+    } else {
+        1_000_000
+    };
+    let d = VersionDirectory::builder()
+        .keys(64)
+        .versions(512)
+        .root_epochs(8)
+        .build()
+        .unwrap();
+    fn round<'d>(d: &'d VersionDirectory, i: u64, kept: &mut Vec<Root<'d>>) {
+        let key = i % 64;
+        let r = d.capture();
+        let seen = r.lookup(key).unwrap();
+        match seen {
+            Lookup::Present { .. } => d.advance(key).map(drop).unwrap(),
+            _ => d.publish(key, i).map(drop).unwrap(),
+        }
+        if i % 97 == 0 {
+            let other = (key + 1) % 64;
+            let _ = d.apply(&[
+                Transition::Remove(other),
+                Transition::Advance((key + 2) % 64),
+            ]);
+        }
+        if i % 5 == 0 {
+            kept.push(r);
+        }
+        if kept.len() > 4 {
+            kept.remove(0);
+        }
+        std::hint::black_box(seen);
+    }
+    let mut kept = Vec::with_capacity(8);
+    for i in 0..1_000 {
+        round(&d, i, &mut kept);
+    }
+    let n = count(|| {
+        for i in 0..ops {
+            round(&d, i, &mut kept);
+        }
+    });
+    assert_eq!(n, 0, "{n} allocations in {ops} rounds");
+    drop(kept);
+    let occ = d.occupancy();
+    assert_eq!(occ.versions_used, occ.named_keys);
 }
