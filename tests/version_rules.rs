@@ -344,14 +344,14 @@ fn q03_versions_steady_state_allocates_nothing() {
             Lookup::Present { .. } => d.advance(key).map(drop).unwrap(),
             _ => d.publish(key, i).map(drop).unwrap(),
         }
-        if i % 97 == 0 {
+        if i.is_multiple_of(97) {
             let other = (key + 1) % 64;
             let _ = d.apply(&[
                 Transition::Remove(other),
                 Transition::Advance((key + 2) % 64),
             ]);
         }
-        if i % 5 == 0 {
+        if i.is_multiple_of(5) {
             kept.push(r);
         }
         if kept.len() > 4 {
