@@ -638,8 +638,11 @@ impl VersionDirectory {
             if self.want_reclaim.fetch_add(0, Ordering::AcqRel) == 0 {
                 return;
             }
-            let Ok(mut w) = self.writer.try_lock() else {
-                return;
+            let mut w = match self.writer.try_lock() {
+                Ok(w) => w,
+                // A poisoned lock is taken over, as `lock` does.
+                Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+                Err(std::sync::TryLockError::WouldBlock) => return,
             };
             // AcqRel: pairs with `release`'s fetch_add; the pass below starts after every
             // request this swap consumed.
