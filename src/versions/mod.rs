@@ -103,7 +103,7 @@
 //! (`crossbeam-epoch` allocates a thread's record on first pin and its deferred bags as they
 //! fill), frees a reclaimed slot at once instead of after every pinned thread moved on (so the
 //! exhaustion bound above is exact), and the loom model covers it (`crossbeam-epoch`'s own
-//! atomics are invisible to loom). The dependency stays for the graph's future use.
+//! atomics are invisible to loom).
 //!
 //! # Example
 //!
