@@ -88,8 +88,8 @@
 //! Memory is fixed at build: the store, the root slots and the writer's lists. When live roots
 //! retain so many records that a transition finds no free slot even after a pass, it is refused
 //! with `resource-exhausted / versions-retained`; when every root slot is held by live roots of
-//! distinct old epochs, with `resource-exhausted / root-epochs`. Nothing is mutated by a refused
-//! call.
+//! distinct old epochs, with `resource-exhausted / root-epochs`. A refused call changes no key
+//! and takes no epoch (the reclamation pass it ran only freed records nobody could see).
 //!
 //! # Why tags, not `crossbeam-epoch`
 //!
