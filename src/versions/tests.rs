@@ -320,6 +320,7 @@ fn counters_stop_at_their_limits_without_wrapping() {
     let r = d.capture();
     let d2 = VersionDirectory::builder()
         .keys(1)
+        .versions(4)
         .counter_limits(2, 9, 9)
         .build()
         .unwrap();
@@ -346,7 +347,7 @@ fn builder_refuses_out_of_range_sizes() {
         b().root_epochs(70_000).build().unwrap_err().field(),
         Some("root_epochs")
     );
-    let d = b().keys(0).build().unwrap();
+    let d = b().keys(0).versions(4).build().unwrap();
     assert_eq!(
         d.capture().lookup(0).unwrap_err().reason(),
         Reason::KeyRange
