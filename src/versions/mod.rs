@@ -60,7 +60,9 @@
 //! [`capture`](VersionDirectory::capture) reads `current`, adds one to that root slot's counter
 //! and reads `current` again; if it moved (a transition ran in between) it takes the count back
 //! and tries again. It touches two words whatever the number of keys: no copy, no walk. A
-//! [`Root`] is that counted reference; dropping it takes the count back.
+//! [`Root`] is that counted reference, borrowing the directory; dropping it takes the count
+//! back. [`capture_owned`](VersionDirectory::capture_owned) on an `Arc` of the directory
+//! returns an [`OwnedRoot`] that holds the `Arc` instead, for roots that move between threads.
 //!
 //! A lookup follows the key's links from the newest record to the first one stamped at or before
 //! the root's epoch. Each step checks the slot's tag after reading the record, so a record whose
@@ -493,6 +495,28 @@ impl VersionDirectory {
     ///
     /// Lock-free: it starts over only when a transition completed meanwhile.
     pub fn capture(&self) -> Root<'_> {
+        let (epoch, slot) = self.lease();
+        Root {
+            dir: self,
+            epoch,
+            slot,
+        }
+    }
+
+    /// [`capture`](Self::capture) for a directory behind an `Arc`: the root keeps the directory
+    /// alive, so it can move to another thread or outlive the caller's scope. Also O(1); it adds
+    /// one reference count to the `Arc`.
+    pub fn capture_owned(self: &std::sync::Arc<Self>) -> OwnedRoot {
+        let (epoch, slot) = self.lease();
+        OwnedRoot {
+            dir: std::sync::Arc::clone(self),
+            epoch,
+            slot,
+        }
+    }
+
+    /// Counts a new root on the current epoch's root slot; returns the epoch and the slot.
+    fn lease(&self) -> (u64, u16) {
         loop {
             // Acquire: pairs with the Release of the transition's swap, so every record of
             // that epoch is visible to this root's lookups.
@@ -508,11 +532,7 @@ impl VersionDirectory {
             let again = self.current.load(Ordering::Acquire);
             capture_step();
             if again == cur {
-                return Root {
-                    dir: self,
-                    epoch: CUR_EPOCH.get(cur),
-                    slot,
-                };
+                return (CUR_EPOCH.get(cur), slot);
             }
             self.release(slot);
         }
@@ -986,6 +1006,52 @@ impl Root<'_> {
             return Err(key_range());
         }
         Ok(self.dir.lookup_at(k, self.epoch))
+    }
+}
+
+/// A [`Root`] that owns a reference to its directory ([`VersionDirectory::capture_owned`]).
+#[derive(Debug)]
+pub struct OwnedRoot {
+    dir: std::sync::Arc<VersionDirectory>,
+    epoch: u64,
+    slot: u16,
+}
+
+impl OwnedRoot {
+    /// The epoch this root was captured at.
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// What `key` was at this root's epoch; see [`Root::lookup`].
+    ///
+    /// # Errors
+    ///
+    /// `invalid-argument / key-range` for a key at or past the key capacity.
+    pub fn lookup(&self, key: u64) -> Result<Lookup, Error> {
+        let k = usize::try_from(key).map_err(|_| key_range())?;
+        if k >= self.dir.heads.len() {
+            return Err(key_range());
+        }
+        Ok(self.dir.lookup_at(k, self.epoch))
+    }
+}
+
+impl Clone for OwnedRoot {
+    fn clone(&self) -> Self {
+        // AcqRel RMW: as in `Root::clone`.
+        self.dir.roots[self.slot as usize].fetch_add(1, Ordering::AcqRel);
+        OwnedRoot {
+            dir: std::sync::Arc::clone(&self.dir),
+            epoch: self.epoch,
+            slot: self.slot,
+        }
+    }
+}
+
+impl Drop for OwnedRoot {
+    fn drop(&mut self) {
+        self.dir.release(self.slot);
     }
 }
 

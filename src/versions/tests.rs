@@ -407,5 +407,25 @@ fn directory_and_roots_are_send_and_sync() {
     fn send_sync<T: Send + Sync>() {}
     send_sync::<VersionDirectory>();
     send_sync::<Root<'static>>();
+    send_sync::<OwnedRoot>();
     send_sync::<Lookup>();
+}
+
+#[test]
+fn v04_owned_root_moves_to_another_thread_and_holds_its_records() {
+    let d = std::sync::Arc::new(dir(2, 16));
+    d.publish(0, 1).unwrap();
+    let root = d.capture_owned();
+    let copy = root.clone();
+    d.advance(0).unwrap();
+    assert_eq!(d.occupancy().versions_used, 2);
+    let seen = std::thread::spawn(move || root.lookup(0).unwrap())
+        .join()
+        .unwrap();
+    assert_eq!(seen, present(1, 0, 1));
+    assert_eq!(d.occupancy().versions_used, 2, "the clone still holds it");
+    assert_eq!(copy.epoch(), 1);
+    drop(copy);
+    assert_eq!(d.occupancy().versions_used, 1);
+    check_conservation(&d);
 }
