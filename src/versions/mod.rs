@@ -68,7 +68,11 @@
 //! the root's epoch. Each step checks the slot's tag after reading the record, so a record whose
 //! slot was reclaimed and reused meanwhile is never believed (the walk starts again from the
 //! head). Stamps strictly decrease along a walk, so it ends; it starts over only when a writer
-//! reused a slot, so lookups are lock-free.
+//! reused a slot, so lookups are lock-free. Tags are 32 bits: a reader would be fooled only if
+//! one slot were freed 2^32 times between two of its loads.
+//!
+//! Every capture at one epoch updates the same counter, so threads capturing at once share
+//! that cache line (the cost stays O(1) in keys; it grows with concurrent capturers).
 //!
 //! # Retention (V04)
 //!
