@@ -152,6 +152,10 @@ pub enum Reason {
     GenerationExhausted,
     /// A witness whose key version is no longer current (SPEC D21, D23).
     StaleWitness,
+    /// The version directory has no free record: live roots retain the rest (SPEC V04).
+    VersionsRetained,
+    /// Every root slot of the version directory is held by live roots of older epochs (SPEC V04).
+    RootEpochs,
 }
 
 impl Reason {
@@ -206,6 +210,8 @@ impl Reason {
             Reason::UnknownKey => "unknown-key",
             Reason::GenerationExhausted => "generation-exhausted",
             Reason::StaleWitness => "stale-witness",
+            Reason::VersionsRetained => "versions-retained",
+            Reason::RootEpochs => "root-epochs",
         }
     }
 }

@@ -21,6 +21,7 @@ pub(crate) mod policy;
 pub mod pool;
 pub(crate) mod raw;
 mod scheduler;
+pub mod versions;
 
 pub use cancel::{CancellationToken, Cancelled};
 pub use clock::{Clock, ManualClock, MonotonicClock};

@@ -19,7 +19,7 @@ use fairway::{LockFreeGraph, MutexGraph};
 use fairway_bench_support::graph;
 
 /// The named suites (`--suite`).
-pub const SUITES: [&str; 7] = [
+pub const SUITES: [&str; 8] = [
     "default",
     "open-loop",
     "scaling",
@@ -27,6 +27,7 @@ pub const SUITES: [&str; 7] = [
     "graph",
     "all",
     "request",
+    "versions",
 ];
 
 /// Offered loads of the open-loop suite, % of the std baseline's capacity.
@@ -64,6 +65,8 @@ pub enum Job {
     GraphKeyChurn,
     /// The `remove` that compacts a full key table's index, both graph engines.
     GraphKeyCompaction,
+    /// P12: the version directory's capture at 250, 3,000 and 10^5 keys.
+    Versions,
 }
 
 /// How long each kind of run lasts, and how many repetitions.
@@ -110,6 +113,7 @@ impl Job {
             Job::GraphRemove(n) => format!("graph remove, {n} waiters"),
             Job::GraphKeyChurn => "graph key churn (submit, run, remove)".into(),
             Job::GraphKeyCompaction => "graph key compaction, 2^17 cells".into(),
+            Job::Versions => crate::versions::workload(crate::versions::KEYS[0]),
         }
     }
 
@@ -124,7 +128,8 @@ impl Job {
             | Job::GraphAdvance(_)
             | Job::GraphRemove(_)
             | Job::GraphKeyChurn
-            | Job::GraphKeyCompaction => s.single,
+            | Job::GraphKeyCompaction
+            | Job::Versions => s.single,
             Job::Closed(..) | Job::Open(..) | Job::GraphDag(_) => s.threaded,
             Job::Fairness => s.fairness,
             Job::Ring(_) => s.ring,
@@ -140,7 +145,7 @@ impl Job {
             | Job::GraphRemove(_)
             | Job::GraphKeyChurn
             | Job::GraphKeyCompaction => 2.0,
-            Job::GraphDag(_) => 3.0,
+            Job::GraphDag(_) | Job::Versions => 3.0,
             // Every scheduler engine.
             _ => engines().len() as f64,
         };
@@ -313,6 +318,18 @@ impl Job {
                     Box::new(|d| graph_dag::key_compaction::<MutexGraph>(false, d)),
                 ),
             ],
+            Job::Versions => crate::versions::KEYS
+                .iter()
+                .map(|&keys| {
+                    let run =
+                        move |d| time_with(&mut |u| crate::versions::with_capture(keys, u), d);
+                    arm(
+                        &crate::versions::workload(keys),
+                        crate::versions::BACKEND,
+                        Box::new(run),
+                    )
+                })
+                .collect(),
             Job::Ring(t) => ring::backends()
                 .into_iter()
                 .map(|(backend, run)| {
@@ -374,6 +391,7 @@ pub fn plan(suite: &str, threads: &[usize]) -> Result<Vec<Job>, String> {
             Job::Fairness,
             Job::Graph(8),
             Job::Graph(9),
+            Job::Versions,
         ],
         "open-loop" => [2, 8]
             .into_iter()
@@ -405,6 +423,7 @@ pub fn plan(suite: &str, threads: &[usize]) -> Result<Vec<Job>, String> {
         ],
         // The request path's rows (P1, P13, P7, P3): the before/after check of a change to it.
         "request" => vec![Job::Cycle, Job::Fast, Job::Single, Job::Cancel, pull(2)],
+        "versions" => vec![Job::Versions],
         "all" => {
             let mut v = Vec::new();
             // "request" is a subset of "default".
@@ -515,7 +534,7 @@ mod tests {
     #[test]
     fn default_plan_has_every_target_row_once() {
         let p = plan("default", &[]).unwrap();
-        assert_eq!(p.len(), 11);
+        assert_eq!(p.len(), 12);
         let all = plan("all", &[1, 2, 8]).unwrap();
         for j in &p {
             assert_eq!(all.iter().filter(|x| *x == j).count(), 1, "{j:?}");

@@ -68,6 +68,8 @@ const STD: &str = "std Mutex";
 const PL: &str = "parking_lot";
 /// See [`LF`]: the tenant-ring engine (`fairway::Ring`).
 const RING: &str = "ring";
+/// The version directory's rows (P12).
+const VD: &str = "version directory";
 
 /// Workload labels the targets read (the suites produce them).
 pub mod rows {
@@ -95,6 +97,12 @@ pub mod rows {
     pub const GRAPH_P8: &str = "graph complete fan-out 4 + drain";
     /// P9: the dependency graph.
     pub const GRAPH_P9: &str = "graph submit 4 edges";
+    /// P12: the version directory's capture (its backend label is `version directory`).
+    pub const VERSIONS_250: &str = "versions capture, 250 keys";
+    /// P12.
+    pub const VERSIONS_3K: &str = "versions capture, 3000 keys";
+    /// P12.
+    pub const VERSIONS_100K: &str = "versions capture, 100000 keys";
 }
 
 use rows::*;
@@ -253,6 +261,43 @@ pub const TARGETS: &[Target] = &[
         None,
         Metric::Score,
         0.99,
+        true,
+    ),
+    // P12: "equal within 10 %" as two bounds on each same-run ratio against 250 keys.
+    t(
+        "P12",
+        "capture time, 3,000 vs 250 keys",
+        (VERSIONS_3K, VD),
+        Some((VERSIONS_250, VD)),
+        Metric::Time,
+        1.1,
+        false,
+    ),
+    t(
+        "P12",
+        "capture time, 3,000 vs 250 keys, low side",
+        (VERSIONS_3K, VD),
+        Some((VERSIONS_250, VD)),
+        Metric::Time,
+        0.9,
+        true,
+    ),
+    t(
+        "P12",
+        "capture time, 10^5 vs 250 keys",
+        (VERSIONS_100K, VD),
+        Some((VERSIONS_250, VD)),
+        Metric::Time,
+        1.1,
+        false,
+    ),
+    t(
+        "P12",
+        "capture time, 10^5 vs 250 keys, low side",
+        (VERSIONS_100K, VD),
+        Some((VERSIONS_250, VD)),
+        Metric::Time,
+        0.9,
         true,
     ),
     t(
