@@ -29,7 +29,7 @@ SKIPS=(--skip f18 --skip policy:: --skip clock:: --skip error:: --skip stats:: -
   --skip raw::idset:: --skip f08_credit_holder_always_finds_a_cell --skip hundred_thousand_slots
   --skip f21_narrow_widths_pack_and_exhaust_exactly --skip mutex:: --skip p9_
   --skip d21_completion_racing_advance --skip d24_reset_retires_every_key_at_scale
-  --skip baseline::)
+  --skip baseline:: --skip versions::)
 
 # Shards balanced by their time under Miri on a 2-vCPU machine (each about 500 s). Every binary
 # of a shard runs even when an earlier one fails (`--no-fail-fast`).
