@@ -12,8 +12,8 @@
 # tests on the lock-free graph (the mutex graph has no `unsafe` code either).
 #
 # Skipped: the policy (sequential, no `unsafe`), clock, error, stats and pack tests; the ledger's
-# model and churn tests, the live-id set's, the SCQ ring's and the tenant-ring turn protocol's
-# tests (atomics only, no `unsafe`; loom models them); f18 (needs a multi-thread tokio runtime);
+# model and churn tests, the live-id set's, the SCQ ring's, the tenant-ring turn protocol's and
+# the version directory's tests (atomics only, no `unsafe`; loom models them); f18 (needs a multi-thread tokio runtime);
 # the tests at 10^4 tenants and 10^5 slots, the credit-holder churn, the narrow-width exhaustion,
 # the graph's allocation-count test, its 300-round advance race and its 3,000-job reset, which
 # take minutes under Miri while a smaller sibling of each runs. Tests that are only slow under
