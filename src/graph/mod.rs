@@ -219,6 +219,8 @@ mod lockfree;
 #[cfg(all(test, loom))]
 mod loom_batch;
 #[cfg(all(test, loom))]
+mod loom_dedupe;
+#[cfg(all(test, loom))]
 mod loom_key_table;
 #[cfg(all(test, loom))]
 mod loom_keys;

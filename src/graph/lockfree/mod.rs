@@ -581,9 +581,11 @@ impl LockFreeGraph {
         let Some(n) = self.nodes.get(node.idx as usize) else {
             return Join::Gone;
         };
-        // Relaxed: the count only decides who frees the slot; the joiner reads the outcome
+        // Acquire: pairs with the last taker's AcqRel RMW (or `recycle`'s Release store) that
+        // emptied the count, so a joiner that finds the job gone then sees its end in the key
+        // (the taker saw it, through the node's state). A joiner reads the outcome itself
         // later through the state word's Acquire, like the submitter.
-        let mut c = n.claims.load(Ordering::Relaxed);
+        let mut c = n.claims.load(Ordering::Acquire);
         loop {
             if gen_of(c) != node.gen || low_of(c) == 0 {
                 return Join::Gone;
@@ -591,11 +593,12 @@ impl LockFreeGraph {
             if low_of(c) == u32::MAX {
                 return Join::Full;
             }
-            // Relaxed: as the load. The CAS is on the word the last taker moves to zero, so a
-            // join either precedes that (the taker then leaves the slot) or fails.
+            // Relaxed on success: the count only decides who frees the slot; the CAS is on the
+            // word the last taker moves to zero, so a join either precedes that (the taker then
+            // leaves the slot) or fails. Acquire on failure: as the load.
             match n
                 .claims
-                .compare_exchange_weak(c, c + 1, Ordering::Relaxed, Ordering::Relaxed)
+                .compare_exchange_weak(c, c + 1, Ordering::Relaxed, Ordering::Acquire)
             {
                 Ok(_) => return Join::Joined,
                 Err(cur) => c = cur,
@@ -627,13 +630,14 @@ impl LockFreeGraph {
         let n = &self.nodes[me.idx as usize];
         let Some(g) = next else {
             n.ctl.store(word(me.gen, 0), Ordering::Relaxed);
-            // Relaxed: a join that reads it only needs the zero (no claim to add to).
-            n.claims.store(word(me.gen, 0), Ordering::Relaxed);
+            // Release: pairs with a joiner's Acquire load (`join_node`), which then sees the
+            // job's end in its key.
+            n.claims.store(word(me.gen, 0), Ordering::Release);
             return;
         };
         n.ctl.store(word(g, 0), Ordering::Relaxed);
-        // Relaxed: published with the slot by the free list's Release push.
-        n.claims.store(word(g, 0), Ordering::Relaxed);
+        // Release: as above, for a joiner that reads the next generation's empty count.
+        n.claims.store(word(g, 0), Ordering::Release);
         // Release: a late linker that loads the new generation (Acquire) then sees the key's
         // end state.
         n.admit.store(word(g, NIL), Ordering::Release);
