@@ -183,7 +183,11 @@
 //! tokio, and with a shutdown in the middle; the loom models (`loom_link.rs`,
 //! `loom_batch.rs`, `loom_shutdown.rs`) cover link against complete, against slot reuse,
 //! discovery against the producer completing, an atomic batch against an observer, and the
-//! ready hand-off against a shutdown.
+//! ready hand-off against a shutdown. Dedupe, D02's `DedupeJoined`, D03 and D32's notices:
+//! `tests/graph_dedupe.rs` (both engines: joins in every state, racing submits of one
+//! identity, submits racing the job's end, 10^4 joined jobs, hooks, notices that re-enter the
+//! graph); `loom_dedupe.rs` models a join against the job's end and its last take, and two
+//! submits of one identity.
 //!
 //! # Limits of this part (not built yet)
 //!
