@@ -6,7 +6,8 @@ use core::mem::MaybeUninit;
 impl LockFreeGraph {
     /// Joins the producer that key state word `st` (tag `K_LIVE`, loaded with Acquire) names
     /// (SPEC D02). If every handle of that job took its outcome since, the key has moved on:
-    /// the submission starts again and sees what the key says now (rare).
+    /// the submission starts again and sees what the key says now. Rare, and bounded: a key
+    /// names a new producer only after a key operation moved its generation on.
     fn join_live(
         &self,
         st: u64,
@@ -508,7 +509,8 @@ impl GraphEngine for LockFreeGraph {
             return Ok(None);
         }
         // SAFETY: the outcome was written before `done` was published and is not written again
-        // until the slot is reused, which needs the CAS below.
+        // until the slot is reused, which needs the caller's claim, given up only by the CAS
+        // below (a caller holding no claim is a stale handle).
         let out = n.outcome.with(|p| unsafe { *p });
         if take {
             // Give up one claim (SPEC D02: every handle of the job takes the one outcome).
