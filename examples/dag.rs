@@ -3,7 +3,9 @@
 //! Two classes of cells (`io` for fetching, `cpu` for compiling), a shared dependency (the
 //! toolchain both compiles need), one supersede (a source file changes after its compile was
 //! submitted: `advance` retires the old job and a new one is submitted at the next
-//! generation), and one failure (the linter) that gates the packaging job depending on it.
+//! generation), one failure (the linter) that gates the packaging job depending on it, and
+//! one dedupe (a second client asks for the test run while it is live and joins it: the tests
+//! run once, and both handles see the one outcome).
 //!
 //! Run with `cargo run --example dag`.
 
@@ -102,6 +104,18 @@ pub fn main() -> Result<(), Error> {
     let compile_b = submit(11, CPU, &[(1, Gate::OnSuccess), (2, Gate::OnSuccess)])?;
     let link = submit(20, CPU, &[(10, Gate::OnSuccess), (11, Gate::OnSuccess)])?;
     let test = submit(21, CPU, &[(20, Gate::OnSuccess)])?;
+    // Another client wants the same test run: the job is live (waiting), so it joins it.
+    let Admission::DedupeJoined(test_again) = graph.submit(&JobSpec {
+        key: JobKey::new(21),
+        tenant: TenantId(0),
+        class: CPU,
+        priority: 0,
+        deps: &[],
+    })?
+    else {
+        unreachable!("the test job is live")
+    };
+    println!("a second request for the tests joined the live job");
     // The linter reads the sources; packaging needs a clean lint.
     let lint = submit(30, CPU, &[(2, Gate::OnSuccess)])?;
     let package = submit(31, CPU, &[(21, Gate::OnSuccess), (30, Gate::OnSuccess)])?;
@@ -116,6 +130,7 @@ pub fn main() -> Result<(), Error> {
         (11, compile_b),
         (20, link),
         (21, test),
+        (21, test_again),
         (30, lint),
         (31, package),
     ]);
@@ -138,7 +153,13 @@ pub fn main() -> Result<(), Error> {
     }
     assert!(matches!(outcomes[3], JobOutcome::Failed(e) if e.reason() == Reason::Superseded));
     assert!(outcomes[4].is_success() && outcomes[6].is_success());
-    assert!(matches!(outcomes[8], JobOutcome::Failed(e) if e.reason() == Reason::DependencyFailed));
+    assert!(
+        outcomes[7].is_success() && outcomes[7] == outcomes[6],
+        "one test run, one outcome"
+    );
+    assert!(matches!(outcomes[9], JobOutcome::Failed(e) if e.reason() == Reason::DependencyFailed));
     println!("occupancy at the end: {:?}", graph.occupancy());
+    // Every claim was taken by `wait_batch`: every node slot is free.
+    assert_eq!(graph.occupancy().nodes_used, 0);
     Ok(())
 }

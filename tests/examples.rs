@@ -27,7 +27,7 @@ fn x03_tokio_host_example_accounts_for_every_invocation() {
 #[test]
 fn x03_dag_example_supersedes_and_gates_a_failure() {
     // The example asserts its own outcomes: the superseded compile fails `superseded`, the
-    // other compiles succeed, and the job gated on the failed linter fails
-    // `dependency-failed`.
+    // other compiles succeed, the job gated on the failed linter fails `dependency-failed`,
+    // and a second request for the test job joins it (one outcome for both handles).
     dag::main().unwrap();
 }

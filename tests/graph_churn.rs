@@ -151,7 +151,7 @@ fn churn<E: GraphEngine>(n: u64, fan_out: u64, extra: u64, submitters: u64, exec
                     match g.submit(&spec).unwrap() {
                         Admission::Admitted(h) => break h,
                         Admission::Backpressured => std::thread::yield_now(),
-                        Admission::DedupeJoined(_) => unreachable!("never produced"),
+                        Admission::DedupeJoined(_) => unreachable!("every key is submitted once"),
                     }
                 };
                 handles.lock().unwrap()[k as usize] = Some(h);

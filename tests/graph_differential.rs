@@ -2,14 +2,16 @@
 //! sequences of submit (random keys, some not produced yet, random gates, cycles possible),
 //! all-or-none batches of one to three such jobs (D04, dependencies inside the batch too), pull,
 //! discover on a running job, complete with success or failure, and collect, give identical results and occupancy on the
-//! lock-free graph and the mutex graph after every operation.
+//! lock-free graph and the mutex graph after every operation. Submits of a key whose job is live
+//! join it (SPEC D02), submits through a [`DedupeHook`] that names another key's job join that
+//! one (D03), and the joiners' outcomes are collected too.
 //!
 //! Fixed seeds by default; `FAIRWAY_GRAPH_DIFF_CASES` raises the number of cases.
 
 use fairway::admission::{ClassSpec, Ledger, LedgerConfig};
 use fairway::graph::{
-    Admission, Dependency, Gate, Graph, GraphEngine, JobHandle, JobKey, JobOutcome, JobSpec,
-    Occupancy, RunningJob,
+    Admission, DedupeHook, Dependency, Gate, Graph, GraphEngine, Identity, JobHandle, JobKey,
+    JobOutcome, JobSpec, Occupancy, RunningJob,
 };
 use fairway::{ClassId, Code, Error, Reason, TenantId};
 use std::collections::HashMap;
@@ -37,6 +39,19 @@ enum Op {
     Take(u64),
     Discover(usize, Vec<(u64, Gate)>),
     Batch(Vec<(u64, Vec<(u64, Gate)>)>),
+    /// Submit key `.0` through a hook that names the job of key `.1`, if one is held.
+    Hooked(u64, u64),
+    /// Take the outcome of the `.0`-th joiner still held.
+    TakeJoiner(usize),
+}
+
+/// A hook that names the handle it was given, if any.
+struct Alias(Option<JobHandle>);
+
+impl DedupeHook for Alias {
+    fn probe(&self, _: &Identity) -> Option<JobHandle> {
+        self.0
+    }
 }
 
 fn random_deps(r: &mut Rng) -> Vec<(u64, Gate)> {
@@ -55,7 +70,9 @@ fn random_deps(r: &mut Rng) -> Vec<(u64, Gate)> {
 fn ops(seed: u64, n: usize) -> Vec<Op> {
     let mut r = Rng(seed | 1);
     (0..n)
-        .map(|_| match r.below(12) {
+        .map(|_| match r.below(14) {
+            12 => Op::Hooked(r.below(12), r.below(12)),
+            13 => Op::TakeJoiner(r.below(4) as usize),
             11 => Op::Batch(
                 (0..1 + r.below(3))
                     .map(|_| {
@@ -103,6 +120,7 @@ fn run<E: GraphEngine>(ops: &[Op]) -> Vec<(Seen, Occupancy)> {
         .unwrap();
     let mut handles: HashMap<u64, JobHandle> = HashMap::new();
     let mut running: Vec<RunningJob> = Vec::new();
+    let mut joiners: Vec<JobHandle> = Vec::new();
     let mut out = Vec::new();
     for op in ops {
         let seen = match op {
@@ -127,9 +145,46 @@ fn run<E: GraphEngine>(ops: &[Op]) -> Vec<(Seen, Occupancy)> {
                         "admitted"
                     }
                     Admission::Backpressured => "backpressured",
-                    Admission::DedupeJoined(_) => "joined",
+                    Admission::DedupeJoined(h) => {
+                        joiners.push(h);
+                        "joined"
+                    }
                 }))
             }
+            Op::Hooked(key, alias) => {
+                let hook = Alias(handles.get(alias).copied());
+                let r = g.submit_with(
+                    &JobSpec {
+                        key: JobKey::new(*key),
+                        tenant: TenantId(0),
+                        class: ClassId(0),
+                        priority: 0,
+                        deps: &[],
+                    },
+                    &hook,
+                );
+                Seen::Submitted(r.map(|a| match a {
+                    Admission::Admitted(h) => {
+                        handles.insert(*key, h);
+                        "admitted"
+                    }
+                    Admission::Backpressured => "backpressured",
+                    Admission::DedupeJoined(h) => {
+                        joiners.push(h);
+                        "joined"
+                    }
+                }))
+            }
+            Op::TakeJoiner(i) => Seen::Taken(if joiners.is_empty() {
+                None
+            } else {
+                let i = i % joiners.len();
+                let r = g.take_outcome(joiners[i]);
+                if matches!(r, Ok(Some(_))) {
+                    joiners.remove(i);
+                }
+                Some(r)
+            }),
             Op::Pull => {
                 let j = g.try_next(ClassId(0));
                 let k = j.as_ref().map(|j| j.key());
@@ -221,6 +276,7 @@ fn q02_graph_engines_agree_on_random_sequences() {
         .unwrap_or(500);
     let mut submitted = 0;
     let mut refused_cycles = 0;
+    let mut joined = 0;
     let mut backpressured = 0;
     let mut dependency_failed = 0;
     let mut discovered = 0;
@@ -241,6 +297,7 @@ fn q02_graph_engines_agree_on_random_sequences() {
             match &x.0 {
                 Seen::Submitted(Ok("admitted")) => submitted += 1,
                 Seen::Submitted(Ok("backpressured")) => backpressured += 1,
+                Seen::Submitted(Ok("joined")) => joined += 1,
                 Seen::Submitted(Err(e)) if e.reason() == Reason::Cycle => refused_cycles += 1,
                 Seen::Discovered(Some(Ok(Admission::Admitted(())))) => discovered += 1,
                 Seen::Batched(Ok("admitted")) => batches += 1,
@@ -257,8 +314,10 @@ fn q02_graph_engines_agree_on_random_sequences() {
     eprintln!(
         "{cases} cases: admitted {submitted}, cycles refused {refused_cycles}, \
          backpressured {backpressured}, dependency-failed outcomes {dependency_failed}, \
-         discoveries {discovered}, batches admitted {batches}, refused {batches_refused}"
+         discoveries {discovered}, batches admitted {batches}, refused {batches_refused}, \
+         joined {joined}"
     );
+    assert!(joined > 0);
     // The generator reaches every interesting case.
     assert!(discovered > 0);
     assert!(batches > 0 && batches_refused > 0);

@@ -47,6 +47,7 @@ fn churn<E: GraphEngine>(end_with_shutdown: bool, key_churn: bool) {
     let handles = Arc::new(Mutex::new(Vec::<JobHandle>::new()));
     // Outcomes collected while the churn runs (freeing node slots for more jobs).
     let collected = Arc::new(Mutex::new(Vec::<JobOutcome>::new()));
+    let joins = Arc::new(Mutex::new(Vec::<JobHandle>::new()));
     let (advances, removes) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
     // Submissions refused for a full table (key churn: there must be none).
     let full = Arc::new(AtomicU64::new(0));
@@ -87,6 +88,7 @@ fn churn<E: GraphEngine>(end_with_shutdown: bool, key_churn: bool) {
         .map(|t| {
             let (g, handles, advances) = (g.clone(), handles.clone(), advances.clone());
             let (collected, removes, full) = (collected.clone(), removes.clone(), full.clone());
+            let joins = joins.clone();
             std::thread::spawn(move || {
                 let mut mine: Vec<JobHandle> = Vec::new();
                 let mut taken = Vec::new();
@@ -143,7 +145,14 @@ fn churn<E: GraphEngine>(end_with_shutdown: bool, key_churn: bool) {
                                 }
                                 std::thread::yield_now()
                             }
-                            Ok(Admission::DedupeJoined(_)) => unreachable!(),
+                            // The key has a live job (SPEC D02): keep the joiner's claim
+                            // (collected at quiescence), then as below.
+                            Ok(Admission::DedupeJoined(h)) => {
+                                joins.lock().unwrap().push(h);
+                                if g.advance(spec.key).is_ok() {
+                                    advances.fetch_add(1, Ordering::Relaxed);
+                                }
+                            }
                             // The key has a job: its input "changed", supersede and retry.
                             Err(e) if e.reason() == Reason::DuplicateKey => {
                                 if g.advance(spec.key).is_ok() {
@@ -210,6 +219,14 @@ fn churn<E: GraphEngine>(end_with_shutdown: bool, key_churn: bool) {
         Some(JobOutcome::Failed(_)) => other += 1,
         None => panic!("a job without an outcome at quiescence"),
     };
+    // Joiners first: each sees its job's outcome, and gives back one claim of it.
+    let joins = std::mem::take(&mut *joins.lock().unwrap());
+    for h in &joins {
+        assert!(
+            g.take_outcome(*h).unwrap().is_some(),
+            "a joiner without an outcome"
+        );
+    }
     let early = std::mem::take(&mut *collected.lock().unwrap());
     let jobs = handles.len() + early.len();
     for o in early {

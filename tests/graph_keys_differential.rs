@@ -123,7 +123,7 @@ fn run<E: GraphEngine>(ops: &[Op], table: u32, keys: u64) -> Vec<Step> {
         .unwrap();
     let mut handles: HashMap<u64, JobHandle> = HashMap::new();
     let mut running: Vec<RunningJob> = Vec::new();
-    // Every handle admitted (`handles` keeps the latest per key).
+    // Every handle admitted or joined, one per claim (`handles` keeps the latest per key).
     let mut all: Vec<JobHandle> = Vec::new();
     let mut out = Vec::new();
     for op in ops {
@@ -150,7 +150,11 @@ fn run<E: GraphEngine>(ops: &[Op], table: u32, keys: u64) -> Vec<Step> {
                         "admitted"
                     }
                     Admission::Backpressured => "backpressured",
-                    Admission::DedupeJoined(_) => "joined",
+                    // One more claim on the live job (SPEC D02), collected at the end.
+                    Admission::DedupeJoined(h) => {
+                        all.push(h);
+                        "joined"
+                    }
                 }))
             }
             Op::Pull => {

@@ -112,10 +112,19 @@ fn d02_submit_admits_or_backpressures_and_errors_are_separate<E: GraphEngine>() 
         (e.code(), e.reason()),
         (Code::InvalidArgument, Reason::Cycle)
     );
-    let e = g.submit(&spec(1, &[])).unwrap_err();
-    assert_eq!(e.reason(), Reason::DuplicateKey);
+    // The same identity while its job is live joins it, with the store full (SPEC D02).
+    assert_eq!(g.submit(&spec(1, &[])).unwrap(), Admission::DedupeJoined(a));
     assert_eq!(g.occupancy(), before);
     assert_eq!(ready_handles(&g), vec![a]);
+    // After the job ended, the generation's job is taken: a duplicate.
+    let e = g.submit(&spec(1, &[])).unwrap_err();
+    assert_eq!(e.reason(), Reason::DuplicateKey);
+    assert_eq!(g.take_outcome(a).unwrap(), Some(JobOutcome::Succeeded));
+    assert_eq!(
+        g.occupancy().nodes_used,
+        1,
+        "the joiner's claim holds the slot"
+    );
     assert_eq!(g.take_outcome(a).unwrap(), Some(JobOutcome::Succeeded));
     assert!(matches!(
         g.submit(&spec(2, &[])).unwrap(),
@@ -175,12 +184,19 @@ fn d02_exhausted_node_generation_retires_the_slot_and_never_wraps<E: GraphEngine
 fn d04_submit_batch_admits_one_by_one<E: GraphEngine>() {
     let g = graph::<E>();
     let deps = [dep(1, Gate::OnSuccess)];
-    let r = g.submit_batch(&[spec(1, &[]), spec(1, &[]), spec(2, &deps)]);
-    assert_eq!(r.len(), 3);
+    let r = g.submit_batch(&[
+        spec(1, &[]),
+        spec(1, &[]),
+        spec(2, &deps),
+        spec(3, &[9; 20].map(|k| dep(k, Gate::Sequential))),
+    ]);
+    assert_eq!(r.len(), 4);
     let Ok(Admission::Admitted(a)) = r[0] else {
         panic!("{r:?}")
     };
-    assert_eq!(r[1].unwrap_err().reason(), Reason::DuplicateKey);
+    // One by one: the second job of key 1 joins the first (SPEC D02).
+    assert_eq!(r[1].unwrap(), Admission::DedupeJoined(a));
+    assert_eq!(r[3].unwrap_err().reason(), Reason::TooManyDependencies);
     let Ok(Admission::Admitted(b)) = r[2] else {
         panic!("{r:?}")
     };

@@ -1,7 +1,7 @@
 //! loom model of the lock-free graph's all-or-none batch (SPEC D04) against an observer: the
 //! batch submits keys 1 and 2 (2 depending on 1) while the observer submits key 2, then key 1,
 //! one by one. In every interleaving either the batch admitted both (the observer's submits
-//! are both refused as duplicates) or none (the observer admitted both), never one each, and
+//! both join its jobs, SPEC D02) or none (the observer admitted both), never one each, and
 //! no node or edge is left behind by the refused side.
 
 use super::lockfree::{LockFreeGraph, Work};
@@ -71,7 +71,8 @@ fn loom_graph_atomic_batch_is_never_seen_half_admitted() {
                     let mut w = Work::default();
                     match g.submit(&spec(k, &[]), &mut w) {
                         Ok(Admission::Admitted(_)) => true,
-                        Err(e) if matches!(e.reason(), Reason::DuplicateKey) => false,
+                        // The batch's job is live: the probe joins it (SPEC D02).
+                        Ok(Admission::DedupeJoined(_)) => false,
                         other => panic!("{other:?}"),
                     }
                 };

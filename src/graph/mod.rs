@@ -110,6 +110,53 @@
 //! and the producer is retired by a flag in its count word, which the executor's `start` keeps
 //! and `complete` checks.
 //!
+//! # Deduplication (SPEC D02, D03, D32)
+//!
+//! ## Identity and liveness
+//!
+//! A job's identity is its [`JobKey`] (work key and stage) at the key's current [`Version`]
+//! (incarnation and generation): a key holds at most one job per generation. A job is **live**
+//! from the moment its key names it as producer (publication) until its outcome is published
+//! (it ended: completed, failed, superseded or removed). A submission of an identity that has a
+//! live job does not create a second job: it returns [`Admission::DedupeJoined`] with a handle
+//! of that job. After the job ended, a submission at the same generation is refused
+//! `already-exists / duplicate-key` (the generation had its job; [`Graph::advance`] starts a new
+//! one), and after `advance` or `remove` it is a new job.
+//!
+//! ## Handles of one job
+//!
+//! Every handle that a submission returns, `Admitted` or `DedupeJoined`, is one claim on the
+//! job's outcome: each sees the same outcome through [`Graph::outcome`] and takes it once
+//! with [`Graph::take_outcome`] (or [`Graph::wait_batch`]); the job's node slot is freed when
+//! the last claim is taken. A joiner's handle compares equal to the original's (it names the
+//! same job); handles of one job are interchangeable claims, so taking twice with one handle
+//! uses up another's. A joiner that will not wait for the outcome gives its claim back with
+//! `take_outcome` once the job ended (or [`Graph::wait_batch`]), as the submitter does: a
+//! claim is a count in the node, so an abandoned claim keeps the slot, exactly as an
+//! abandoned original handle does.
+//!
+//! ## The joiner's own job description
+//!
+//! A joiner's [`JobSpec`] is checked (bad input is refused as for any submission) and
+//! otherwise unused: the joined job keeps its tenant, class, priority and dependencies. A
+//! graph job carries no payload of its own (the host runs the body for the key), so nothing
+//! is dropped: the caller still holds everything it passed in.
+//!
+//! ## The caller's hook
+//!
+//! [`Graph::submit_with`] consults a [`DedupeHook`] before admission: the hook can map an
+//! identity to a job the caller already knows (its own notion of "the same work", wider than
+//! the graph's, for example two keys with one content). `Some(handle)` skips submission
+//! entirely: the graph adds a claim to that job and returns `DedupeJoined`. The hook is
+//! passed per submission, not stored in the graph: it may borrow the caller's state, need not
+//! be `'static`, `Send` or `Sync`, and [`Graph::submit`] (which is `submit_with` with
+//! [`NoDedupeHook`]) pays nothing for it. The hook's notices ([`DedupeHook::admitted`],
+//! [`DedupeHook::joined`]) run after the graph's state is consistent, on the submitting
+//! thread, with no lock of the graph held (D32).
+//!
+//! Atomic batches do not dedupe: a job of [`Graph::submit_batch_atomic`] whose key has a
+//! live job refuses the batch `duplicate-key`, as before (a batch is all new jobs or none).
+//!
 //! # What holds, and where it is tested
 //!
 //! On both engines (`tests/graph_rules.rs`, one generic test per rule through one macro): D02
@@ -136,12 +183,17 @@
 //! tokio, and with a shutdown in the middle; the loom models (`loom_link.rs`,
 //! `loom_batch.rs`, `loom_shutdown.rs`) cover link against complete, against slot reuse,
 //! discovery against the producer completing, an atomic batch against an observer, and the
-//! ready hand-off against a shutdown.
+//! ready hand-off against a shutdown. Dedupe, D02's `DedupeJoined`, D03 and D32's notices:
+//! `tests/graph_dedupe.rs` (both engines: joins in every state, racing submits of one
+//! identity, submits racing the job's end, 10^4 joined jobs, hooks, notices that re-enter the
+//! graph); `loom_dedupe.rs` models a join against the job's end and its last take, and two
+//! submits of one identity.
 //!
 //! # Limits of this part (not built yet)
 //!
-//! - A key holds one job per generation: a second job at the same generation is refused
-//!   `already-exists / duplicate-key` until the key advances or is removed. Keys are at most
+//! - A key holds one job per generation: a second submission at the same generation joins
+//!   the job while it is live and is refused `already-exists / duplicate-key` after it ended,
+//!   until the key advances or is removed. Keys are at most
 //!   [`WorkKey::MAX`], stage tags 8 bits, generations 24 bits.
 //! - A compaction of the lock-free key index holds the topology lock for one pass over the
 //!   index (once per a quarter of its cells in removals); a submit that names a new key, or a
@@ -151,8 +203,10 @@
 //!   built, and dependents of a superseded job fail rather than re-attach to the next one. A
 //!   running job is signalled through its witness, not a cancellation token; a queued job
 //!   that a key operation ended stays in the scheduler until an executor skips it.
-//! - Not built: `DedupeJoined` is never produced (D03); priority inheritance and cancellation
-//!   through the graph (D30, D31).
+//! - Not built: priority inheritance and cancellation through the graph (D30, D31).
+//! - A handle is a copyable token: a joiner (like the original submitter) that never takes
+//!   its outcome keeps its claim, and so the job's node slot, for good. There is no way yet
+//!   to give a claim back before the job ends.
 //! - The ready depth is the node capacity: the graph's scheduler queues as many jobs per class
 //!   as there are nodes, so a job that became ready is never refused for queue space.
 //! - A job (or a batch) refused for a cycle or a duplicate key in the rare race where the
@@ -162,11 +216,14 @@
 //!   [`Graph::scheduler`] directly: a payload taken out behind the graph's back gets no outcome.
 
 mod cap;
+mod dedupe;
 mod exec;
 mod keys;
 mod lockfree;
 #[cfg(all(test, loom))]
 mod loom_batch;
+#[cfg(all(test, loom))]
+mod loom_dedupe;
 #[cfg(all(test, loom))]
 mod loom_key_table;
 #[cfg(all(test, loom))]
@@ -180,6 +237,7 @@ pub(crate) mod rules;
 mod types;
 
 pub use cap::ConcurrencyCap;
+pub use dedupe::{DedupeHook, Identity, NoDedupeHook};
 pub use keys::{Version, Witness};
 pub use lockfree::LockFreeGraph;
 pub use mutex::MutexGraph;
@@ -206,6 +264,10 @@ pub trait GraphEngine: sealed::Sealed + Send + Sync + Sized + 'static {
         spec: &JobSpec<'_>,
         work: &mut Self::Work,
     ) -> Result<Admission<NodeRef>, Error>;
+    /// Adds a claim to a held job (SPEC D02, D03): `DedupeJoined`, `Backpressured` when its
+    /// claims are at their bound, `stale-handle` once every handle took the outcome.
+    #[doc(hidden)]
+    fn join(&self, node: NodeRef) -> Result<Admission<NodeRef>, Error>;
     #[doc(hidden)]
     fn submit_batch(
         &self,
@@ -475,15 +537,27 @@ impl<E: GraphEngine> Graph<E> {
     /// Admits a job (SPEC D02). It waits until every gate holds, then takes its ledger permit
     /// and enters the scheduler.
     ///
+    /// If the key's current generation has a live job (published, not ended), nothing is
+    /// submitted: the result is [`Admission::DedupeJoined`] with a handle of that job, which
+    /// sees its one outcome (see [Deduplication](crate::graph#deduplication-spec-d02-d03-d32)
+    /// for what "live" and "the same identity" mean, and for several handles' claims). Same as
+    /// [`submit_with`](Self::submit_with) with [`NoDedupeHook`].
+    ///
     /// # Errors
     ///
     /// `invalid-argument / cycle` for a self-dependency or a cycle (D15), `invalid-argument /
-    /// key-range` or `too-many-dependencies`, `already-exists / duplicate-key`, `unavailable /
-    /// shutdown` after [`shutdown`](Self::shutdown). A full store is not an error but
+    /// key-range` or `too-many-dependencies`, `already-exists / duplicate-key` when the job of
+    /// the key's current generation has ended, `unavailable / shutdown` after
+    /// [`shutdown`](Self::shutdown). A full store is not an error but
     /// [`Admission::Backpressured`]. On any of these nothing was mutated.
     pub fn submit(&self, spec: &JobSpec<'_>) -> Result<Admission<JobHandle>, Error> {
         rules::validate(spec, self.inner.engine.max_deps())?;
         self.check_open()?;
+        self.submit_checked(spec)
+    }
+
+    /// [`submit`](Self::submit) after its input checks.
+    fn submit_checked(&self, spec: &JobSpec<'_>) -> Result<Admission<JobHandle>, Error> {
         let mut work = E::Work::default();
         let out = self.inner.engine.submit(spec, &mut work)?;
         self.hand_off(&mut work);

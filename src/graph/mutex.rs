@@ -47,6 +47,9 @@ struct MNode {
     retired: Option<Error>,
     /// A gate failed because a key it waited on was removed (outcome `removed`).
     waited_removed: bool,
+    /// Handles that have not taken the outcome yet: the submitter's and one per joiner
+    /// (SPEC D02, D03). The slot is freed when the last one takes it.
+    claims: u32,
 }
 
 #[derive(Debug)]
@@ -96,6 +99,19 @@ impl MutexGraph {
 }
 
 impl State {
+    /// Adds a claim to the job on `node` (SPEC D02, D03): `Backpressured` if its claims are
+    /// at their bound, `stale-handle` if every handle of the job has taken its outcome.
+    fn join(&mut self, node: NodeRef) -> Result<Admission<NodeRef>, Error> {
+        let n = self.node(node).ok_or(STALE)?;
+        Ok(match n.claims.checked_add(1) {
+            Some(c) => {
+                n.claims = c;
+                Admission::DedupeJoined(node)
+            }
+            None => Admission::Backpressured,
+        })
+    }
+
     fn node(&mut self, r: NodeRef) -> Option<&mut MNode> {
         self.nodes
             .get_mut(r.idx as usize)
@@ -265,6 +281,7 @@ impl State {
             n.outcome = None;
             n.retired = None;
             n.waited_removed = false;
+            n.claims = 1;
         }
         self.waiting += 1;
         let mut immediate: Vec<bool> = Vec::new();
@@ -379,6 +396,7 @@ impl GraphEngine for MutexGraph {
                 done: Vec::new(),
                 outcome: None,
                 body: None,
+                claims: 0,
                 ver: 0,
                 retired: None,
                 waited_removed: false,
@@ -411,8 +429,14 @@ impl GraphEngine for MutexGraph {
             return Err(SHUTDOWN);
         }
         let own = rules::ident(spec.key);
-        if matches!(s.keys.get(&own), Some(MKey::Live(_) | MKey::Done { .. })) {
-            return Err(DUPLICATE_KEY);
+        match s.keys.get(&own) {
+            // A live job of the same identity: join it (SPEC D02).
+            Some(MKey::Live(p)) => {
+                let p = *p;
+                return s.join(p);
+            }
+            Some(MKey::Done { .. }) => return Err(DUPLICATE_KEY),
+            _ => {}
         }
         let deps: Vec<u64> = spec.deps.iter().map(|d| rules::ident(d.key)).collect();
         // A key with waiters: refuse a cycle before anything else (as the lock-free engine).
@@ -639,6 +663,11 @@ impl GraphEngine for MutexGraph {
         }
         let out = n.outcome;
         if take {
+            n.claims -= 1;
+            if n.claims > 0 {
+                // Other handles of the job still have to take it.
+                return Ok(out);
+            }
             n.st = St::Free;
             n.deps.clear();
             // An exhausted slot retires (never allocated again, still counted as used).
@@ -683,6 +712,10 @@ impl GraphEngine for MutexGraph {
 
     fn version(&self, key: JobKey) -> Option<super::Version> {
         self.lock().version(rules::ident(key))
+    }
+
+    fn join(&self, node: NodeRef) -> Result<Admission<NodeRef>, Error> {
+        self.lock().join(node)
     }
 
     fn node_version(&self, node: NodeRef) -> Option<(JobKey, super::Version)> {

@@ -85,8 +85,8 @@ pub struct JobSpec<'a> {
 pub enum Admission<H> {
     /// The job was admitted into the graph.
     Admitted(H),
-    /// A live job with the same identity exists; the joiner resolves to its outcome. Reserved:
-    /// this part never produces it.
+    /// A live job with the same identity exists (or the caller's [`DedupeHook`] named one);
+    /// nothing was submitted, and the joiner resolves to that job's outcome.
     DedupeJoined(H),
     /// A fixed store (nodes, edges, keys) is full; nothing was mutated.
     Backpressured,

@@ -38,6 +38,9 @@ impl LockFreeGraph {
             self.dep_keys[base + i].store(rules::ident(d.key), Ordering::Relaxed);
         }
         n.dep_count.store(spec.deps.len() as u32, Ordering::Relaxed);
+        // The submitter's claim. Relaxed: published by the key's Release store, before which
+        // no joiner can name the node.
+        n.claims.store(word(gen, 1), Ordering::Relaxed);
         // Release: a linker still holding the slot's previous generation (from the key table)
         // that loads these (Acquire) must then see that generation's end in its key; the free
         // list's Release/Acquire orders that end before this store.

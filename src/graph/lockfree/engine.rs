@@ -3,6 +3,29 @@
 use super::*;
 use core::mem::MaybeUninit;
 
+impl LockFreeGraph {
+    /// Joins the producer that key state word `st` (tag `K_LIVE`, loaded with Acquire) names
+    /// (SPEC D02). If every handle of that job took its outcome since, the key has moved on:
+    /// the submission starts again and sees what the key says now. Rare, and bounded: a key
+    /// names a new producer only after a key operation moved its generation on.
+    fn join_live(
+        &self,
+        st: u64,
+        spec: &JobSpec<'_>,
+        work: &mut Work,
+    ) -> Result<Admission<NodeRef>, Error> {
+        let node = NodeRef {
+            idx: low_of(st) >> 8,
+            gen: gen_of(st),
+        };
+        match self.join_node(node) {
+            Join::Joined => Ok(Admission::DedupeJoined(node)),
+            Join::Full => Ok(Admission::Backpressured),
+            Join::Gone => self.submit(spec, work),
+        }
+    }
+}
+
 impl GraphEngine for LockFreeGraph {
     type Work = Work;
 
@@ -22,8 +45,13 @@ impl GraphEngine for LockFreeGraph {
             // Acquire: pairs with the key's publication (Release).
             let st = self.key(r).state.load(Ordering::Acquire);
             if self.state_valid(r, st) {
-                // Fast refusal of a taken key, before anything is reserved.
-                if st & 0xff >= K_LIVE {
+                // A live job of the same identity: join it, before anything is reserved
+                // (SPEC D02).
+                if st & 0xff == K_LIVE {
+                    return self.join_live(st, spec, work);
+                }
+                // Fast refusal of a key whose job at this generation has ended.
+                if st & 0xff > K_LIVE {
                     return Err(DUPLICATE_KEY);
                 }
                 // A key with waiters already: refuse a cycle before anything is reserved or
@@ -139,9 +167,13 @@ impl GraphEngine for LockFreeGraph {
                 }
             }
             if st & 0xff >= K_LIVE {
+                // Another submit of the key published first while this one linked.
                 drop(guard);
                 dec(&self.gauges.waiting);
                 self.retire_refused(me, slots);
+                if st & 0xff == K_LIVE {
+                    return self.join_live(st, spec, work);
+                }
                 return Err(DUPLICATE_KEY);
             }
             let none = key_word(own.gen, K_NONE);
@@ -191,6 +223,14 @@ impl GraphEngine for LockFreeGraph {
         // The hold was the last count and a gate had failed: end it here.
         self.end_failed(failed, work);
         Ok(Admission::Admitted(me))
+    }
+
+    fn join(&self, node: NodeRef) -> Result<Admission<NodeRef>, Error> {
+        match self.join_node(node) {
+            Join::Joined => Ok(Admission::DedupeJoined(node)),
+            Join::Full => Ok(Admission::Backpressured),
+            Join::Gone => Err(STALE),
+        }
     }
 
     fn submit_batch(
@@ -469,24 +509,35 @@ impl GraphEngine for LockFreeGraph {
             return Ok(None);
         }
         // SAFETY: the outcome was written before `done` was published and is not written again
-        // until the slot is reused, which needs the CAS below.
+        // until the slot is reused, which needs the caller's claim, given up only by the CAS
+        // below (a caller holding no claim is a stale handle).
         let out = n.outcome.with(|p| unsafe { *p });
         if take {
-            let g = NodeRef::next_gen(node.gen);
-            // AcqRel: one collector wins; its Release orders the outcome read before the slot
-            // goes back to the free list (whose push is Release too).
-            if n.state
-                .compare_exchange(
-                    st,
-                    word(g.unwrap_or(node.gen), S_FREE),
-                    Ordering::AcqRel,
-                    Ordering::Relaxed,
-                )
-                .is_err()
-            {
-                return Err(STALE);
+            // Give up one claim (SPEC D02: every handle of the job takes the one outcome).
+            // AcqRel: the claims' RMWs form one release sequence, so whoever takes the last
+            // one sees every other taker's outcome read before it frees the slot.
+            let mut c = n.claims.load(Ordering::Relaxed);
+            loop {
+                if gen_of(c) != node.gen || low_of(c) == 0 {
+                    return Err(STALE);
+                }
+                match n
+                    .claims
+                    .compare_exchange_weak(c, c - 1, Ordering::AcqRel, Ordering::Relaxed)
+                {
+                    Ok(_) => break,
+                    Err(cur) => c = cur,
+                }
             }
-            self.recycle(node, g);
+            if low_of(c) == 1 {
+                // The last claim: this thread owns the slot now.
+                let g = NodeRef::next_gen(node.gen);
+                // Release: pairs with a later `outcome`'s Acquire load, which then sees the
+                // slot free; the free list's push (Release) publishes it for reuse.
+                n.state
+                    .store(word(g.unwrap_or(node.gen), S_FREE), Ordering::Release);
+                self.recycle(node, g);
+            }
         }
         Ok(out)
     }

@@ -136,6 +136,22 @@ struct Node {
     ver: AtomicU64,
     info: UnsafeCell<Info>,
     outcome: UnsafeCell<Option<JobOutcome>>,
+    /// `gen << 32 | claims`: handles of the job that have not taken its outcome yet (the
+    /// submitter's, one per joiner, SPEC D02, D03). Set to one before publication; whoever
+    /// takes the last claim frees the slot, and a join needs a non-zero count at the node's
+    /// generation, so nobody joins a job whose slot is on its way to the free list.
+    claims: AtomicU64,
+}
+
+/// What [`LockFreeGraph::join_node`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Join {
+    /// One more handle holds the job.
+    Joined,
+    /// Every handle took the outcome (or the generation moved on): nothing to join.
+    Gone,
+    /// The claim count is at its bound.
+    Full,
 }
 
 struct Edge {
@@ -285,6 +301,7 @@ impl LockFreeGraph {
                     key: KeyRef { slot: 0, gen: 0 },
                 }),
                 outcome: UnsafeCell::new(None),
+                claims: AtomicU64::new(word(bounds.first_gen, 0)),
             })
             .collect();
         let e = bounds.edges;
@@ -558,6 +575,37 @@ impl LockFreeGraph {
         self.end_failed(failed, work);
     }
 
+    /// Adds a claim to the job on `node` (SPEC D02, D03) unless every handle has taken its
+    /// outcome already. No lock, no allocation: one CAS on the node's claim word.
+    pub(super) fn join_node(&self, node: NodeRef) -> Join {
+        let Some(n) = self.nodes.get(node.idx as usize) else {
+            return Join::Gone;
+        };
+        // Acquire: pairs with the last taker's AcqRel RMW (or `recycle`'s Release store) that
+        // emptied the count, so a joiner that finds the job gone then sees its end in the key
+        // (the taker saw it, through the node's state). A joiner reads the outcome itself
+        // later through the state word's Acquire, like the submitter.
+        let mut c = n.claims.load(Ordering::Acquire);
+        loop {
+            if gen_of(c) != node.gen || low_of(c) == 0 {
+                return Join::Gone;
+            }
+            if low_of(c) == u32::MAX {
+                return Join::Full;
+            }
+            // Relaxed on success: the count only decides who frees the slot; the CAS is on the
+            // word the last taker moves to zero, so a join either precedes that (the taker then
+            // leaves the slot) or fails. Acquire on failure: as the load.
+            match n
+                .claims
+                .compare_exchange_weak(c, c + 1, Ordering::Relaxed, Ordering::Acquire)
+            {
+                Ok(_) => return Join::Joined,
+                Err(cur) => c = cur,
+            }
+        }
+    }
+
     fn give_back_edges(&self, mut e: u32) {
         while e != NIL {
             let next = self.edges[e as usize].next.load(Ordering::Relaxed);
@@ -582,9 +630,14 @@ impl LockFreeGraph {
         let n = &self.nodes[me.idx as usize];
         let Some(g) = next else {
             n.ctl.store(word(me.gen, 0), Ordering::Relaxed);
+            // Release: pairs with a joiner's Acquire load (`join_node`), which then sees the
+            // job's end in its key.
+            n.claims.store(word(me.gen, 0), Ordering::Release);
             return;
         };
         n.ctl.store(word(g, 0), Ordering::Relaxed);
+        // Release: as above, for a joiner that reads the next generation's empty count.
+        n.claims.store(word(g, 0), Ordering::Release);
         // Release: a late linker that loads the new generation (Acquire) then sees the key's
         // end state.
         n.admit.store(word(g, NIL), Ordering::Release);
