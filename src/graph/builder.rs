@@ -1,0 +1,148 @@
+//! The graph's builder: its classes and fixed bounds, checked before anything is allocated, and
+//! the build with either engine.
+
+use super::*;
+
+/// Builds a [`Graph`].
+#[derive(Debug, Clone)]
+pub struct GraphBuilder {
+    pub(super) ledger: Ledger,
+    pub(super) cells: Vec<u32>,
+    pub(super) bounds: Bounds,
+}
+
+impl GraphBuilder {
+    /// Adds the next class of cells (its [`ClassId`] is its position, as in the ledger).
+    pub fn class(mut self, cells: u32) -> Self {
+        self.cells.push(cells);
+        self
+    }
+
+    /// Node slots: jobs admitted and not yet collected (default 1024).
+    pub fn nodes(mut self, n: u32) -> Self {
+        self.bounds.nodes = n;
+        self
+    }
+
+    /// Edge slots: dependencies not yet released (default 4096).
+    pub fn edges(mut self, n: u32) -> Self {
+        self.bounds.edges = n;
+        self
+    }
+
+    /// Key-table slots, rounded up to a power of two (default 4096). A slot, once a key
+    /// claimed it, stays that key's, also after `remove` (the key reuses it when named again).
+    pub fn keys(mut self, n: u32) -> Self {
+        self.bounds.keys = n;
+        self
+    }
+
+    /// The most dependencies one job may list (default 16).
+    pub fn max_deps(mut self, n: u32) -> Self {
+        self.bounds.max_deps = n;
+        self
+    }
+
+    /// The largest generation a key may reach (default and at most
+    /// [`Version::MAX_GENERATION`]); `advance` beyond it is refused (SPEC D22).
+    pub fn max_generation(mut self, n: u32) -> Self {
+        self.bounds.max_gen = n;
+        self
+    }
+
+    /// The generation every node slot starts at (default 0). Only for tests that exercise
+    /// generation exhaustion without 2^32 reuses of a slot.
+    #[doc(hidden)]
+    pub fn first_node_generation(mut self, gen: u32) -> Self {
+        self.bounds.first_gen = gen;
+        self
+    }
+
+    /// The generation every key slot of the lock-free graph's key table starts at (default 0;
+    /// the mutex graph has no key slots and ignores it). Only for tests that exercise a key
+    /// slot's generation exhaustion without 2^32 removals on one slot.
+    #[doc(hidden)]
+    pub fn first_key_slot_generation(mut self, gen: u32) -> Self {
+        self.bounds.first_key_gen = gen;
+        self
+    }
+
+    fn checked(&self) -> Result<Bounds, Error> {
+        let b = self.bounds;
+        if b.nodes == 0 || b.nodes > 1 << 23 || b.nodes > ClassConfig::MAX_QUEUE_CAPACITY {
+            return Err(Error::configuration("nodes"));
+        }
+        if b.edges == 0 || b.edges > 1 << 30 {
+            return Err(Error::configuration("edges"));
+        }
+        if b.keys == 0 || b.keys > 1 << 30 {
+            return Err(Error::configuration("keys"));
+        }
+        if b.max_deps > 1024 {
+            return Err(Error::configuration("max_deps"));
+        }
+        if b.max_gen > Version::MAX_GENERATION {
+            return Err(Error::configuration("max_generation"));
+        }
+        Ok(Bounds {
+            keys: b.keys.next_power_of_two(),
+            ..b
+        })
+    }
+
+    /// Builds the lock-free graph.
+    ///
+    /// # Errors
+    ///
+    /// `invalid-argument / configuration` naming the field, or the scheduler's build errors.
+    pub fn build(self) -> Result<Graph<LockFreeGraph>, Error> {
+        self.build_with()
+    }
+
+    /// Builds the mutex baseline graph.
+    ///
+    /// # Errors
+    ///
+    /// As [`build`](Self::build).
+    pub fn build_mutex(self) -> Result<Graph<MutexGraph>, Error> {
+        self.build_with()
+    }
+
+    /// Builds with either engine.
+    ///
+    /// # Errors
+    ///
+    /// As [`build`](Self::build).
+    pub fn build_with<E: GraphEngine>(self) -> Result<Graph<E>, Error> {
+        let bounds = self.checked()?;
+        let scheduler = Scheduler::builder(self.ledger.clone())
+            .payload::<Task>()
+            .classes(
+                self.cells
+                    .iter()
+                    .map(|&cells| ClassConfig::new(cells, bounds.nodes)),
+            )
+            .build()?;
+        Ok(Graph {
+            inner: Arc::new(Inner {
+                id: next_graph_id(),
+                engine: E::with_bounds(bounds),
+                scheduler,
+                ledger: self.ledger,
+                sleepers: std::sync::atomic::AtomicU32::new(0),
+                ended: (Mutex::new(()), Condvar::new()),
+                room_wakers: Mutex::new(Vec::new()),
+                room_sleepers: std::sync::atomic::AtomicU32::new(0),
+                shut: std::sync::atomic::AtomicBool::new(false),
+                capped: std::sync::atomic::AtomicBool::new(false),
+                caps: cap::CapSlots::new(bounds.nodes),
+            }),
+        })
+    }
+}
+
+fn next_graph_id() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    // Relaxed: only uniqueness matters.
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
