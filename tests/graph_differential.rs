@@ -108,6 +108,26 @@ enum Seen {
     Batched(Result<&'static str, Error>),
 }
 
+/// What a submit showed; keeps the handle of an admitted job by key and a joiner's handle.
+fn submitted(
+    r: Result<Admission<JobHandle>, Error>,
+    key: u64,
+    handles: &mut HashMap<u64, JobHandle>,
+    joiners: &mut Vec<JobHandle>,
+) -> Seen {
+    Seen::Submitted(r.map(|a| match a {
+        Admission::Admitted(h) => {
+            handles.insert(key, h);
+            "admitted"
+        }
+        Admission::Backpressured => "backpressured",
+        Admission::DedupeJoined(h) => {
+            joiners.push(h);
+            "joined"
+        }
+    }))
+}
+
 fn run<E: GraphEngine>(ops: &[Op]) -> Vec<(Seen, Occupancy)> {
     let ledger = Ledger::new(LedgerConfig::new(vec![ClassSpec::new("cpu")], 1)).unwrap();
     let g = Graph::builder(ledger)
@@ -139,17 +159,7 @@ fn run<E: GraphEngine>(ops: &[Op]) -> Vec<(Seen, Occupancy)> {
                     priority: 0,
                     deps: &deps,
                 });
-                Seen::Submitted(r.map(|a| match a {
-                    Admission::Admitted(h) => {
-                        handles.insert(*key, h);
-                        "admitted"
-                    }
-                    Admission::Backpressured => "backpressured",
-                    Admission::DedupeJoined(h) => {
-                        joiners.push(h);
-                        "joined"
-                    }
-                }))
+                submitted(r, *key, &mut handles, &mut joiners)
             }
             Op::Hooked(key, alias) => {
                 let hook = Alias(handles.get(alias).copied());
@@ -163,17 +173,7 @@ fn run<E: GraphEngine>(ops: &[Op]) -> Vec<(Seen, Occupancy)> {
                     },
                     &hook,
                 );
-                Seen::Submitted(r.map(|a| match a {
-                    Admission::Admitted(h) => {
-                        handles.insert(*key, h);
-                        "admitted"
-                    }
-                    Admission::Backpressured => "backpressured",
-                    Admission::DedupeJoined(h) => {
-                        joiners.push(h);
-                        "joined"
-                    }
-                }))
+                submitted(r, *key, &mut handles, &mut joiners)
             }
             Op::TakeJoiner(i) => Seen::Taken(if joiners.is_empty() {
                 None
