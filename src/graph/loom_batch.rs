@@ -5,20 +5,11 @@
 //! no node or edge is left behind by the refused side.
 
 use super::lockfree::{LockFreeGraph, Work};
-use super::{Admission, Bounds, Dependency, Gate, GraphEngine, JobKey, JobSpec};
+use super::loom_support::spec;
+use super::{Admission, Bounds, Dependency, Gate, GraphEngine, JobKey};
 use crate::sync::model::{model, Outcomes};
 use crate::sync::Arc;
-use crate::{ClassId, Reason, TenantId};
-
-fn spec(key: u64, deps: &[Dependency]) -> JobSpec<'_> {
-    JobSpec {
-        key: JobKey::new(key),
-        tenant: TenantId(0),
-        class: ClassId(0),
-        priority: 0,
-        deps,
-    }
-}
+use crate::Reason;
 
 #[test]
 fn loom_graph_atomic_batch_is_never_seen_half_admitted() {

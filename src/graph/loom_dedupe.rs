@@ -4,32 +4,11 @@
 //! identity.
 
 use super::lockfree::{LockFreeGraph, Work};
-use super::{Admission, Bounds, GraphEngine, JobKey, JobOutcome, JobSpec, NodeRef};
+use super::loom_support::{bounds, spec};
+use super::{Admission, GraphEngine, JobOutcome, NodeRef};
 use crate::sync::model::{model, Outcomes};
 use crate::sync::Arc;
-use crate::{ClassId, Reason, TenantId};
-
-fn bounds() -> Bounds {
-    Bounds {
-        nodes: 2,
-        edges: 1,
-        keys: 2,
-        max_deps: 1,
-        max_gen: crate::graph::Version::MAX_GENERATION,
-        first_gen: 0,
-        first_key_gen: 0,
-    }
-}
-
-fn spec(key: u64) -> JobSpec<'static> {
-    JobSpec {
-        key: JobKey::new(key),
-        tenant: TenantId(0),
-        class: ClassId(0),
-        priority: 0,
-        deps: &[],
-    }
-}
+use crate::Reason;
 
 /// A running job of key 1 completes and its submitter takes the outcome (the last claim
 /// unless a join came first) while another thread submits key 1 again. The submission joins
@@ -40,9 +19,9 @@ fn loom_graph_join_races_the_end_and_the_last_take() {
     let outcomes = std::sync::Arc::new(Outcomes::new());
     let seen = outcomes.clone();
     model(move || {
-        let g = Arc::new(LockFreeGraph::new(bounds()));
+        let g = Arc::new(LockFreeGraph::new(bounds(2, 1, 2)));
         let mut w = Work::default();
-        let Ok(Admission::Admitted(p)) = g.submit(&spec(1), &mut w) else {
+        let Ok(Admission::Admitted(p)) = g.submit(&spec(1, &[]), &mut w) else {
             panic!("not admitted");
         };
         let r = g.pop_ready(&mut w).expect("ready");
@@ -62,7 +41,7 @@ fn loom_graph_join_races_the_end_and_the_last_take() {
             let g = g.clone();
             loom::thread::spawn(move || {
                 let mut w = Work::default();
-                let r = g.submit(&spec(1), &mut w);
+                let r = g.submit(&spec(1, &[]), &mut w);
                 assert!(g.pop_ready(&mut w).is_none(), "a second job");
                 r
             })
@@ -82,7 +61,7 @@ fn loom_graph_join_races_the_end_and_the_last_take() {
         assert!(g.outcome(p, true).is_err());
         assert_eq!(g.occupancy().nodes_used, 0);
         let mut w = Work::default();
-        let Ok(Admission::Admitted(n)) = g.submit(&spec(2), &mut w) else {
+        let Ok(Admission::Admitted(n)) = g.submit(&spec(2, &[]), &mut w) else {
             panic!("the freed slot serves a new job");
         };
         assert_ne!(n, p);
@@ -99,11 +78,11 @@ fn loom_graph_racing_submits_of_one_identity_admit_one() {
     let outcomes = std::sync::Arc::new(Outcomes::new());
     let seen = outcomes.clone();
     model(move || {
-        let g = Arc::new(LockFreeGraph::new(bounds()));
+        let g = Arc::new(LockFreeGraph::new(bounds(2, 1, 2)));
         let submit = |g: Arc<LockFreeGraph>| {
             loom::thread::spawn(move || {
                 let mut w = Work::default();
-                let r = g.submit(&spec(1), &mut w).unwrap();
+                let r = g.submit(&spec(1, &[]), &mut w).unwrap();
                 let readied = g.pop_ready(&mut w).map(|r| r.node);
                 (r, readied)
             })

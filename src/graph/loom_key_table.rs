@@ -6,38 +6,16 @@
 //! for its key, and the live key untouched.
 
 use super::lockfree::{LockFreeGraph, Work};
-use super::{Admission, Bounds, GraphEngine, JobKey, JobOutcome, JobSpec, NodeRef};
+use super::loom_support::{bounds, spec};
+use super::{Admission, GraphEngine, JobKey, JobOutcome, NodeRef};
 use crate::sync::model::{model, Outcomes};
 use crate::sync::Arc;
-use crate::{ClassId, TenantId};
-
-fn bounds(keys: u32) -> Bounds {
-    Bounds {
-        nodes: 2,
-        edges: 1,
-        keys,
-        max_deps: 1,
-        max_gen: crate::graph::Version::MAX_GENERATION,
-        first_gen: 0,
-        first_key_gen: 0,
-    }
-}
-
-fn spec(key: u64) -> JobSpec<'static> {
-    JobSpec {
-        key: JobKey::new(key),
-        tenant: TenantId(0),
-        class: ClassId(0),
-        priority: 0,
-        deps: &[],
-    }
-}
 
 /// Names key `key` with a job that runs to success and is collected: the key stays, with no
 /// producer and no waiters.
 fn create(g: &LockFreeGraph, key: u64) {
     let mut w = Work::default();
-    let n: NodeRef = match g.submit(&spec(key), &mut w) {
+    let n: NodeRef = match g.submit(&spec(key, &[]), &mut w) {
         Ok(Admission::Admitted(n)) => n,
         other => panic!("key {key} not admitted: {other:?}"),
     };
@@ -65,7 +43,7 @@ fn loom_graph_reader_vs_key_compaction() {
     let seen = outcomes.clone();
     model(move || {
         // Two key slots, four index cells: one tombstone triggers compaction.
-        let g = Arc::new(LockFreeGraph::new(bounds(2)));
+        let g = Arc::new(LockFreeGraph::new(bounds(2, 1, 2)));
         let keys = same_chain(&g, 3);
         let (b, a, never) = (keys[0], keys[1], keys[2]);
         create(&g, b);
@@ -109,7 +87,7 @@ fn loom_graph_insert_vs_key_compaction() {
     let seen = outcomes.clone();
     model(move || {
         // Four key slots, eight index cells: the second tombstone triggers compaction.
-        let g = Arc::new(LockFreeGraph::new(bounds(4)));
+        let g = Arc::new(LockFreeGraph::new(bounds(2, 1, 4)));
         let keys = same_chain(&g, 4);
         let (b1, b2, a, c) = (keys[0], keys[1], keys[2], keys[3]);
         create(&g, b1);
@@ -124,7 +102,7 @@ fn loom_graph_insert_vs_key_compaction() {
             loom::thread::spawn(move || {
                 let mut w = Work::default();
                 let before = g.key_compactions();
-                match g.submit(&spec(c), &mut w) {
+                match g.submit(&spec(c, &[]), &mut w) {
                     Ok(Admission::Admitted(_)) => {}
                     other => panic!("key {c} not admitted: {other:?}"),
                 };

@@ -7,34 +7,11 @@
 //! `detach` must be an RMW (see `lockfree/keys.rs`).
 
 use super::lockfree::{LockFreeGraph, Work};
-use super::{
-    Admission, Bounds, Dependency, Gate, GraphEngine, JobKey, JobOutcome, JobSpec, NodeRef,
-};
+use super::loom_support::{bounds, spec};
+use super::{Admission, Dependency, Gate, GraphEngine, JobKey, JobOutcome, NodeRef};
 use crate::sync::model::{model, Outcomes};
 use crate::sync::Arc;
-use crate::{ClassId, Code, Reason, TenantId};
-
-fn bounds() -> Bounds {
-    Bounds {
-        nodes: 3,
-        edges: 2,
-        keys: 4,
-        max_deps: 1,
-        max_gen: crate::graph::Version::MAX_GENERATION,
-        first_gen: 0,
-        first_key_gen: 0,
-    }
-}
-
-fn spec(key: u64, deps: &[Dependency]) -> JobSpec<'_> {
-    JobSpec {
-        key: JobKey::new(key),
-        tenant: TenantId(0),
-        class: ClassId(0),
-        priority: 0,
-        deps,
-    }
-}
+use crate::{Code, Reason};
 
 fn ready(g: &LockFreeGraph, work: &mut Work) -> Vec<u64> {
     let mut out = Vec::new();
@@ -71,7 +48,7 @@ fn loom_graph_advance_races_complete() {
     let outcomes = std::sync::Arc::new(Outcomes::new());
     let seen = outcomes.clone();
     model(move || {
-        let g = Arc::new(LockFreeGraph::new(bounds()));
+        let g = Arc::new(LockFreeGraph::new(bounds(3, 2, 4)));
         let mut w = Work::default();
         let p = submit(&g, 1, &[], &mut w);
         assert_eq!(ready(&g, &mut w), vec![1]);
@@ -139,7 +116,7 @@ fn loom_graph_advance_races_start_of_a_queued_job() {
     let outcomes = std::sync::Arc::new(Outcomes::new());
     let seen = outcomes.clone();
     model(move || {
-        let g = Arc::new(LockFreeGraph::new(bounds()));
+        let g = Arc::new(LockFreeGraph::new(bounds(3, 2, 4)));
         let mut w = Work::default();
         let p = submit(&g, 1, &[], &mut w);
         assert_eq!(ready(&g, &mut w), vec![1]);
@@ -196,7 +173,7 @@ fn loom_graph_remove_races_link() {
     let outcomes = std::sync::Arc::new(Outcomes::new());
     let seen = outcomes.clone();
     model(move || {
-        let g = Arc::new(LockFreeGraph::new(bounds()));
+        let g = Arc::new(LockFreeGraph::new(bounds(3, 2, 4)));
         let mut w = Work::default();
         // The producer waits on a key with no producer (its edge parked there).
         let p = submit(&g, 1, &[dep(9, Gate::OnSuccess)], &mut w);
@@ -248,7 +225,7 @@ fn loom_graph_publication_races_advance() {
     let outcomes = std::sync::Arc::new(Outcomes::new());
     let seen = outcomes.clone();
     model(move || {
-        let g = Arc::new(LockFreeGraph::new(bounds()));
+        let g = Arc::new(LockFreeGraph::new(bounds(3, 2, 4)));
         let mut w = Work::default();
         // Key 1 exists (named by a dependency) with no producer and no waiters: a dependent
         // of key 1 that was superseded leaves it so.

@@ -4,32 +4,11 @@
 //! before the seal) or through its own submission (saw the seal or the key's end).
 
 use super::lockfree::{LockFreeGraph, Work};
-use super::{Admission, Bounds, Dependency, Gate, GraphEngine, JobKey, JobOutcome, JobSpec};
+use super::loom_support::{bounds, spec};
+use super::{Admission, Dependency, Gate, GraphEngine, JobKey, JobOutcome};
 use crate::sync::model::{model, Outcomes};
 use crate::sync::Arc;
-use crate::{ClassId, Code, Error, Reason, TenantId};
-
-fn bounds() -> Bounds {
-    Bounds {
-        nodes: 3,
-        edges: 2,
-        keys: 4,
-        max_deps: 1,
-        max_gen: crate::graph::Version::MAX_GENERATION,
-        first_gen: 0,
-        first_key_gen: 0,
-    }
-}
-
-fn spec(key: u64, deps: &[Dependency]) -> JobSpec<'_> {
-    JobSpec {
-        key: JobKey::new(key),
-        tenant: TenantId(0),
-        class: ClassId(0),
-        priority: 0,
-        deps,
-    }
-}
+use crate::{Code, Error, Reason};
 
 /// Keys that became ready in `work`.
 fn ready(g: &LockFreeGraph, work: &mut Work) -> Vec<u64> {
@@ -46,7 +25,7 @@ fn link_races_complete(gate: Gate, succeeds: bool) {
     let outcomes = std::sync::Arc::new(Outcomes::new());
     let seen = outcomes.clone();
     model(move || {
-        let g = Arc::new(LockFreeGraph::new(bounds()));
+        let g = Arc::new(LockFreeGraph::new(bounds(3, 2, 4)));
         let mut w = Work::default();
         let Ok(Admission::Admitted(p)) = g.submit(&spec(1, &[]), &mut w) else {
             panic!("producer not admitted");
@@ -138,7 +117,7 @@ fn loom_graph_late_linker_never_links_onto_a_reused_slot() {
     let outcomes = std::sync::Arc::new(Outcomes::new());
     let seen = outcomes.clone();
     model(move || {
-        let g = Arc::new(LockFreeGraph::new(bounds()));
+        let g = Arc::new(LockFreeGraph::new(bounds(3, 2, 4)));
         let mut w = Work::default();
         let Ok(Admission::Admitted(p)) = g.submit(&spec(1, &[]), &mut w) else {
             panic!("producer not admitted");
@@ -203,7 +182,7 @@ fn loom_graph_discovery_races_the_producer_completing() {
     let outcomes = std::sync::Arc::new(Outcomes::new());
     let seen = outcomes.clone();
     model(move || {
-        let g = Arc::new(LockFreeGraph::new(bounds()));
+        let g = Arc::new(LockFreeGraph::new(bounds(3, 2, 4)));
         let mut w = Work::default();
         let mut run = |key: u64| {
             let Ok(Admission::Admitted(h)) = g.submit(&spec(key, &[]), &mut w) else {

@@ -5,20 +5,11 @@
 //! or queued and then taken back from the scheduler — and afterwards no slot, queue entry or
 //! permit is left.
 
-use super::{Admission, Dependency, Gate, Graph, JobKey, JobOutcome, JobSpec};
+use super::loom_support::spec;
+use super::{Admission, Dependency, Gate, Graph, JobKey, JobOutcome};
 use crate::admission::{ClassSpec, Ledger, LedgerConfig};
 use crate::sync::model::{model, Outcomes};
-use crate::{ClassId, Reason, TenantId};
-
-fn spec(key: u64, deps: &[Dependency]) -> JobSpec<'_> {
-    JobSpec {
-        key: JobKey::new(key),
-        tenant: TenantId(0),
-        class: ClassId(0),
-        priority: 0,
-        deps,
-    }
-}
+use crate::{ClassId, Reason};
 
 #[test]
 fn loom_graph_ready_hand_off_races_shutdown() {

@@ -233,6 +233,8 @@ mod loom_keys;
 mod loom_link;
 #[cfg(all(test, loom))]
 mod loom_shutdown;
+#[cfg(all(test, loom))]
+mod loom_support;
 mod mutex;
 pub(crate) mod rules;
 mod types;

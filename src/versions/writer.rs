@@ -136,16 +136,7 @@ impl VersionDirectory {
             });
         }
         // Records superseded now that no held epoch can see go at once.
-        let mut i = first_retired;
-        while i < w.retired.len() {
-            let r = w.retired[i];
-            if held_in(&w.held, r.from, r.until) {
-                i += 1;
-            } else {
-                w.retired.swap_remove(i);
-                self.free_record(w, r.slot);
-            }
-        }
+        self.free_unseen(w, first_retired);
         Ok(epoch)
     }
 
@@ -250,19 +241,7 @@ impl VersionDirectory {
             }
             live
         });
-        let mut freed = 0;
-        let mut i = 0;
-        while i < w.retired.len() {
-            let r = w.retired[i];
-            if held_in(&w.held, r.from, r.until) {
-                i += 1;
-            } else {
-                w.retired.swap_remove(i);
-                self.free_record(w, r.slot);
-                freed += 1;
-            }
-        }
-        freed
+        self.free_unseen(w, 0)
     }
 
     /// Unlinks a superseded record from its key's chain and returns its slot to the free list.
@@ -290,6 +269,23 @@ impl VersionDirectory {
         self.store[s].tag.store(tag, Ordering::Release);
         w.free_versions.push(slot);
         w.reclaimed += 1;
+    }
+    /// Frees every retired record from index `from` of the retired list on that no held epoch
+    /// can see; returns how many.
+    fn free_unseen(&self, w: &mut Writer, from: usize) -> usize {
+        let mut freed = 0;
+        let mut i = from;
+        while i < w.retired.len() {
+            let r = w.retired[i];
+            if held_in(&w.held, r.from, r.until) {
+                i += 1;
+            } else {
+                w.retired.swap_remove(i);
+                self.free_record(w, r.slot);
+                freed += 1;
+            }
+        }
+        freed
     }
 }
 
