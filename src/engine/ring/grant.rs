@@ -277,8 +277,13 @@ impl Core {
     /// Whether a call handed a turn back since the last time this said so (the caller then
     /// wakes one waiter, who takes it through [`help`](Self::help)).
     pub(crate) fn take_handed_back(&self) -> bool {
-        // Relaxed: a hint (see `run`); the load keeps the common case free of an RMW.
-        self.handed.load(Ordering::Relaxed) != 0 && self.handed.swap(0, Ordering::Relaxed) != 0
+        // Acquire / AcqRel: pair with the Release stores in `run` and `compact_waiting`, so the
+        // caller's wakes happen after the hand-back's `ctl` RMW, and a woken poller's help (its
+        // `ctl` read) sees the handed-back turn. Relaxed let a poller woken through another
+        // thread's take read a `ctl` from before the hand-back (loom
+        // `loom_grant_hand_back_hint_reaches_a_poller`). The load keeps the common case free of
+        // an RMW.
+        self.handed.load(Ordering::Acquire) != 0 && self.handed.swap(0, Ordering::AcqRel) != 0
     }
 
     /// Tenants not idle now (in the ring, owned, or being cleaned up).
@@ -395,8 +400,9 @@ impl Core {
                 Some(next) if pass > 0 => turn = next,
                 Some(next) => {
                     self.turns.hand_back(next);
-                    // Relaxed: a hint; the handed-back turn itself is published by `ctl`.
-                    self.handed.store(1, Ordering::Relaxed);
+                    // Release: pairs with `take_handed_back`'s Acquire; orders the hand-back's
+                    // `ctl` RMW before the wakes the taker sends.
+                    self.handed.store(1, Ordering::Release);
                     return;
                 }
                 None => return,
@@ -538,8 +544,8 @@ impl Core {
             let next = self.turns.end_turn_at(turn, false, false, || true);
             if let Some(next) = next {
                 self.turns.hand_back(next);
-                // Relaxed: as in `run`.
-                self.handed.store(1, Ordering::Relaxed);
+                // Release: as in `run`.
+                self.handed.store(1, Ordering::Release);
             }
         }
         freed

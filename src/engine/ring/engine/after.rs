@@ -129,14 +129,16 @@ impl<T: Send + 'static> RingClass<T> {
         self.wake_if_handed_back();
     }
 
-    /// If a turn was handed back, wakes the pending requests and the executors, so it is taken
-    /// (F25): any of them takes it with its poll's `help`. Rare: only a turn's end that met both
+    /// If a turn was handed back, wakes the pending requests (those holding a waiter slot and
+    /// those beyond the slots) and the executors, so it is taken (F25): any of them takes it
+    /// with its poll's `help`. Rare: only a turn's end that met both
     /// a free credit and a ready tenant hands back.
     pub(super) fn wake_if_handed_back(&self) {
         if !self.core.take_handed_back() {
             return;
         }
         self.pending.wake_all();
+        self.unslotted.for_each(|i| self.slot(i).waker.wake());
         self.exec.wake_all();
     }
 

@@ -62,6 +62,7 @@ mod pull;
 mod slot;
 mod stats;
 mod sweep;
+mod unslotted;
 
 /// The tenant-ring engine for one class. See the module docs.
 pub struct RingClass<T> {
@@ -83,6 +84,9 @@ pub struct RingClass<T> {
     /// Pending future-mode requests' waiter slots (one claimed per pending owner, given up when
     /// it stops waiting), woken when a call hands a turn back (SPEC F25): any of them takes it.
     pending: ExecWaiters,
+    /// Pending future-mode requests that found every waiter slot claimed: woken with the
+    /// slots' holders when a turn is handed back (SPEC F25).
+    unslotted: unslotted::Unslotted,
     stats: ClassStats,
     /// The sweep's trigger: at or below the earliest deadline of a queued entry (`u64::MAX`:
     /// none known). Stays passed while a sweep cycle is under way.
@@ -159,6 +163,7 @@ impl<T: Send + 'static> ClassEngine<T> for RingClass<T> {
             ready: Scq::new(slots as u32),
             exec: ExecWaiters::new(ExecWaiters::slots_for(s.cells)),
             pending: ExecWaiters::new(ExecWaiters::slots_for(s.cells)),
+            unslotted: unslotted::Unslotted::new(slots),
             stats: ClassStats::new(),
             earliest: AtomicU64::new(u64::MAX),
             fresh: AtomicU64::new(u64::MAX),

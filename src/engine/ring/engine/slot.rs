@@ -40,6 +40,8 @@ pub(super) const F_FAILED: u32 = 7;
 
 /// A slot's `helper`: no waiter slot claimed.
 pub(super) const NO_HELPER: u32 = u32::MAX;
+/// A slot's `helper`: every waiter slot was claimed; the entry is marked in `unslotted`.
+pub(super) const UNSLOTTED: u32 = u32::MAX - 1;
 
 /// Per entry slot: what the core's slot index carries for the scheduler.
 pub(super) struct Slot<T> {
@@ -266,12 +268,19 @@ impl<T: Send + 'static> RingClass<T> {
             // Relaxed: only the owner touches it.
             let mut h = s.helper.load(Ordering::Relaxed);
             if h == NO_HELPER {
-                if let Some(i) = self.pending.claim() {
-                    h = i as u32;
-                    s.helper.store(h, Ordering::Relaxed);
-                }
+                h = match self.pending.claim() {
+                    Some(i) => i as u32,
+                    None => {
+                        // Every waiter slot is claimed: a hand-back wakes this entry through
+                        // its own waker, registered above (SPEC F25: the slots are a fast path,
+                        // never the limit). The help below re-checks after the mark.
+                        self.unslotted.mark(index);
+                        UNSLOTTED
+                    }
+                };
+                s.helper.store(h, Ordering::Relaxed);
             }
-            if h != NO_HELPER {
+            if h != UNSLOTTED {
                 self.pending.register(h as usize, cx);
             }
             // Cooperative progress (F18): a handed-back turn, a due sweep.
@@ -374,7 +383,9 @@ impl<T: Send + 'static> RingClass<T> {
         let s = self.slot(index);
         // Relaxed: only the owner touches it.
         let h = s.helper.swap(NO_HELPER, Ordering::Relaxed);
-        if h != NO_HELPER {
+        if h == UNSLOTTED {
+            self.unslotted.unmark(index);
+        } else if h != NO_HELPER {
             self.pending.forget(h as usize);
         }
     }
