@@ -703,3 +703,63 @@ fn compaction_keeps_a_cut_short_round_ahead_of_the_requeued_tenants() {
     finish_grant(&core, a1, &mut sink);
     assert_eq!(got.take(), [b0]);
 }
+
+/// The per-tenant slot cap at its boundary (SPEC F24: a stopped owner's tenant holds at most its
+/// cap): with no vacancy to spare (a reserve as large as the store), a tenant gets exactly `cap`
+/// slots and the next is refused; with a reserve of 0 the cap gives way.
+#[test]
+fn f24_ring_tenant_cap_refuses_exactly_at_the_cap() {
+    for cap in [1, 3, 64, 65] {
+        let core = Core::new(1, 2 * cap + 4, 2, STARVE).with_tenant_cap(cap);
+        let taken: Vec<u32> = (0..cap)
+            .map(|i| {
+                core.alloc(0, 1, u32::MAX)
+                    .unwrap_or_else(|_| panic!("slot {i} of a cap of {cap} refused"))
+            })
+            .collect();
+        assert!(
+            core.alloc(0, 1, u32::MAX).is_err(),
+            "a tenant at its cap of {cap} got slot {}",
+            cap + 1
+        );
+        // Another tenant is not held by tenant 0's cap.
+        let other = core.alloc(1, 1, u32::MAX).expect("tenant 1 under its cap");
+        core.unref(other);
+        // With vacancy to spare beyond the reserve, the cap gives way.
+        assert!(
+            core.alloc(0, 1, 0).is_ok(),
+            "a tenant at its cap of {cap} refused while slots are spare"
+        );
+        drop(taken);
+    }
+}
+
+/// A freed slot moves its generation on (SPEC F30): the handle it had before is refused, and
+/// the slot taken again carries a new handle — on a one-slot store, so the reuse is certain,
+/// over many reuses.
+#[test]
+fn f30_ring_a_freed_slot_moves_its_generation_on() {
+    let core = Core::new(1, 1, 1, STARVE);
+    let mut seen = std::collections::HashSet::new();
+    for round in 0..1_000 {
+        let index = core.alloc(0, 1, 0).expect("the one slot is free");
+        let handle = core.handle(index);
+        assert!(
+            seen.insert(handle),
+            "round {round}: handle {handle:#x} issued twice"
+        );
+        assert!(
+            core.is_current(handle),
+            "round {round}: a held slot's own handle"
+        );
+        core.unref(index);
+        assert!(
+            !core.is_current(handle),
+            "round {round}: a freed slot still answers to its old handle {handle:#x}"
+        );
+        assert!(
+            core.try_ref(handle).is_none(),
+            "round {round}: a stale handle took a reference"
+        );
+    }
+}

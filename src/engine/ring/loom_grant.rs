@@ -281,3 +281,62 @@ fn loom_grant_hand_back_vs_announcement() {
     });
     outcomes.assert_exactly(&["granted-by-announcer", "left-for-a-poller"]);
 }
+
+/// The hand-back hint reaches a poller woken through another thread (SPEC F25, under every
+/// memory model): the releaser's pass (one candidate) meets tenant 0's tombstone and hands
+/// tenant 1's turn back, then sets the hint; a second thread takes the hint and wakes a poller
+/// (a Release flag standing in for the waker); the poller, woken, helps. A poller that was woken
+/// must find the handed-back turn and grant tenant 1's request: with the hint stored and taken
+/// `Relaxed` it could read a `ctl` from before the hand-back and leave the request beside the
+/// free cell with nobody left to wake.
+#[test]
+fn loom_grant_hand_back_hint_reaches_a_poller() {
+    let outcomes = std::sync::Arc::new(Outcomes::new());
+    let tally = outcomes.clone();
+    model(move || {
+        let w = World::with_core(Core::new(1, 4, 2, 1_000).with_pass(1));
+        let held = w.enqueue(1, 1);
+        let dead = w.enqueue(0, 1);
+        let b = w.enqueue(1, 1);
+        assert!(w.cancel(dead));
+        assert!(w.core.take(held));
+        let woken = Arc::new(AtomicUsize::new(0));
+        let releaser = on_thread(&w, |w| w.release());
+        let wake = woken.clone();
+        let taker = on_thread(&w, move |w| {
+            if w.core.take_handed_back() {
+                // Release: a waker's wake (its AtomicWaker hand-over) orders as much.
+                wake.store(1, Ordering::Release);
+            }
+        });
+        let wake = woken.clone();
+        let poller = on_thread(&w, move |w| {
+            // Acquire: the woken task's poll, after the wake.
+            if wake.load(Ordering::Acquire) == 1 {
+                let before = w.granted.load(Ordering::Relaxed);
+                w.core.help(0, &mut |_| {
+                    w.granted.fetch_add(1, Ordering::Relaxed);
+                });
+                assert_eq!(
+                    w.granted.load(Ordering::Relaxed),
+                    before + 1,
+                    "a woken poller found no handed-back turn: request stranded"
+                );
+                true
+            } else {
+                false
+            }
+        });
+        releaser.join().unwrap();
+        taker.join().unwrap();
+        if poller.join().unwrap() {
+            tally.hit("woken-poller-granted");
+        } else {
+            tally.hit("not-woken");
+        }
+        w.settle();
+        assert_eq!(w.core.state(b), GRANTED);
+        w.check(4);
+    });
+    outcomes.assert_exactly(&["not-woken", "woken-poller-granted"]);
+}
