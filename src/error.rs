@@ -156,6 +156,11 @@ pub enum Reason {
     VersionsRetained,
     /// Every root slot of the version directory is held by live roots of older epochs (SPEC V04).
     RootEpochs,
+    /// A graph job's [`RunningJob`](crate::graph::RunningJob) was dropped without
+    /// [`complete`](crate::graph::Graph::complete): a panic or an early return (SPEC D33).
+    Abandoned,
+    /// One handle appears twice in a call that consumes each handle's outcome once.
+    DuplicateHandle,
 }
 
 impl Reason {
@@ -212,6 +217,8 @@ impl Reason {
             Reason::StaleWitness => "stale-witness",
             Reason::VersionsRetained => "versions-retained",
             Reason::RootEpochs => "root-epochs",
+            Reason::Abandoned => "abandoned",
+            Reason::DuplicateHandle => "duplicate-handle",
         }
     }
 }

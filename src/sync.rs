@@ -7,8 +7,10 @@
 
 #[cfg(not(loom))]
 mod imp {
-    pub(crate) use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
-    pub(crate) use std::sync::Arc;
+    pub(crate) use std::sync::atomic::{
+        fence, AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering,
+    };
+    pub(crate) use std::sync::{Arc, Condvar, Mutex};
 
     pub(crate) use atomic_waker::AtomicWaker;
 
@@ -52,8 +54,10 @@ mod imp {
 mod imp {
     pub(crate) use loom::cell::UnsafeCell;
     pub(crate) use loom::future::AtomicWaker;
-    pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
-    pub(crate) use loom::sync::Arc;
+    pub(crate) use loom::sync::atomic::{
+        fence, AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering,
+    };
+    pub(crate) use loom::sync::{Arc, Condvar, Mutex};
 
     /// Registers `waker` in `cell` (the call is spelled differently by `atomic-waker` and loom).
     #[inline]
@@ -71,6 +75,30 @@ mod imp {
 
 #[allow(unused_imports)]
 pub(crate) use imp::*;
+
+/// Process-unique numbers (graph ids, key incarnations). Only uniqueness matters, no access is
+/// ordered against another, and a `static` needs a `const` constructor, which loom's atomics
+/// lack: so these stay the standard library's under loom too.
+pub(crate) mod unique {
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    /// The next value of `counter`, which starts at 1.
+    #[inline]
+    pub(crate) fn next(counter: &'static AtomicU64) -> u64 {
+        // Relaxed: only uniqueness matters.
+        counter.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// A counter for [`next`], starting at 1.
+    pub(crate) const fn counter() -> AtomicU64 {
+        AtomicU64::new(1)
+    }
+
+    /// Graph ids.
+    pub(crate) static GRAPH_IDS: AtomicU64 = counter();
+    /// Key incarnations of the graph.
+    pub(crate) static INCARNATIONS: AtomicU64 = counter();
+}
 
 /// Outcome bookkeeping for loom models: a model records which outcome each execution reached,
 /// and asserts at the end that every expected outcome was reached at least once, so a model that

@@ -129,12 +129,12 @@ impl GraphBuilder {
                 engine: E::with_bounds(bounds),
                 scheduler,
                 ledger: self.ledger,
-                sleepers: std::sync::atomic::AtomicU32::new(0),
+                sleepers: AtomicU32::new(0),
                 ended: (Mutex::new(()), Condvar::new()),
                 room_wakers: Mutex::new(Vec::new()),
-                room_sleepers: std::sync::atomic::AtomicU32::new(0),
-                shut: std::sync::atomic::AtomicBool::new(false),
-                capped: std::sync::atomic::AtomicBool::new(false),
+                room_sleepers: AtomicU32::new(0),
+                shut: AtomicBool::new(false),
+                capped: AtomicBool::new(false),
                 caps: cap::CapSlots::new(bounds.nodes),
             }),
         })
@@ -142,7 +142,5 @@ impl GraphBuilder {
 }
 
 fn next_graph_id() -> u64 {
-    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
-    // Relaxed: only uniqueness matters.
-    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    crate::sync::unique::next(&crate::sync::unique::GRAPH_IDS)
 }

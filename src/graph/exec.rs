@@ -6,6 +6,14 @@
 
 use super::*;
 
+impl<E: GraphEngine> EndAbandoned for Inner<E> {
+    fn end_abandoned(self: Arc<Self>, node: NodeRef) {
+        // A job superseded or removed meanwhile refuses the outcome as stale (SPEC D21): nothing
+        // is left to end then.
+        let _ = Graph { inner: self }.end_running(node, JobOutcome::Failed(rules::ABANDONED));
+    }
+}
+
 impl<E: GraphEngine> Graph<E> {
     /// Takes ledger permits for the jobs that became ready and submits them to the scheduler
     /// (SPEC D06, D12). A refusal fails the job and its dependents per their gates.
@@ -53,7 +61,7 @@ impl<E: GraphEngine> Graph<E> {
     #[inline]
     pub fn is_shutdown(&self) -> bool {
         // Acquire: pairs with the Release store in `shutdown`.
-        self.inner.shut.load(std::sync::atomic::Ordering::Acquire)
+        self.inner.shut.load(Ordering::Acquire)
     }
 
     pub(super) fn check_open(&self) -> Result<(), Error> {
@@ -129,9 +137,10 @@ impl<E: GraphEngine> Graph<E> {
     /// ```
     pub fn shutdown(&self) {
         // Release: pairs with the Acquire load in `is_shutdown`.
-        self.inner
-            .shut
-            .store(true, std::sync::atomic::Ordering::Release);
+        self.inner.shut.store(true, Ordering::Release);
+        // Before anything ends: a slot freed by what the shutdown ends is taken only by a submit
+        // that sees the engine closed, and gives it back (SPEC D02).
+        self.inner.engine.close();
         self.inner.scheduler.shutdown();
         let mut work = E::Work::default();
         self.inner.engine.shutdown(&mut work);
@@ -141,11 +150,13 @@ impl<E: GraphEngine> Graph<E> {
 
     fn accept(&self, job: crate::Job<Task>) -> Option<RunningJob> {
         if self.inner.engine.start(job.payload.node) {
+            let graph: Arc<dyn EndAbandoned> = self.inner.clone();
             Some(RunningJob {
                 handle: self.handle(job.payload.node),
                 key: job.payload.key,
-                assignment: job.assignment,
+                assignment: Some(job.assignment),
                 cap: self.cap_of(job.payload.node),
+                graph: Some(graph),
             })
         } else {
             job.assignment.release();
@@ -206,9 +217,19 @@ impl<E: GraphEngine> Graph<E> {
     /// # Errors
     ///
     /// `permission-denied / foreign-handle` for a job of another graph.
-    pub fn complete(&self, job: RunningJob, outcome: JobOutcome) -> Result<(), Error> {
+    pub fn complete(&self, mut job: RunningJob, outcome: JobOutcome) -> Result<(), Error> {
         let node = self.node_of(job.handle)?;
-        job.assignment.release();
+        // Taken out: the job's drop then abandons nothing.
+        job.graph = None;
+        if let Some(a) = job.assignment.take() {
+            a.release();
+        }
+        self.end_running(node, outcome)
+    }
+
+    /// Ends a running job with `outcome` (its cell already given back): records it and releases
+    /// its dependents.
+    pub(super) fn end_running(&self, node: NodeRef, outcome: JobOutcome) -> Result<(), Error> {
         let mut work = E::Work::default();
         let r = self.inner.engine.complete(node, outcome, &mut work);
         self.hand_off(&mut work);

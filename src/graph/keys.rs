@@ -69,10 +69,7 @@ pub(crate) fn gen_of_version(v: u64) -> u32 {
 
 /// A packed version word of a fresh incarnation at generation 0. Never 0.
 pub(crate) fn fresh_incarnation() -> u64 {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static NEXT: AtomicU64 = AtomicU64::new(1);
-    // Relaxed: only uniqueness matters.
-    let inc = NEXT.fetch_add(1, Ordering::Relaxed);
+    let inc = crate::sync::unique::next(&crate::sync::unique::INCARNATIONS);
     // 2^40 creations of keys in one process: about 35 years at one per microsecond.
     assert!(
         inc < 1 << (64 - GEN_BITS),

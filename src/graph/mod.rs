@@ -249,8 +249,9 @@ pub use types::*;
 
 use crate::admission::{AdmissionRequest, Ledger};
 use crate::scheduler::{Assignment, ClassConfig, Scheduler};
+use crate::sync::{fence, AtomicBool, AtomicU32, Condvar, Mutex, Ordering};
 use crate::{AdmittedRequest, ClassId, Code, Error, Priority, Reason, RequestId, TenantId};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::Arc;
 
 mod sealed {
     pub trait Sealed {}
@@ -305,6 +306,11 @@ pub trait GraphEngine: sealed::Sealed + Send + Sync + Sized + 'static {
     ) -> Result<Admission<()>, Error>;
     #[doc(hidden)]
     fn outcome(&self, node: NodeRef, take: bool) -> Result<Option<JobOutcome>, Error>;
+    /// Refuses every reservation from now on (`unavailable / shutdown`): called by
+    /// [`Graph::shutdown`] before anything ends, so a submit that takes a slot freed by the
+    /// shutdown's ending of a job sees it and gives the slot back (SPEC D02).
+    #[doc(hidden)]
+    fn close(&self);
     #[doc(hidden)]
     fn shutdown(&self, work: &mut Self::Work);
     #[doc(hidden)]
@@ -339,15 +345,15 @@ struct Inner<E> {
     ledger: Ledger,
     /// Threads blocked in [`Graph::wait_batch`]; operations that may end jobs notify only
     /// when it is non-zero.
-    sleepers: std::sync::atomic::AtomicU32,
+    sleepers: AtomicU32,
     ended: (Mutex<()>, Condvar),
     /// Submitters waiting for capacity ([`Graph::submit_waiting`]) and their count.
     room_wakers: Mutex<Vec<std::task::Waker>>,
-    room_sleepers: std::sync::atomic::AtomicU32,
+    room_sleepers: AtomicU32,
     /// Set by [`Graph::shutdown`].
-    shut: std::sync::atomic::AtomicBool,
+    shut: AtomicBool,
     /// Whether any batch was submitted with a cap: until then no executor looks at `caps`.
-    capped: std::sync::atomic::AtomicBool,
+    capped: AtomicBool,
     /// Per node slot: the cap of the capped batch whose job holds it.
     caps: cap::CapSlots,
 }
@@ -418,13 +424,32 @@ impl<E: GraphEngine> Graph<E> {
 
     /// [`submit`](Self::submit) after its input checks.
     fn submit_checked(&self, spec: &JobSpec<'_>) -> Result<Admission<JobHandle>, Error> {
+        let out = self.attempt(spec);
+        if !matches!(out, Ok(Admission::Admitted(_) | Admission::DedupeJoined(_))) {
+            // A refusal may have taken a node, edges or key slots and given them back, while a
+            // waiting submitter looked and found them taken: wake it to look again.
+            self.wake_submitters();
+        }
+        out
+    }
+
+    /// One try of [`submit`](Self::submit) after its input checks. It wakes the threads in
+    /// [`wait_batch`](Self::wait_batch) and the waiting submitters only when it admitted the
+    /// job (its hand-off may have ended jobs); whoever calls it wakes waiting submitters after
+    /// a refusal, if it may have overlapped one's look.
+    fn attempt(&self, spec: &JobSpec<'_>) -> Result<Admission<JobHandle>, Error> {
         let mut work = E::Work::default();
-        let out = self.inner.engine.submit(spec, &mut work)?;
+        let out = self.inner.engine.submit(spec, &mut work);
         self.hand_off(&mut work);
-        self.wake_waiters();
-        Ok(match out {
-            Admission::Admitted(node) => Admission::Admitted(self.handle(node)),
-            Admission::DedupeJoined(node) => Admission::DedupeJoined(self.handle(node)),
+        Ok(match out? {
+            Admission::Admitted(node) => {
+                self.wake_waiters();
+                Admission::Admitted(self.handle(node))
+            }
+            Admission::DedupeJoined(node) => {
+                self.wake_waiters();
+                Admission::DedupeJoined(self.handle(node))
+            }
             Admission::Backpressured => Admission::Backpressured,
         })
     }
@@ -433,7 +458,6 @@ impl<E: GraphEngine> Graph<E> {
     /// after an operation that may have ended jobs or freed edges. One fence and two loads
     /// when nobody waits.
     fn wake_waiters(&self) {
-        use std::sync::atomic::{fence, Ordering};
         // SeqCst fence: pairs with the one in `wait_batch` between registering as a sleeper
         // and checking outcomes, so either this sees the sleeper or it sees the ends.
         fence(Ordering::SeqCst);
@@ -450,9 +474,8 @@ impl<E: GraphEngine> Graph<E> {
     /// Wakes submitters waiting for capacity after an operation that may have freed node or
     /// edge slots. One fence and one load when nobody waits; wakers run outside the lock.
     fn wake_submitters(&self) {
-        use std::sync::atomic::{fence, Ordering};
         // SeqCst fence: pairs with the one in `submit_waiting` between registering a waker and
-        // trying again, so either this sees the waker or that retry sees the room.
+        // trying, so either this sees the waker or that try sees the room.
         fence(Ordering::SeqCst);
         if self.inner.room_sleepers.load(Ordering::Relaxed) > 0 {
             let wakers = {
@@ -472,39 +495,65 @@ impl<E: GraphEngine> Graph<E> {
 
     /// The waiting form of [`submit`](Self::submit) (SPEC D05, D42): while a store is full it
     /// waits (asynchronously) until completions or collected outcomes free room, instead of
-    /// returning `Backpressured`.
+    /// returning `Backpressured`. A waiting submitter sleeps: it is polled again only after an
+    /// operation that may have freed room (a completion, a collected outcome, a refused submit
+    /// that gave back what it had taken, a shutdown), never by its own tries.
+    ///
+    /// Waiting submitters try one at a time (under the lock of the waiter list), so one's try
+    /// never hides room from another's; a plain `submit` that took and gave back room wakes them.
+    /// Cancel-safe: dropping the future admits nothing.
     ///
     /// # Errors
     ///
     /// As [`submit`](Self::submit).
     pub async fn submit_waiting(&self, spec: &JobSpec<'_>) -> Result<JobHandle, Error> {
-        use std::sync::atomic::{fence, Ordering};
         use std::task::Poll;
+        rules::validate(spec, self.inner.engine.max_deps())?;
         std::future::poll_fn(|cx| {
-            if let Admission::Admitted(h) | Admission::DedupeJoined(h) = self.submit(spec)? {
-                return Poll::Ready(Ok(h));
+            let mut w = self
+                .inner
+                .room_wakers
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            if !w.iter().any(|x| x.will_wake(cx.waker())) {
+                w.push(cx.waker().clone());
             }
-            {
-                let mut w = self
-                    .inner
-                    .room_wakers
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner());
-                if !w.iter().any(|x| x.will_wake(cx.waker())) {
-                    w.push(cx.waker().clone());
-                }
-                self.inner
-                    .room_sleepers
-                    .store(w.len() as u32, Ordering::Relaxed);
-            }
-            // SeqCst fence: pairs with the one in `wake_submitters`.
+            // Relaxed: ordered by the fence below (and written only under the lock).
+            self.inner
+                .room_sleepers
+                .store(w.len() as u32, Ordering::Relaxed);
+            // SeqCst fence: pairs with the one in `wake_submitters`: either that sees this
+            // waker registered, or the try below sees the room it freed.
             fence(Ordering::SeqCst);
-            match self.submit(spec)? {
-                Admission::Admitted(h) | Admission::DedupeJoined(h) => Poll::Ready(Ok(h)),
-                Admission::Backpressured => Poll::Pending,
+            let out = self.check_open().and_then(|()| self.attempt_quiet(spec));
+            if let Ok(Admission::Backpressured) = out {
+                return Poll::Pending;
             }
+            // Done: this waker leaves the list, so nothing wakes a finished future.
+            w.retain(|x| !x.will_wake(cx.waker()));
+            self.inner
+                .room_sleepers
+                .store(w.len() as u32, Ordering::Relaxed);
+            drop(w);
+            Poll::Ready(out.map(|a| match a {
+                Admission::Admitted(node) | Admission::DedupeJoined(node) => {
+                    // Its hand-off may have ended jobs: wake their waiters (not this one).
+                    self.wake_waiters();
+                    self.handle(node)
+                }
+                Admission::Backpressured => unreachable!("returned pending above"),
+            }))
         })
         .await
+    }
+
+    /// One engine submit and its hand-off, waking nobody: the try of
+    /// [`submit_waiting`](Self::submit_waiting), made under the lock of the room waiters.
+    fn attempt_quiet(&self, spec: &JobSpec<'_>) -> Result<Admission<NodeRef>, Error> {
+        let mut work = E::Work::default();
+        let out = self.inner.engine.submit(spec, &mut work);
+        self.hand_off(&mut work);
+        out
     }
 
     /// Submits jobs one by one (SPEC D04): an observer may see part of the batch. One result
@@ -585,9 +634,7 @@ impl<E: GraphEngine> Graph<E> {
         }
         if let Some(cap) = cap {
             // Before the seal: no job of the batch can reach an executor yet.
-            self.inner
-                .capped
-                .store(true, std::sync::atomic::Ordering::Release);
+            self.inner.capped.store(true, Ordering::Release);
             for &n in &nodes {
                 // SAFETY: `n` is admitted and not sealed yet (`CapSlots::set`).
                 unsafe { self.inner.caps.set(n, cap) };
@@ -605,7 +652,7 @@ impl<E: GraphEngine> Graph<E> {
     /// submitted in a capped batch.
     fn cap_of(&self, node: NodeRef) -> Option<ConcurrencyCap> {
         // Acquire: pairs with the Release store in `submit_batch_atomic`.
-        if !self.inner.capped.load(std::sync::atomic::Ordering::Acquire) {
+        if !self.inner.capped.load(Ordering::Acquire) {
             return None;
         }
         // SAFETY: called from `accept` right after `start` succeeded (`CapSlots::get`).
@@ -618,9 +665,10 @@ impl<E: GraphEngine> Graph<E> {
     /// # Errors
     ///
     /// `not-found / stale-handle` (or `permission-denied / foreign-handle`) if a handle names
-    /// no job, checked before waiting; nothing is taken then.
+    /// no job, checked before waiting; `invalid-argument / duplicate-handle` if one handle
+    /// appears twice (its outcome can be taken once). Nothing is taken then.
     pub fn wait_batch(&self, handles: &[JobHandle]) -> Result<Vec<JobOutcome>, Error> {
-        use std::sync::atomic::{fence, Ordering};
+        rules::distinct_handles(handles)?;
         let all_ended = |g: &Self| -> Result<bool, Error> {
             for h in handles {
                 if g.outcome(*h)?.is_none() {

@@ -71,6 +71,8 @@ struct State {
     running: u32,
     /// Shut down: submissions and discoveries are refused.
     shut: bool,
+    /// Closed (the shutdown's first step, before anything ends): submissions are refused.
+    closed: bool,
     /// Key versions (incarnation and generation; absent or 0: none).
     vers: HashMap<u64, u64>,
     /// Completions refused as stale (SPEC D21).
@@ -412,6 +414,7 @@ impl GraphEngine for MutexGraph {
                 ready: 0,
                 running: 0,
                 shut: false,
+                closed: false,
                 vers: HashMap::new(),
                 stale: 0,
             }),
@@ -425,7 +428,7 @@ impl GraphEngine for MutexGraph {
 
     fn submit(&self, spec: &JobSpec<'_>, work: &mut Work) -> Result<Admission<NodeRef>, Error> {
         let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        if s.shut {
+        if s.shut || s.closed {
             return Err(SHUTDOWN);
         }
         let own = rules::ident(spec.key);
@@ -458,7 +461,7 @@ impl GraphEngine for MutexGraph {
         work: &mut Work,
     ) -> Result<Admission<()>, Error> {
         let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        if s.shut {
+        if s.shut || s.closed {
             return Err(SHUTDOWN);
         }
         for j in jobs {
@@ -677,6 +680,10 @@ impl GraphEngine for MutexGraph {
             }
         }
         Ok(out)
+    }
+
+    fn close(&self) {
+        self.state.lock().unwrap_or_else(|e| e.into_inner()).closed = true;
     }
 
     fn shutdown(&self, work: &mut Work) {

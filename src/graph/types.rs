@@ -181,15 +181,47 @@ pub struct Task {
     pub(super) key: JobKey,
 }
 
-/// A job an executor pulled: run it, then pass it to [`Graph::complete`]. Dropping it instead
-/// gives its cell back (the assignment's drop) but leaves the job running for ever, with no
-/// outcome and its dependents waiting.
-#[derive(Debug)]
+/// A job an executor pulled: run it, then pass it to [`Graph::complete`].
+///
+/// Dropping it without `complete` (a panic that unwinds past it, an early return) ends the job
+/// `internal / abandoned` (SPEC D33): its dependents see that failure per their gates,
+/// [`Graph::wait_batch`] returns it, and its cell goes back per the class's drop policy (the
+/// assignment's drop: quarantined by default, see
+/// [`DropPolicy`](crate::scheduler::DropPolicy)).
 pub struct RunningJob {
     pub(super) handle: JobHandle,
     pub(super) key: JobKey,
-    pub(super) assignment: Assignment,
+    /// `None` once `complete` took it.
+    pub(super) assignment: Option<Assignment>,
     pub(super) cap: Option<ConcurrencyCap>,
+    /// The graph that ends the job if this is dropped; `None` once `complete` took it.
+    pub(super) graph: Option<std::sync::Arc<dyn EndAbandoned>>,
+}
+
+/// What a dropped [`RunningJob`] calls: the graph ends the job abandoned.
+pub(super) trait EndAbandoned: Send + Sync {
+    fn end_abandoned(self: std::sync::Arc<Self>, node: NodeRef);
+}
+
+impl core::fmt::Debug for RunningJob {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("RunningJob")
+            .field("handle", &self.handle)
+            .field("key", &self.key)
+            .field("assignment", &self.assignment)
+            .field("cap", &self.cap)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for RunningJob {
+    fn drop(&mut self) {
+        if let Some(graph) = self.graph.take() {
+            // The cell first, per the class's drop policy; then the job ends.
+            drop(self.assignment.take());
+            graph.end_abandoned(self.handle.node);
+        }
+    }
 }
 
 impl RunningJob {
@@ -208,7 +240,9 @@ impl RunningJob {
     /// The cell and execution permit.
     #[inline]
     pub fn assignment(&self) -> &Assignment {
-        &self.assignment
+        self.assignment
+            .as_ref()
+            .expect("held until `complete` or the drop")
     }
 
     /// The concurrency cap of the batch the job came in, if it was submitted with one

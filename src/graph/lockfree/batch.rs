@@ -100,7 +100,7 @@ impl LockFreeGraph {
     ) -> Result<Admission<()>, Error> {
         let guard = self.lock();
         // Relaxed: written under this lock.
-        if self.shut.load(Ordering::Relaxed) {
+        if self.shut.load(Ordering::Relaxed) || self.is_closed() {
             return Err(rules::SHUTDOWN);
         }
         // Refusals first, before anything is claimed: a taken key, a cycle.
@@ -142,6 +142,11 @@ impl LockFreeGraph {
             };
             let gen = gen_of(self.nodes[idx as usize].state.load(Ordering::Relaxed));
             out.push(NodeRef { idx, gen });
+        }
+        if self.is_closed() {
+            // Shut down since the caller's check: the nodes may be ones the shutdown freed.
+            give_back(out, edges);
+            return Err(rules::SHUTDOWN);
         }
         let mut own_slots = Vec::with_capacity(jobs.len());
         let mut dep_slots = Vec::with_capacity(dep_count);

@@ -69,6 +69,11 @@ impl GraphEngine for LockFreeGraph {
         let Some(idx) = self.pop_node() else {
             return Ok(Admission::Backpressured);
         };
+        if self.is_closed() {
+            // Shut down since the caller's check: the node may be one the shutdown freed.
+            self.push_node(idx);
+            return Err(rules::SHUTDOWN);
+        }
         let mut edges = NIL;
         for _ in 0..spec.deps.len() {
             match self.pop_edge() {
@@ -572,6 +577,10 @@ impl GraphEngine for LockFreeGraph {
 
     fn key_compactions(&self) -> u64 {
         self.index.compactions.load(Ordering::Relaxed)
+    }
+
+    fn close(&self) {
+        LockFreeGraph::close(self);
     }
 
     fn shutdown(&self, work: &mut Work) {

@@ -233,6 +233,8 @@ pub struct LockFreeGraph {
     topology: Mutex<()>,
     /// Set (under the topology lock) by `shutdown`: no dependency parks on a key any more.
     shut: AtomicBool,
+    /// Set by `close`, before the shutdown ends anything: no reservation is kept any more.
+    closed: AtomicBool,
     gauges: Gauges,
     bounds: Bounds,
     /// Completions refused as stale (SPEC D21).
@@ -336,6 +338,7 @@ impl LockFreeGraph {
             },
             topology: Mutex::new(()),
             shut: AtomicBool::new(false),
+            closed: AtomicBool::new(false),
             gauges: Gauges::default(),
             bounds,
             stale: AtomicU64::new(0),
@@ -344,6 +347,19 @@ impl LockFreeGraph {
 
     fn lock(&self) -> MutexGuard<'_, ()> {
         self.topology.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether `close` ran. Checked right after a node is taken: a node freed because the
+    /// shutdown ended its job was pushed after the `closed` store, and the free list's
+    /// Release push / Acquire pop carry that store to this load (SPEC D02).
+    fn is_closed(&self) -> bool {
+        // Acquire: pairs with the Release store in `close`.
+        self.closed.load(Ordering::Acquire)
+    }
+
+    pub(super) fn close(&self) {
+        // Release: pairs with the Acquire load in `is_closed`.
+        self.closed.store(true, Ordering::Release);
     }
 
     fn pop_node(&self) -> Option<u32> {
