@@ -235,6 +235,8 @@ mod loom_link;
 mod loom_shutdown;
 #[cfg(all(test, loom))]
 mod loom_support;
+#[cfg(all(test, loom))]
+mod loom_wait;
 mod mutex;
 pub(crate) mod rules;
 mod types;
