@@ -44,8 +44,9 @@ async fn invoke(
     {
         Ok(assignment) => {
             tokio::time::sleep(work).await;
-            // Dropping the assignment would also return the cell (`DropPolicy::Release` is the
-            // default); releasing says so explicitly.
+            // Release explicitly: dropping the assignment instead applies the class's drop
+            // policy, whose default (`DropPolicy::Quarantine`) takes the cell out of service
+            // until the host restores it (`Scheduler::restore_cell`).
             assignment.release();
             Outcome::Ran
         }
