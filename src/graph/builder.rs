@@ -78,7 +78,7 @@ impl GraphBuilder {
         if b.keys == 0 || b.keys > 1 << 30 {
             return Err(Error::configuration("keys"));
         }
-        if b.max_deps > 1024 {
+        if b.max_deps as usize > rules::MAX_DEPS {
             return Err(Error::configuration("max_deps"));
         }
         if b.max_gen > Version::MAX_GENERATION {

@@ -120,7 +120,7 @@ impl<E: GraphEngine> Graph<E> {
         spec: &JobSpec<'_>,
         hook: &H,
     ) -> Result<Admission<JobHandle>, Error> {
-        rules::validate(spec, self.inner.engine.max_deps())?;
+        self.validate(spec)?;
         self.check_open()?;
         let probed = Identity {
             key: spec.key,

@@ -11,7 +11,7 @@ use super::loom_support::spec;
 use super::{Admission, Dependency, Gate, Graph, JobKey, JobOutcome};
 use crate::admission::{ClassSpec, Ledger, LedgerConfig};
 use crate::sync::model::{model, Outcomes};
-use crate::sync::{AtomicBool, Arc, Ordering};
+use crate::sync::{Arc, AtomicBool, Ordering};
 use crate::ClassId;
 use core::future::Future;
 use core::pin::Pin;

@@ -414,14 +414,36 @@ impl<E: GraphEngine> Graph<E> {
     /// # Errors
     ///
     /// `invalid-argument / cycle` for a self-dependency or a cycle (D15), `invalid-argument /
-    /// key-range` or `too-many-dependencies`, `already-exists / duplicate-key` when the job of
+    /// key-range` or `too-many-dependencies`, `invalid-argument / class` for a class the graph
+    /// was not built with, `invalid-argument / tenant` for a tenant beyond the ledger's, `already-exists / duplicate-key` when the job of
     /// the key's current generation has ended, `unavailable / shutdown` after
     /// [`shutdown`](Self::shutdown). A full store is not an error but
     /// [`Admission::Backpressured`]. On any of these nothing was mutated.
     pub fn submit(&self, spec: &JobSpec<'_>) -> Result<Admission<JobHandle>, Error> {
-        rules::validate(spec, self.inner.engine.max_deps())?;
+        self.validate(spec)?;
         self.check_open()?;
         self.submit_checked(spec)
+    }
+
+    /// Every check of [`submit`](Self::submit) on the job alone, before anything is reserved:
+    /// keys, the dependency bound, the class and the tenant.
+    fn validate(&self, spec: &JobSpec<'_>) -> Result<(), Error> {
+        rules::validate(spec, self.inner.engine.max_deps())?;
+        self.check_job(spec)
+    }
+
+    /// The job's class and tenant are the graph's: refused as the ledger and the scheduler
+    /// refuse them (`invalid-argument / class`, `invalid-argument / tenant`), at the call
+    /// rather than when the job becomes ready.
+    fn check_job(&self, spec: &JobSpec<'_>) -> Result<(), Error> {
+        let class = usize::from(spec.class.0);
+        if class >= self.inner.scheduler.class_count() || class >= self.inner.ledger.class_count() {
+            return Err(Error::new(Code::InvalidArgument, Reason::Class));
+        }
+        if spec.tenant.0 >= self.inner.ledger.max_tenants() {
+            return Err(Error::new(Code::InvalidArgument, Reason::Tenant));
+        }
+        Ok(())
     }
 
     /// [`submit`](Self::submit) after its input checks.
@@ -510,7 +532,7 @@ impl<E: GraphEngine> Graph<E> {
     /// As [`submit`](Self::submit).
     pub async fn submit_waiting(&self, spec: &JobSpec<'_>) -> Result<JobHandle, Error> {
         use std::task::Poll;
-        rules::validate(spec, self.inner.engine.max_deps())?;
+        self.validate(spec)?;
         std::future::poll_fn(|cx| {
             let mut w = self
                 .inner
@@ -620,6 +642,7 @@ impl<E: GraphEngine> Graph<E> {
         let mut keys = std::collections::HashSet::with_capacity(jobs.len());
         for j in jobs {
             rules::validate(j, max)?;
+            self.check_job(j)?;
             if !keys.insert(j.key) {
                 return Err(rules::DUPLICATE_KEY);
             }

@@ -5,6 +5,10 @@
 use super::{Gate, JobKey, JobSpec};
 use crate::{Code, Error, Reason};
 
+/// The largest `max_deps` a graph can be built with: the lock-free engine keeps one job's
+/// dependency key slots in a stack buffer of this many entries, so no submit allocates.
+pub(crate) const MAX_DEPS: usize = 1024;
+
 /// `unavailable / dependency-failed`: the outcome of a job whose gate cannot hold any more.
 pub(crate) const DEPENDENCY_FAILED: Error = Error::new(Code::Unavailable, Reason::DependencyFailed);
 

@@ -1,7 +1,7 @@
 //! The lock-free graph as a [`GraphEngine`]: submit, link, complete, hand off.
 
+use super::dep_buf::DepBuf;
 use super::*;
-use core::mem::MaybeUninit;
 
 impl LockFreeGraph {
     /// Joins the producer that key state word `st` (tag `K_LIVE`, loaded with Acquire) names
@@ -108,33 +108,16 @@ impl GraphEngine for LockFreeGraph {
             undo(edges);
             return Ok(Admission::Backpressured);
         };
-        // Left uninitialised (no 512-byte memset per submit): entry `i` is written before any
-        // read of it, and only the first `spec.deps.len()` are read.
-        let mut dep_slots = [const { MaybeUninit::<KeyRef>::uninit() }; 64];
-        let mut many: Vec<KeyRef> = Vec::new();
-        for (i, d) in spec.deps.iter().enumerate() {
+        // On the stack up to the largest `max_deps`: no allocation (SPEC D05's fixed bounds).
+        let mut dep_slots = DepBuf::new();
+        for d in spec.deps {
             let Some(k) = self.lookup_or_insert(rules::ident(d.key), false) else {
                 undo(edges);
                 return Ok(Admission::Backpressured);
             };
-            if i < dep_slots.len() {
-                dep_slots[i].write(k);
-            } else {
-                if many.is_empty() {
-                    // SAFETY: all 64 entries were written by the iterations before this one.
-                    many.extend(dep_slots.iter().map(|m| unsafe { m.assume_init() }));
-                }
-                many.push(k);
-            }
+            dep_slots.push(k);
         }
-        let slots: &mut [KeyRef] = if many.is_empty() {
-            let written = &mut dep_slots[..spec.deps.len()];
-            // SAFETY: the loop above wrote each of the first `spec.deps.len()` entries (at most
-            // 64 here); `MaybeUninit<KeyRef>` has `KeyRef`'s layout.
-            unsafe { &mut *(written as *mut [MaybeUninit<KeyRef>] as *mut [KeyRef]) }
-        } else {
-            &mut many
-        };
+        let slots = dep_slots.as_mut_slice();
         self.init_node(me, spec, own);
 
         // Link every edge first, then publish: the last job of a would-be cycle to publish finds

@@ -146,26 +146,15 @@ impl LockFreeGraph {
         let count =
             (n.dep_count.load(Ordering::Acquire) as usize).min(self.bounds.max_deps as usize);
         let base = me.idx as usize * self.bounds.max_deps as usize;
-        // No allocation for up to 64 dependencies.
-        let mut buf = [KeyRef { slot: 0, gen: 0 }; 64];
-        let mut many = Vec::new();
-        let mut len = 0;
+        // On the stack up to the largest `max_deps`: no allocation.
+        let mut slots = super::dep_buf::DepBuf::new();
         for d in &self.dep_keys[base..base + count] {
             if let Some(k) = self.lookup(d.load(Ordering::Relaxed)) {
-                if len < buf.len() {
-                    buf[len] = k;
-                } else {
-                    if many.is_empty() {
-                        many.extend_from_slice(&buf);
-                    }
-                    many.push(k);
-                }
-                len += 1;
+                slots.push(k);
             }
         }
-        let slots: &[KeyRef] = if many.is_empty() { &buf[..len] } else { &many };
         let _guard = self.lock();
-        self.unpark(me, slots);
+        self.unpark(me, slots.as_slice());
     }
 
     /// Ends a retired node this thread owns (state `ending`): records `outcome`, seals its

@@ -19,6 +19,7 @@
 //! and the compaction of their index (`index.rs`).
 
 mod batch;
+mod dep_buf;
 mod engine;
 mod index;
 mod keys;
