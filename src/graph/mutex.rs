@@ -192,6 +192,13 @@ impl State {
             self.waiting -= 1;
             let n = &self.nodes[f.idx as usize];
             let ran = n.st == St::Completing;
+            if let (true, Some(err)) = (ran, n.retired) {
+                // A completed job held by gates it discovered, whose key moved on meanwhile:
+                // its result is stale (SPEC D21), as in the lock-free engine.
+                self.stale += 1;
+                self.retire_end(f, JobOutcome::Failed(err), true, work, &mut failed);
+                continue;
+            }
             let outcome = if n.waited_removed {
                 JobOutcome::Failed(super::keys::REMOVED)
             } else if n.failed {

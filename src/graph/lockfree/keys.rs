@@ -24,7 +24,7 @@ pub(super) struct Retired {
     end: Option<bool>,
 }
 
-fn retired_error(why: u64) -> Error {
+pub(super) fn retired_error(why: u64) -> Error {
     if why & RETIRED_REMOVED != 0 {
         CANCELLED_REMOVED
     } else {
@@ -159,7 +159,7 @@ impl LockFreeGraph {
 
     /// Ends a retired node this thread owns (state `ending`): records `outcome`, seals its
     /// lists so that no dependent's gate holds, and publishes nothing in its key (SPEC D21).
-    fn retire_end(
+    pub(super) fn retire_end(
         &self,
         node: NodeRef,
         outcome: JobOutcome,

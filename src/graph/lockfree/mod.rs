@@ -511,6 +511,15 @@ impl LockFreeGraph {
             dec(&self.gauges.waiting);
             n.state.store(word(gen, S_ENDING), Ordering::Relaxed);
             let ran = c & RUNNING != 0;
+            if ran && c & RETIRED != 0 {
+                // A completed job held by gates it discovered, whose key moved on meanwhile
+                // (`advance`, `remove` flagged it): its result is stale (SPEC D21) — nothing is
+                // published, its dependents see no success, and it is counted.
+                self.stale.fetch_add(1, Ordering::Relaxed);
+                let outcome = JobOutcome::Failed(keys::retired_error(c));
+                self.retire_end(NodeRef { idx, gen }, outcome, true, work, &mut failed);
+                continue;
+            }
             let outcome = if c & WAITED_REMOVED != 0 {
                 JobOutcome::Failed(crate::graph::keys::REMOVED)
             } else if c & FAILED != 0 {

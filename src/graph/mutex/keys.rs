@@ -93,7 +93,7 @@ impl State {
     }
 
     /// Ends a retired node: no dependent's gate holds and its key is not touched (SPEC D21).
-    fn retire_end(
+    pub(super) fn retire_end(
         &mut self,
         node: NodeRef,
         outcome: JobOutcome,

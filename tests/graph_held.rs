@@ -1,0 +1,82 @@
+//! A job that completed while a dependency it discovered mid-run (SPEC D14) was still unmet is
+//! held; if its key moves on meanwhile (`advance`, `remove`), the held result is stale: it is
+//! never published, its dependents are not released as if it succeeded, and it is counted in
+//! `stale_completions` (SPEC D20, D21, D24). Both graph engines.
+
+use fairway::admission::{ClassSpec, Ledger, LedgerConfig};
+use fairway::graph::{Gate, Graph, GraphEngine, JobKey, JobOutcome};
+use fairway::{Code, Reason};
+
+#[macro_use]
+#[path = "common/graph.rs"]
+mod graph_common;
+use graph_common::*;
+
+both_graphs!(
+    d21_a_held_completion_is_stale_once_its_key_advanced,
+    d24_a_held_completion_is_stale_once_its_key_was_removed,
+);
+
+/// A on key 1; D on key 3 after key 1 `OnSuccess`; A runs, discovers key 10 (no producer yet)
+/// and completes `Succeeded` — held. Then `op` moves key 1 on, and a job on key 10 runs to
+/// success. Returns A's and D's outcomes and the stale count.
+fn held_then<E: GraphEngine>(op: impl Fn(&Graph<E>)) -> (JobOutcome, JobOutcome, u64) {
+    let ledger = Ledger::new(LedgerConfig::new(vec![ClassSpec::new("cpu")], 4)).unwrap();
+    let g = Graph::builder(ledger)
+        .class(2)
+        .nodes(8)
+        .edges(8)
+        .keys(16)
+        .build_with::<E>()
+        .unwrap();
+    let a = admit(&g, 1, &[]);
+    let d = admit(&g, 3, &[dep(1, Gate::OnSuccess)]);
+    let running = g.try_next(CPU).expect("A is ready");
+    assert_eq!(running.handle(), a);
+    g.discover(&running, &[dep(10, Gate::OnSuccess)]).unwrap();
+    g.complete(running, JobOutcome::Succeeded).unwrap();
+    assert_eq!(
+        g.outcome(a).unwrap(),
+        None,
+        "A is held by its discovered dependency"
+    );
+    op(&g);
+    let p = admit(&g, 10, &[]);
+    let mut d_ran = false;
+    while let Some(r) = g.try_next(CPU) {
+        d_ran |= r.handle() == d;
+        g.complete(r, JobOutcome::Succeeded).unwrap();
+    }
+    assert!(g.take_outcome(p).unwrap().unwrap().is_success());
+    let a_out = g.outcome(a).unwrap().expect("A ended");
+    let d_out = g.outcome(d).unwrap().expect("D ended");
+    assert!(
+        !d_ran || !a_out.is_success(),
+        "D ran on a result published after its key moved on"
+    );
+    (a_out, d_out, g.stale_completions())
+}
+
+pub(crate) fn d21_a_held_completion_is_stale_once_its_key_advanced<E: GraphEngine>() {
+    let (a, d, stale) = held_then::<E>(|g| {
+        g.advance(JobKey::new(1)).unwrap();
+    });
+    assert!(
+        matches!(a, JobOutcome::Failed(e) if e.code() == Code::Cancelled && e.reason() == Reason::Superseded),
+        "A's held result was published after its key advanced: {a:?}"
+    );
+    assert!(!d.is_success(), "D saw A succeed: {d:?}");
+    assert_eq!(stale, 1, "the held completion is counted stale");
+}
+
+pub(crate) fn d24_a_held_completion_is_stale_once_its_key_was_removed<E: GraphEngine>() {
+    let (a, d, stale) = held_then::<E>(|g| {
+        g.remove(JobKey::new(1)).unwrap();
+    });
+    assert!(
+        matches!(a, JobOutcome::Failed(e) if e.code() == Code::Cancelled && e.reason() == Reason::Removed),
+        "A's held result was published after its key was removed: {a:?}"
+    );
+    assert!(!d.is_success(), "D saw A succeed: {d:?}");
+    assert_eq!(stale, 1, "the held completion is counted stale");
+}
