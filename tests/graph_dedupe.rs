@@ -44,7 +44,8 @@ fn graph<E: GraphEngine>(nodes: u32) -> Graph<E> {
 
 /// A graph of one class of four cells with these stores.
 fn sized<E: GraphEngine>(nodes: u32, edges: u32, keys: u32) -> Graph<E> {
-    let ledger = Ledger::new(LedgerConfig::new(vec![ClassSpec::new("cpu")], 1)).unwrap();
+    // Four tenants: a joiner of another (valid) tenant is ignored, an out-of-range one refused.
+    let ledger = Ledger::new(LedgerConfig::new(vec![ClassSpec::new("cpu")], 4)).unwrap();
     Graph::builder(ledger)
         .class(4)
         .nodes(nodes)

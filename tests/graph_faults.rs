@@ -23,6 +23,7 @@ both_graphs!(
     d42_two_waiting_submitters_on_a_full_graph_do_not_wake_each_other,
     d02_a_submit_racing_shutdown_is_refused,
     d04_wait_batch_with_a_repeated_handle_is_refused_and_takes_nothing,
+    d04_wait_batch_takes_a_joined_handle_once_per_claim_and_refuses_more,
     d33_a_dropped_running_job_ends_abandoned_and_its_dependents_follow_their_gates,
     d33_a_running_job_dropped_by_a_panic_ends_abandoned,
 );
@@ -233,6 +234,44 @@ pub(crate) fn d04_wait_batch_with_a_repeated_handle_is_refused_and_takes_nothing
         "b's outcome was taken"
     );
     assert_eq!(g.wait_batch(&[a, b]).unwrap(), [JobOutcome::Succeeded; 2]);
+    assert_eq!(g.occupancy().nodes_used, 0);
+}
+
+/// A job joined once has two claims: its handle may appear twice in `wait_batch` (one claim
+/// each), not three times — in a short list and in one past 32 handles alike.
+pub(crate) fn d04_wait_batch_takes_a_joined_handle_once_per_claim_and_refuses_more<
+    E: GraphEngine,
+>() {
+    let g = Graph::builder(ledger())
+        .class(1)
+        .nodes(64)
+        .edges(4)
+        .keys(128)
+        .build_with::<E>()
+        .unwrap();
+    let a = admit(&g, 1, &[]);
+    let Admission::DedupeJoined(j) = g.submit(&spec(1, &[])).unwrap() else {
+        panic!("not joined");
+    };
+    assert_eq!(a, j, "a joiner's handle names the same job");
+    let others: Vec<_> = (10..50).map(|k| admit(&g, k, &[])).collect();
+    while let Some(r) = g.try_next(CPU) {
+        g.complete(r, JobOutcome::Succeeded).unwrap();
+    }
+    let e = g.wait_batch(&[a, a, a]).unwrap_err();
+    assert_eq!(e.reason(), Reason::DuplicateHandle);
+    let mut long = others.clone();
+    long.extend([a, a, a]);
+    let e = g.wait_batch(&long).unwrap_err();
+    assert_eq!(e.reason(), Reason::DuplicateHandle);
+    assert_eq!(
+        g.outcome(others[0]).unwrap(),
+        Some(JobOutcome::Succeeded),
+        "nothing taken"
+    );
+    let mut ok = others;
+    ok.extend([a, a]);
+    assert_eq!(g.wait_batch(&ok).unwrap().len(), 42);
     assert_eq!(g.occupancy().nodes_used, 0);
 }
 

@@ -308,6 +308,10 @@ pub trait GraphEngine: sealed::Sealed + Send + Sync + Sized + 'static {
     ) -> Result<Admission<()>, Error>;
     #[doc(hidden)]
     fn outcome(&self, node: NodeRef, take: bool) -> Result<Option<JobOutcome>, Error>;
+    /// Handles of the job on `node` that have not taken its outcome yet; `None` once every
+    /// one took it (the handle is stale).
+    #[doc(hidden)]
+    fn claims(&self, node: NodeRef) -> Option<u32>;
     /// Refuses every reservation from now on (`unavailable / shutdown`): called by
     /// [`Graph::shutdown`] before anything ends, so a submit that takes a slot freed by the
     /// shutdown's ending of a job sees it and gives the slot back (SPEC D02).
@@ -690,10 +694,12 @@ impl<E: GraphEngine> Graph<E> {
     /// # Errors
     ///
     /// `not-found / stale-handle` (or `permission-denied / foreign-handle`) if a handle names
-    /// no job, checked before waiting; `invalid-argument / duplicate-handle` if one handle
-    /// appears twice (its outcome can be taken once). Nothing is taken then.
+    /// no job, checked before waiting; `invalid-argument / duplicate-handle` if a handle
+    /// appears more often than the job has claims (one per handle, its submitter's and one per
+    /// [`DedupeJoined`](Admission::DedupeJoined)): each appearance takes one. Nothing is taken
+    /// then.
     pub fn wait_batch(&self, handles: &[JobHandle]) -> Result<Vec<JobOutcome>, Error> {
-        rules::distinct_handles(handles)?;
+        self.check_repeats(handles)?;
         let all_ended = |g: &Self| -> Result<bool, Error> {
             for h in handles {
                 if g.outcome(*h)?.is_none() {
@@ -725,6 +731,38 @@ impl<E: GraphEngine> Graph<E> {
             .iter()
             .map(|h| Ok(self.take_outcome(*h)?.expect("ended")))
             .collect()
+    }
+
+    /// Refuses a handle that `handles` names more often than its job has claims, before
+    /// anything is taken. Quadratic up to 32 handles (no allocation); beyond, one sorted copy.
+    fn check_repeats(&self, handles: &[JobHandle]) -> Result<(), Error> {
+        let check = |h: JobHandle, times: usize| -> Result<(), Error> {
+            if times > 1 {
+                let claims = self
+                    .inner
+                    .engine
+                    .claims(self.node_of(h)?)
+                    .ok_or(rules::STALE)?;
+                if times > claims as usize {
+                    return Err(rules::DUPLICATE_HANDLE);
+                }
+            }
+            Ok(())
+        };
+        if handles.len() <= 32 {
+            for (i, h) in handles.iter().enumerate() {
+                if !handles[..i].contains(h) {
+                    check(*h, handles[i..].iter().filter(|x| *x == h).count())?;
+                }
+            }
+            return Ok(());
+        }
+        let mut sorted = handles.to_vec();
+        sorted.sort_unstable_by_key(|h| (h.graph, h.node.packed()));
+        for run in sorted.chunk_by(|a, b| a == b) {
+            check(run[0], run.len())?;
+        }
+        Ok(())
     }
 
     fn handle(&self, node: NodeRef) -> JobHandle {

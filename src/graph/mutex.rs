@@ -665,6 +665,11 @@ impl GraphEngine for MutexGraph {
         Ok(Admission::Admitted(()))
     }
 
+    fn claims(&self, node: NodeRef) -> Option<u32> {
+        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        s.node(node).map(|n| n.claims).filter(|&c| c > 0)
+    }
+
     fn outcome(&self, node: NodeRef, take: bool) -> Result<Option<JobOutcome>, Error> {
         let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
         let n = s.node(node).ok_or(STALE)?;

@@ -152,22 +152,3 @@ pub(crate) const ABANDONED: Error = Error::new(Code::Internal, Reason::Abandoned
 /// taken once.
 pub(crate) const DUPLICATE_HANDLE: Error =
     Error::new(Code::InvalidArgument, Reason::DuplicateHandle);
-
-/// Refuses a handle list that names one job twice, before anything is taken. Quadratic up to
-/// 32 handles (no allocation); beyond, one sorted copy.
-pub(crate) fn distinct_handles(handles: &[super::JobHandle]) -> Result<(), Error> {
-    if handles.len() <= 32 {
-        for (i, h) in handles.iter().enumerate() {
-            if handles[..i].contains(h) {
-                return Err(DUPLICATE_HANDLE);
-            }
-        }
-        return Ok(());
-    }
-    let mut sorted: Vec<(u64, u64)> = handles.iter().map(|h| (h.graph, h.node.packed())).collect();
-    sorted.sort_unstable();
-    if sorted.windows(2).any(|w| w[0] == w[1]) {
-        return Err(DUPLICATE_HANDLE);
-    }
-    Ok(())
-}

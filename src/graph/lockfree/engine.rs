@@ -486,6 +486,12 @@ impl GraphEngine for LockFreeGraph {
         Ok(Admission::Admitted(()))
     }
 
+    fn claims(&self, node: NodeRef) -> Option<u32> {
+        // Acquire: as a join's load of the claims word.
+        let c = self.nodes[node.idx as usize].claims.load(Ordering::Acquire);
+        (gen_of(c) == node.gen && low_of(c) > 0).then_some(low_of(c))
+    }
+
     fn outcome(&self, node: NodeRef, take: bool) -> Result<Option<JobOutcome>, Error> {
         let n = self.nodes.get(node.idx as usize).ok_or(STALE)?;
         // Acquire: pairs with the Release store of `done` in `end_one`.
