@@ -553,16 +553,25 @@ impl<E: GraphEngine> Graph<E> {
             // SeqCst fence: pairs with the one in `wake_submitters`: either that sees this
             // waker registered, or the try below sees the room it freed.
             fence(Ordering::SeqCst);
-            let out = self.check_open().and_then(|()| self.attempt_quiet(spec));
-            if let Ok(Admission::Backpressured) = out {
+            // Only the engine's submit under the lock: it runs no waker and no host code. The
+            // hand-off (ledger, scheduler, their wakers) runs after the lock is dropped (D32).
+            let mut work = E::Work::default();
+            let out = self
+                .check_open()
+                .and_then(|()| self.inner.engine.submit(spec, &mut work));
+            let pending = matches!(out, Ok(Admission::Backpressured));
+            if !pending {
+                // Done: this waker leaves the list, so nothing wakes a finished future.
+                w.retain(|x| !x.will_wake(cx.waker()));
+                self.inner
+                    .room_sleepers
+                    .store(w.len() as u32, Ordering::Relaxed);
+            }
+            drop(w);
+            self.hand_off(&mut work);
+            if pending {
                 return Poll::Pending;
             }
-            // Done: this waker leaves the list, so nothing wakes a finished future.
-            w.retain(|x| !x.will_wake(cx.waker()));
-            self.inner
-                .room_sleepers
-                .store(w.len() as u32, Ordering::Relaxed);
-            drop(w);
             Poll::Ready(out.map(|a| match a {
                 Admission::Admitted(node) | Admission::DedupeJoined(node) => {
                     // Its hand-off may have ended jobs: wake their waiters (not this one).
@@ -573,15 +582,6 @@ impl<E: GraphEngine> Graph<E> {
             }))
         })
         .await
-    }
-
-    /// One engine submit and its hand-off, waking nobody: the try of
-    /// [`submit_waiting`](Self::submit_waiting), made under the lock of the room waiters.
-    fn attempt_quiet(&self, spec: &JobSpec<'_>) -> Result<Admission<NodeRef>, Error> {
-        let mut work = E::Work::default();
-        let out = self.inner.engine.submit(spec, &mut work);
-        self.hand_off(&mut work);
-        out
     }
 
     /// Submits jobs one by one (SPEC D04): an observer may see part of the batch. One result
