@@ -262,6 +262,15 @@ pub(crate) fn d42_full_graph_makes_submitters_wait_or_retry_and_drops_nothing<E:
         .edges(4)
         .build_with::<E>()
         .unwrap();
+    // Forced full before any submitter starts: four jobs take every node, and only this thread
+    // (the executor, below) frees slots, so the try form must refuse now.
+    let fillers: Vec<JobHandle> = (0..4).map(|i| admit(&g, 3 * EACH + i, &[])).collect();
+    assert_eq!(g.occupancy().nodes_used, 4);
+    assert_eq!(
+        g.submit(&spec(999_999, &[])).unwrap(),
+        Admission::Backpressured,
+        "a full graph refuses the try form at once"
+    );
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .build()
@@ -292,11 +301,12 @@ pub(crate) fn d42_full_graph_makes_submitters_wait_or_retry_and_drops_nothing<E:
         })
     };
     // The executor: runs what is ready, collects outcomes, and never waits on a full graph.
-    let (mut ran, mut collected, mut own_refusals) = (0u64, Vec::new(), 0u32);
+    let (mut ran, mut collected, mut own_refusals) = (0u64, Vec::new(), 1u32);
+    let total = 2 * EACH as usize + fillers.len();
     // A guard against a hang, not a measure: Miri, on a loaded machine, took 80 s here.
     let guard = std::time::Duration::from_secs(if cfg!(miri) { 900 } else { 30 });
     let deadline = std::time::Instant::now() + guard;
-    while collected.len() < 2 * EACH as usize {
+    while collected.len() < total {
         assert!(
             std::time::Instant::now() < deadline,
             "jobs lost: {:?}",
@@ -322,7 +332,8 @@ pub(crate) fn d42_full_graph_makes_submitters_wait_or_retry_and_drops_nothing<E:
     for w in waiting {
         handles.push(rt.block_on(w).unwrap().unwrap());
     }
-    assert_eq!(ran, 2 * EACH, "every job ran once");
+    assert_eq!(ran, total as u64, "every job ran once");
+    handles.extend(fillers);
     for h in &handles {
         assert!(collected.contains(h), "{h:?} never ran");
     }
