@@ -21,6 +21,7 @@ use graph_common::*;
 both_graphs!(
     d05_a_waiting_submitter_on_a_full_graph_sleeps_until_room_frees,
     d42_two_waiting_submitters_on_a_full_graph_do_not_wake_each_other,
+    d05_two_waiting_submits_of_one_task_are_each_woken_when_room_frees,
     d02_a_submit_racing_shutdown_is_refused,
     d04_wait_batch_with_a_repeated_handle_is_refused_and_takes_nothing,
     d04_wait_batch_takes_a_joined_handle_once_per_claim_and_refuses_more,
@@ -131,6 +132,60 @@ pub(crate) fn d42_two_waiting_submitters_on_a_full_graph_do_not_wake_each_other<
         .filter(|p| matches!(p, Poll::Ready(Ok(_))))
         .count();
     assert_eq!(admitted, 1, "{a:?} {b:?}");
+}
+
+/// Two waiting submits polled by one task share its waker: when one is admitted (or dropped),
+/// the other stays registered and is woken when room frees again.
+pub(crate) fn d05_two_waiting_submits_of_one_task_are_each_woken_when_room_frees<E: GraphEngine>() {
+    let g = Graph::builder(ledger())
+        .class(1)
+        .nodes(1)
+        .edges(4)
+        .keys(8)
+        .build_with::<E>()
+        .unwrap();
+    let first = admit(&g, 1, &[]);
+    let counter = Arc::new(CountingWaker::default());
+    let waker = Waker::from(counter.clone());
+    let mut cx = Context::from_waker(&waker);
+    let (sa, sb) = (spec(2, &[]), spec(3, &[]));
+    let mut fa = pin!(g.submit_waiting(&sa));
+    let mut fb = pin!(g.submit_waiting(&sb));
+    assert!(fa.as_mut().poll(&mut cx).is_pending());
+    assert!(fb.as_mut().poll(&mut cx).is_pending());
+    let free = |h| {
+        let r = g.try_next(CPU).expect("a job is ready");
+        assert_eq!(r.handle(), h);
+        g.complete(r, JobOutcome::Succeeded).unwrap();
+        g.take_outcome(h).unwrap();
+    };
+    let wakes = || counter.0.load(Ordering::SeqCst);
+    free(first);
+    assert!(wakes() >= 1, "room freed, but no waiting submit was woken");
+    let Poll::Ready(Ok(a)) = fa.as_mut().poll(&mut cx) else {
+        panic!("a not admitted")
+    };
+    assert!(fb.as_mut().poll(&mut cx).is_pending(), "one node: b waits");
+    let before = wakes();
+    free(a);
+    assert!(
+        wakes() > before,
+        "room freed again, but b (sharing the task's waker with a) was not woken"
+    );
+    let Poll::Ready(Ok(b)) = fb.as_mut().poll(&mut cx) else {
+        panic!("b not admitted")
+    };
+    free(b);
+    // A dropped waiting submit leaves no entry behind: its drop takes it out.
+    let c_spec = spec(4, &[]);
+    let d = admit(&g, 5, &[]);
+    {
+        let mut fc = pin!(g.submit_waiting(&c_spec));
+        assert!(fc.as_mut().poll(&mut cx).is_pending());
+    }
+    let before = wakes();
+    free(d);
+    assert_eq!(wakes(), before, "a dropped submit's waker was woken");
 }
 
 /// A submit that passed the shutdown check just before a shutdown must not take a node that

@@ -131,7 +131,7 @@ impl GraphBuilder {
                 ledger: self.ledger,
                 sleepers: AtomicU32::new(0),
                 ended: (Mutex::new(()), Condvar::new()),
-                room_wakers: Mutex::new(Vec::new()),
+                room_wakers: Mutex::new(RoomWaiters::default()),
                 room_sleepers: AtomicU32::new(0),
                 shut: AtomicBool::new(false),
                 capped: AtomicBool::new(false),

@@ -354,7 +354,7 @@ struct Inner<E> {
     sleepers: AtomicU32,
     ended: (Mutex<()>, Condvar),
     /// Submitters waiting for capacity ([`Graph::submit_waiting`]) and their count.
-    room_wakers: Mutex<Vec<std::task::Waker>>,
+    room_wakers: Mutex<RoomWaiters>,
     room_sleepers: AtomicU32,
     /// Set by [`Graph::shutdown`].
     shut: AtomicBool,
@@ -362,6 +362,59 @@ struct Inner<E> {
     capped: AtomicBool,
     /// Per node slot: the cap of the capped batch whose job holds it.
     caps: cap::CapSlots,
+}
+
+/// Submitters waiting for room: one entry per waiting future (several futures of one task
+/// share a waker, so entries are told apart by id, not by waker).
+#[derive(Default)]
+struct RoomWaiters {
+    next: u64,
+    list: Vec<(u64, std::task::Waker)>,
+}
+
+impl RoomWaiters {
+    /// Registers (or refreshes) the entry `id` with `waker`.
+    fn register(&mut self, id: &mut Option<u64>, waker: &std::task::Waker) {
+        if let Some(i) = *id {
+            if let Some((_, w)) = self.list.iter_mut().find(|(x, _)| *x == i) {
+                if !w.will_wake(waker) {
+                    w.clone_from(waker);
+                }
+                return;
+            }
+        }
+        let i = self.next;
+        self.next += 1;
+        self.list.push((i, waker.clone()));
+        *id = Some(i);
+    }
+
+    /// Takes the entry `id` out, if it is still there (a wake takes every entry).
+    fn unregister(&mut self, id: &mut Option<u64>) {
+        if let Some(i) = id.take() {
+            self.list.retain(|(x, _)| *x != i);
+        }
+    }
+}
+
+/// A waiting submit's entry in [`RoomWaiters`]: dropping the future takes it out (cancel-safe:
+/// no dead task's waker stays behind).
+struct RoomEntry<'a> {
+    graph: &'a Mutex<RoomWaiters>,
+    sleepers: &'a AtomicU32,
+    id: Option<u64>,
+}
+
+impl Drop for RoomEntry<'_> {
+    fn drop(&mut self) {
+        if self.id.is_some() {
+            let mut w = self.graph.lock().unwrap_or_else(|e| e.into_inner());
+            w.unregister(&mut self.id);
+            // Relaxed: written only under the lock; a waker that misses this store wakes nobody
+            // it should not (the entry is gone).
+            self.sleepers.store(w.list.len() as u32, Ordering::Relaxed);
+        }
+    }
 }
 
 /// A dependency graph on the fair scheduler. Cheap to clone (one `Arc`).
@@ -513,9 +566,12 @@ impl<E: GraphEngine> Graph<E> {
                     .lock()
                     .unwrap_or_else(|e| e.into_inner());
                 self.inner.room_sleepers.store(0, Ordering::Relaxed);
-                std::mem::take(&mut *w)
+                RoomWaiters {
+                    next: w.next,
+                    list: std::mem::take(&mut w.list),
+                }
             };
-            for w in wakers {
+            for (_, w) in wakers.list {
                 w.wake();
             }
         }
@@ -537,19 +593,23 @@ impl<E: GraphEngine> Graph<E> {
     pub async fn submit_waiting(&self, spec: &JobSpec<'_>) -> Result<JobHandle, Error> {
         use std::task::Poll;
         self.validate(spec)?;
+        // This future's entry in the waiter list, taken out when it completes or is dropped.
+        let mut entry = RoomEntry {
+            graph: &self.inner.room_wakers,
+            sleepers: &self.inner.room_sleepers,
+            id: None,
+        };
         std::future::poll_fn(|cx| {
             let mut w = self
                 .inner
                 .room_wakers
                 .lock()
                 .unwrap_or_else(|e| e.into_inner());
-            if !w.iter().any(|x| x.will_wake(cx.waker())) {
-                w.push(cx.waker().clone());
-            }
+            w.register(&mut entry.id, cx.waker());
             // Relaxed: ordered by the fence below (and written only under the lock).
             self.inner
                 .room_sleepers
-                .store(w.len() as u32, Ordering::Relaxed);
+                .store(w.list.len() as u32, Ordering::Relaxed);
             // SeqCst fence: pairs with the one in `wake_submitters`: either that sees this
             // waker registered, or the try below sees the room it freed.
             fence(Ordering::SeqCst);
@@ -561,11 +621,11 @@ impl<E: GraphEngine> Graph<E> {
                 .and_then(|()| self.inner.engine.submit(spec, &mut work));
             let pending = matches!(out, Ok(Admission::Backpressured));
             if !pending {
-                // Done: this waker leaves the list, so nothing wakes a finished future.
-                w.retain(|x| !x.will_wake(cx.waker()));
+                // Done: this entry leaves the list, so nothing wakes a finished future.
+                w.unregister(&mut entry.id);
                 self.inner
                     .room_sleepers
-                    .store(w.len() as u32, Ordering::Relaxed);
+                    .store(w.list.len() as u32, Ordering::Relaxed);
             }
             drop(w);
             self.hand_off(&mut work);
