@@ -76,6 +76,7 @@ pub fn main() -> Result<(), Error> {
             .map(|&(k, gate)| Dependency {
                 key: JobKey::new(k),
                 gate,
+                pin: None,
             })
             .collect();
         match graph.submit(&JobSpec {

@@ -161,6 +161,8 @@ pub enum Reason {
     Abandoned,
     /// One handle appears twice in a call that consumes each handle's outcome once.
     DuplicateHandle,
+    /// A dependency pins a version its key has not reached (SPEC D33).
+    UnknownVersion,
 }
 
 impl Reason {
@@ -219,6 +221,7 @@ impl Reason {
             Reason::RootEpochs => "root-epochs",
             Reason::Abandoned => "abandoned",
             Reason::DuplicateHandle => "duplicate-handle",
+            Reason::UnknownVersion => "unknown-version",
         }
     }
 }

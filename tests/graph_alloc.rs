@@ -42,6 +42,7 @@ fn submit_allocations(n: u64) -> u64 {
         .map(|k| Dependency {
             key: JobKey::new(k),
             gate: Gate::OnSuccess,
+            pin: None,
         })
         .collect();
     let dependent = spec(0, &deps);

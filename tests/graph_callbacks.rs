@@ -40,6 +40,7 @@ impl<E: GraphEngine> Wake for ReEnter<E> {
         let waits = [Dependency {
             key: JobKey::new(99),
             gate: Gate::OnSuccess,
+            pin: None,
         }];
         let admitted = matches!(
             self.graph.submit(&spec(3, &waits)),

@@ -37,6 +37,7 @@ fn deps_of(k: u64, fan_out: u64, extra: u64) -> Vec<Dependency> {
     d.push(Dependency {
         key: JobKey::new(if fan_out > 1 { k / fan_out } else { k - 1 }),
         gate: gate_of(mix(k)),
+        pin: None,
     });
     for i in 0..mix(k ^ 0x55) % (extra + 1) {
         let p = mix(k * 31 + i) % k;
@@ -46,6 +47,7 @@ fn deps_of(k: u64, fan_out: u64, extra: u64) -> Vec<Dependency> {
         d.push(Dependency {
             key: JobKey::new(p),
             gate: gate_of(mix(p ^ k)),
+            pin: None,
         });
     }
     d
@@ -261,6 +263,7 @@ fn concurrent_cycle<E: GraphEngine>() {
                 let deps = [Dependency {
                     key: JobKey::new(other),
                     gate: Gate::OnSuccess,
+                    pin: None,
                 }];
                 barrier.wait();
                 let out = g.submit(&JobSpec {

@@ -150,6 +150,7 @@ fn run<E: GraphEngine>(ops: &[Op]) -> Vec<(Seen, Occupancy)> {
                     .map(|&(k, gate)| Dependency {
                         key: JobKey::new(k),
                         gate,
+                        pin: None,
                     })
                     .collect();
                 let r = g.submit(&JobSpec {
@@ -212,6 +213,7 @@ fn run<E: GraphEngine>(ops: &[Op]) -> Vec<(Seen, Occupancy)> {
                     .map(|&(k, gate)| Dependency {
                         key: JobKey::new(k),
                         gate,
+                        pin: None,
                     })
                     .collect();
                 Seen::Discovered(if running.is_empty() {
@@ -229,6 +231,7 @@ fn run<E: GraphEngine>(ops: &[Op]) -> Vec<(Seen, Occupancy)> {
                             .map(|&(k, gate)| Dependency {
                                 key: JobKey::new(k),
                                 gate,
+                                pin: None,
                             })
                             .collect()
                     })

@@ -4,7 +4,7 @@
 //! `stale_completions` (SPEC D20, D21, D24). Both graph engines.
 
 use fairway::admission::{ClassSpec, Ledger, LedgerConfig};
-use fairway::graph::{Gate, Graph, GraphEngine, JobKey, JobOutcome};
+use fairway::graph::{Gate, Graph, GraphEngine, JobHandle, JobKey, JobOutcome};
 use fairway::{Code, Reason};
 
 #[macro_use]
@@ -19,8 +19,11 @@ both_graphs!(
 
 /// A on key 1; D on key 3 after key 1 `OnSuccess`; A runs, discovers key 10 (no producer yet)
 /// and completes `Succeeded` — held. Then `op` moves key 1 on, and a job on key 10 runs to
-/// success. Returns A's and D's outcomes and the stale count.
-fn held_then<E: GraphEngine>(op: impl Fn(&Graph<E>)) -> (JobOutcome, JobOutcome, u64) {
+/// success. Returns the graph, D's handle, A's outcome, D's outcome if it ended, and the
+/// stale count.
+fn held_then<E: GraphEngine>(
+    op: impl Fn(&Graph<E>),
+) -> (Graph<E>, JobHandle, JobOutcome, Option<JobOutcome>, u64) {
     let ledger = Ledger::new(LedgerConfig::new(vec![ClassSpec::new("cpu")], 4)).unwrap();
     let g = Graph::builder(ledger)
         .class(2)
@@ -49,30 +52,42 @@ fn held_then<E: GraphEngine>(op: impl Fn(&Graph<E>)) -> (JobOutcome, JobOutcome,
     }
     assert!(g.take_outcome(p).unwrap().unwrap().is_success());
     let a_out = g.outcome(a).unwrap().expect("A ended");
-    let d_out = g.outcome(d).unwrap().expect("D ended");
+    let d_out = g.outcome(d).unwrap();
     assert!(
         !d_ran || !a_out.is_success(),
         "D ran on a result published after its key moved on"
     );
-    (a_out, d_out, g.stale_completions())
+    let stale = g.stale_completions();
+    (g, d, a_out, d_out, stale)
 }
 
 pub(crate) fn d21_a_held_completion_is_stale_once_its_key_advanced<E: GraphEngine>() {
-    let (a, d, stale) = held_then::<E>(|g| {
+    let (g, d, a, d_out, stale) = held_then::<E>(|g| {
         g.advance(JobKey::new(1)).unwrap();
     });
     assert!(
         matches!(a, JobOutcome::Failed(e) if e.code() == Code::Cancelled && e.reason() == Reason::Superseded),
         "A's held result was published after its key advanced: {a:?}"
     );
-    assert!(!d.is_success(), "D saw A succeed: {d:?}");
     assert_eq!(stale, 1, "the held completion is counted stale");
+    // D depends on key 1's current producer: it follows the key (SPEC D33) and waits for the
+    // next generation's job instead of seeing A's stale result.
+    assert_eq!(d_out, None, "D ended instead of following key 1: {d_out:?}");
+    let a2 = admit(&g, 1, &[]);
+    let mut order = Vec::new();
+    while let Some(r) = g.try_next(CPU) {
+        order.push(r.handle());
+        g.complete(r, JobOutcome::Succeeded).unwrap();
+    }
+    assert_eq!(order, [a2, d], "key 1's next job runs, then D");
+    assert_eq!(g.take_outcome(d).unwrap(), Some(JobOutcome::Succeeded));
 }
 
 pub(crate) fn d24_a_held_completion_is_stale_once_its_key_was_removed<E: GraphEngine>() {
-    let (a, d, stale) = held_then::<E>(|g| {
+    let (_g, _, a, d, stale) = held_then::<E>(|g| {
         g.remove(JobKey::new(1)).unwrap();
     });
+    let d = d.expect("D ended with its key's removal");
     assert!(
         matches!(a, JobOutcome::Failed(e) if e.code() == Code::Cancelled && e.reason() == Reason::Removed),
         "A's held result was published after its key was removed: {a:?}"

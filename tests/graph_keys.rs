@@ -16,7 +16,7 @@ both_graphs!(
     d01_keys_have_incarnations_and_generations_ordered_incarnation_first,
     d01_stage_tags_are_separate_keys,
     d20_advance_supersedes_waiting_and_queued_work,
-    d20_dependents_of_superseded_work_fail_and_waiters_wait_for_the_new_generation,
+    d33_dependents_of_superseded_work_follow_the_key_to_the_new_generation,
     d20_running_job_is_signalled_and_its_completion_is_stale,
     d20_advance_sweeps_only_backward,
     d21_stale_completion_publishes_nothing_and_frees_every_reservation,
@@ -170,9 +170,7 @@ fn d20_advance_supersedes_waiting_and_queued_work<E: GraphEngine>() {
     assert_eq!(g.occupancy().nodes_used, 0);
 }
 
-fn d20_dependents_of_superseded_work_fail_and_waiters_wait_for_the_new_generation<
-    E: GraphEngine,
->() {
+fn d33_dependents_of_superseded_work_follow_the_key_to_the_new_generation<E: GraphEngine>() {
     let g = graph::<E>();
     let a = admit(&g, 1, &[dep(100, Gate::OnSuccess)]);
     let on_success = admit(&g, 2, &[dep(1, Gate::OnSuccess)]);
@@ -180,17 +178,33 @@ fn d20_dependents_of_superseded_work_fail_and_waiters_wait_for_the_new_generatio
     let on_admission = admit(&g, 4, &[dep(1, Gate::OnAdmission)]);
     g.advance(key(1)).unwrap();
     assert!(superseded(g.outcome(a).unwrap()));
-    // A superseded producer meets no gate, not even a sequential one (SPEC D21).
-    assert!(dependency_failed(g.outcome(on_success).unwrap()));
-    assert!(dependency_failed(g.outcome(sequential).unwrap()));
-    assert!(dependency_failed(g.outcome(on_admission).unwrap()));
-    // A dependent submitted after the advance waits for the new generation's producer.
+    // A superseded producer meets no gate (SPEC D21), but its dependents are not failed:
+    // they depend on key 1's current producer and wait for the next generation's (D33).
+    for h in [on_success, sequential, on_admission] {
+        assert_eq!(g.outcome(h).unwrap(), None, "{h:?} did not follow key 1");
+    }
+    // A's edge on key 100 went with it; the three followers' edges wait on key 1.
+    let occ = g.occupancy();
+    assert_eq!((occ.waiting, occ.edges_used), (3, 3));
+    // A dependent submitted after the advance waits for the new generation's producer too.
     let later = admit(&g, 5, &[dep(1, Gate::OnSuccess)]);
     assert_eq!(g.outcome(later).unwrap(), None);
     assert!(drain(&g).is_empty());
     let a2 = admit(&g, 1, &[]);
-    assert_eq!(drain(&g), vec![a2, later]);
-    assert_eq!(g.outcome(later).unwrap(), Some(JobOutcome::Succeeded));
+    let ran = drain(&g);
+    assert_eq!(ran.len(), 5, "{ran:?}");
+    for h in [a2, on_success, sequential, on_admission, later] {
+        assert!(ran.contains(&h), "{h:?} did not run: {ran:?}");
+        assert_eq!(g.outcome(h).unwrap(), Some(JobOutcome::Succeeded));
+    }
+    let first_end_dependent = ran
+        .iter()
+        .position(|h| [on_success, sequential, later].contains(h))
+        .unwrap();
+    assert!(
+        ran.iter().position(|h| *h == a2).unwrap() < first_end_dependent,
+        "a dependent on key 1's end ran before key 1's job: {ran:?}"
+    );
     assert_eq!(g.occupancy().edges_used, 0);
 }
 
@@ -212,13 +226,18 @@ fn d20_running_job_is_signalled_and_its_completion_is_stale<E: GraphEngine>() {
         (Code::Cancelled, Reason::Superseded)
     );
     assert_eq!(g.stale_completions(), 1);
-    // Its success was not published: it ended superseded and released nobody.
+    // Its success was not published: it ended superseded and released nobody; its
+    // dependent followed key 1 at the advance (SPEC D33) and waits for the next generation.
     assert!(superseded(g.outcome(a).unwrap()));
-    assert!(dependency_failed(g.outcome(dependent).unwrap()));
+    assert_eq!(g.outcome(dependent).unwrap(), None);
     assert!(drain(&g).is_empty());
     let occ = g.occupancy();
-    assert_eq!((occ.running, occ.waiting, occ.edges_used), (0, 0, 0));
+    assert_eq!((occ.running, occ.waiting, occ.edges_used), (0, 1, 1));
     assert!(g.ledger().usage().is_zero());
+    let a2 = admit(&g, 1, &[]);
+    assert_eq!(drain(&g), vec![a2, dependent]);
+    let occ = g.occupancy();
+    assert_eq!((occ.running, occ.waiting, occ.edges_used), (0, 0, 0));
 }
 
 fn d20_advance_sweeps_only_backward<E: GraphEngine>() {
@@ -260,11 +279,13 @@ fn d21_stale_completion_publishes_nothing_and_frees_every_reservation<E: GraphEn
     assert_eq!(e.reason(), Reason::Superseded);
     assert_eq!(g.stale_completions(), 1);
     assert!(superseded(g.outcome(a).unwrap()));
-    assert!(dependency_failed(g.outcome(d).unwrap()));
+    // D follows key 1 (SPEC D33): its one edge now waits on the key; the stale job's
+    // discovered edge was freed.
+    assert_eq!(g.outcome(d).unwrap(), None);
     let occ = g.occupancy();
     assert_eq!(
         (occ.edges_used, occ.running, occ.waiting, occ.ready),
-        (0, 0, 0, 0)
+        (1, 0, 1, 0)
     );
     assert!(g.ledger().usage().is_zero());
     // The discovered key's later producer releases nobody from the stale job; the one permit
@@ -272,8 +293,9 @@ fn d21_stale_completion_publishes_nothing_and_frees_every_reservation<E: GraphEn
     let p = admit(&g, 50, &[]);
     assert_eq!(drain(&g), vec![p]);
     let a2 = admit(&g, 1, &[]);
-    assert_eq!(drain(&g), vec![a2]);
+    assert_eq!(drain(&g), vec![a2, d]);
     assert_eq!(g.outcome(a2).unwrap(), Some(JobOutcome::Succeeded));
+    assert_eq!(g.outcome(d).unwrap(), Some(JobOutcome::Succeeded));
     assert_eq!(g.stale_completions(), 1);
 }
 
@@ -305,8 +327,12 @@ fn d21_completion_racing_advance_is_accepted_or_stale_never_half_applied<E: Grap
                 stale += 1;
                 assert_eq!(e.reason(), Reason::Superseded);
                 assert!(superseded(g.outcome(a).unwrap()));
-                assert!(dependency_failed(g.outcome(d).unwrap()));
+                // D followed key 1 (SPEC D33): the next generation's job releases it.
+                assert_eq!(g.outcome(d).unwrap(), None);
                 assert_eq!(g.stale_completions(), 1);
+                let a2 = admit(&g, 1, &[]);
+                assert_eq!(drain(&g), vec![a2, d]);
+                assert_eq!(g.outcome(d).unwrap(), Some(JobOutcome::Succeeded));
             }
         }
         let occ = g.occupancy();
@@ -585,10 +611,10 @@ fn d20_d23_atomic_batch_jobs_carry_versions_and_are_superseded<E: GraphEngine>()
     let Admission::Admitted(h) = g.submit_batch_atomic(&batch, None).unwrap() else {
         panic!("room for the batch")
     };
-    // Supersede the batch's key 1: its dependent in the batch fails with it.
+    // Supersede the batch's key 1: its dependent in the batch follows the key (SPEC D33).
     g.advance(key(1)).unwrap();
     assert!(superseded(g.outcome(h[1]).unwrap()));
-    assert!(dependency_failed(g.outcome(h[0]).unwrap()));
+    assert_eq!(g.outcome(h[0]).unwrap(), None);
     let job = g.try_next(CPU).unwrap();
     assert_eq!(job.handle(), h[2]);
     // The batch's job runs at its key's current version.
@@ -598,6 +624,8 @@ fn d20_d23_atomic_batch_jobs_carry_versions_and_are_superseded<E: GraphEngine>()
     g.check_witness(&w).unwrap();
     g.complete(job, JobOutcome::Succeeded).unwrap();
     assert_eq!(g.outcome(h[2]).unwrap(), Some(JobOutcome::Succeeded));
+    let one = admit(&g, 1, &[]);
+    assert_eq!(drain(&g), vec![one, h[0]]);
 }
 
 fn d20_superseded_queued_job_is_not_ended_again_by_a_shutdown<E: GraphEngine>() {

@@ -123,6 +123,7 @@ fn churn<E: GraphEngine>(end_with_shutdown: bool, key_churn: bool) {
                                 1 => Gate::OnSuccess,
                                 _ => Gate::OnAdmission,
                             },
+                            pin: None,
                         })
                         .filter(|d| d.key != JobKey::new(key))
                         .collect();

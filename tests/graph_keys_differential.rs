@@ -134,6 +134,7 @@ fn run<E: GraphEngine>(ops: &[Op], table: u32, keys: u64) -> Vec<Step> {
                     .map(|&(k, gate)| Dependency {
                         key: JobKey::new(k),
                         gate,
+                        pin: None,
                     })
                     .collect();
                 let r = g.submit(&JobSpec {
@@ -183,6 +184,7 @@ fn run<E: GraphEngine>(ops: &[Op], table: u32, keys: u64) -> Vec<Step> {
                     .map(|&(k, gate)| Dependency {
                         key: JobKey::new(k),
                         gate,
+                        pin: None,
                     })
                     .collect();
                 Seen::Discovered(if running.is_empty() {

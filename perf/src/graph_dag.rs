@@ -222,6 +222,7 @@ pub fn whole_dag<E: GraphEngine>(dag: &Dag, threads: usize, d: Duration) -> Meas
                 deps.extend(dag.deps_of(j).iter().map(|&p| Dependency {
                     key: JobKey::new(u64::from(p)),
                     gate: Gate::OnSuccess,
+                    pin: None,
                 }));
                 handles.push(admit(&g, j as u64, &deps));
             }
@@ -323,6 +324,7 @@ fn dep(key: u64) -> Dependency {
     Dependency {
         key: JobKey::new(key),
         gate: Gate::OnSuccess,
+        pin: None,
     }
 }
 

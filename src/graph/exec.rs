@@ -125,7 +125,7 @@ impl<E: GraphEngine> Graph<E> {
     ///     deps,
     /// };
     /// let Admission::Admitted(queued) = graph.submit(&job(1, &[]))? else { unreachable!() };
-    /// let on_9 = [Dependency { key: JobKey::new(9), gate: Gate::Sequential }];
+    /// let on_9 = [Dependency::on(JobKey::new(9), Gate::Sequential)];
     /// let Admission::Admitted(waiting) = graph.submit(&job(2, &on_9))? else { unreachable!() };
     /// graph.shutdown();
     /// let ended = graph.wait_batch(&[queued, waiting])?;
@@ -260,6 +260,7 @@ impl<E: GraphEngine> Graph<E> {
                 return Err(rules::CYCLE);
             }
         }
+        self.check_pins(deps)?;
         let mut work = E::Work::default();
         let r = self.inner.engine.discover(node, deps, &mut work);
         self.hand_off(&mut work);

@@ -34,6 +34,7 @@ fn loom_graph_atomic_batch_is_never_seen_half_admitted() {
                 let d = [Dependency {
                     key: JobKey::new(1),
                     gate: Gate::OnSuccess,
+                    pin: None,
                 }];
                 let mut nodes = Vec::new();
                 match g.submit_batch(&[spec(1, &[]), spec(2, &d)], &mut nodes, &mut w) {

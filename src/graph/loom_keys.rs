@@ -32,6 +32,7 @@ fn dep(key: u64, gate: Gate) -> Dependency {
     Dependency {
         key: JobKey::new(key),
         gate,
+        pin: None,
     }
 }
 

@@ -54,6 +54,7 @@ fn link_races_complete(gate: Gate, succeeds: bool) {
                 let deps = [Dependency {
                     key: JobKey::new(1),
                     gate,
+                    pin: None,
                 }];
                 let Ok(Admission::Admitted(d)) = g.submit(&spec(2, &deps), &mut w) else {
                     panic!("dependent not admitted");
@@ -147,6 +148,7 @@ fn loom_graph_late_linker_never_links_onto_a_reused_slot() {
                 let deps = [Dependency {
                     key: JobKey::new(1),
                     gate: Gate::OnSuccess,
+                    pin: None,
                 }];
                 let Ok(Admission::Admitted(_)) = g.submit(&spec(2, &deps), &mut w) else {
                     panic!("dependent not admitted");
@@ -198,6 +200,7 @@ fn loom_graph_discovery_races_the_producer_completing() {
         let after = [Dependency {
             key: JobKey::new(2),
             gate: Gate::Sequential,
+            pin: None,
         }];
         let Ok(Admission::Admitted(_)) = g.submit(&spec(3, &after), &mut w) else {
             panic!("dependent not admitted");
@@ -218,6 +221,7 @@ fn loom_graph_discovery_races_the_producer_completing() {
                 let found = [Dependency {
                     key: JobKey::new(1),
                     gate: Gate::OnSuccess,
+                    pin: None,
                 }];
                 assert_eq!(g.discover(x, &found, &mut w), Ok(Admission::Admitted(())));
                 g.complete(x, JobOutcome::Succeeded, &mut w).unwrap();

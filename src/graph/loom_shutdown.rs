@@ -32,6 +32,7 @@ fn loom_graph_ready_hand_off_races_shutdown() {
         let after = [Dependency {
             key: JobKey::new(1),
             gate: Gate::Sequential,
+            pin: None,
         }];
         let Ok(Admission::Admitted(d)) = g.submit(&spec(2, &after)) else {
             panic!("dependent not admitted");

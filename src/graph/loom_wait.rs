@@ -114,6 +114,7 @@ fn loom_graph_waiting_submit_against_a_refused_submit() {
         let on_1 = [Dependency {
             key: JobKey::new(1),
             gate: Gate::Sequential,
+            pin: None,
         }];
         let Ok(Admission::Admitted(_)) = g.submit(&spec(2, &on_1)) else {
             panic!("dependent not admitted");
@@ -124,6 +125,7 @@ fn loom_graph_waiting_submit_against_a_refused_submit() {
                 let on_1 = [Dependency {
                     key: JobKey::new(1),
                     gate: Gate::Sequential,
+                    pin: None,
                 }];
                 assert!(matches!(
                     g.submit(&spec(3, &on_1)),

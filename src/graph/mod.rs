@@ -26,7 +26,7 @@
 //!     deps,
 //! };
 //! // `link` waits for `compile`, which is submitted second (its key had no producer yet).
-//! let after = [Dependency { key: JobKey::new(1), gate: Gate::OnSuccess }];
+//! let after = [Dependency::on(JobKey::new(1), Gate::OnSuccess)];
 //! let Admission::Admitted(link) = graph.submit(&job(2, &after))? else { unreachable!() };
 //! let Admission::Admitted(compile) = graph.submit(&job(1, &[]))? else { unreachable!() };
 //! // An executor of class 0.
@@ -500,6 +500,23 @@ impl<E: GraphEngine> Graph<E> {
         if spec.tenant.0 >= self.inner.ledger.max_tenants() {
             return Err(Error::new(Code::InvalidArgument, Reason::Tenant));
         }
+        self.check_pins(spec.deps)
+    }
+
+    /// Refuses a dependency pinned to a version its key has not reached (SPEC D33): a key's
+    /// version only grows (a re-created key draws a larger incarnation), so a pin that is not
+    /// ahead now never will be; one older than the key's version is resolved when it links.
+    fn check_pins(&self, deps: &[Dependency]) -> Result<(), Error> {
+        for d in deps {
+            let Some(pin) = d.pin else { continue };
+            let ahead = match self.inner.engine.version(d.key) {
+                Some(cur) => pin > cur,
+                None => false,
+            };
+            if ahead {
+                return Err(Error::new(Code::InvalidArgument, Reason::UnknownVersion));
+            }
+        }
         Ok(())
     }
 
@@ -684,7 +701,7 @@ impl<E: GraphEngine> Graph<E> {
     ///     priority: 0,
     ///     deps,
     /// };
-    /// let after_1 = [Dependency { key: JobKey::new(1), gate: Gate::OnSuccess }];
+    /// let after_1 = [Dependency::on(JobKey::new(1), Gate::OnSuccess)];
     /// let cap = ConcurrencyCap::new(1)?;
     /// let batch = [job(2, &after_1), job(1, &[])];
     /// let Admission::Admitted(handles) = graph.submit_batch_atomic(&batch, Some(&cap))? else {

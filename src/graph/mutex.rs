@@ -2,7 +2,7 @@
 //! through the same rule functions as the lock-free engine. It is the comparison of the graph
 //! benches and the oracle of the differential test.
 
-use super::rules::{self, CYCLE, DEPENDENCY_FAILED, DUPLICATE_KEY, SHUTDOWN, STALE};
+use super::rules::{self, Pin, CYCLE, DEPENDENCY_FAILED, DUPLICATE_KEY, SHUTDOWN, STALE};
 use super::{
     Admission, Bounds, Gate, GraphEngine, JobKey, JobOutcome, JobSpec, NodeRef, Occupancy, Ready,
 };
@@ -11,6 +11,19 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 
 mod keys;
+
+/// A dependent edge: the dependent, its gate, and whether it is pinned to the producer's
+/// version (SPEC D33).
+type Edge = (NodeRef, Gate, bool);
+
+/// Why a gate was counted as it was: its producer's event, a removed key, or a pinned
+/// version that `advance` superseded (they set the dependent's failure, SPEC D11, D33).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Why {
+    Gate,
+    Removed,
+    Superseded,
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum St {
@@ -36,9 +49,9 @@ struct MNode {
     job_key: JobKey,
     key: u64,
     deps: Vec<u64>,
-    admit: Vec<(NodeRef, Gate)>,
+    admit: Vec<Edge>,
     admit_sealed: Option<bool>,
-    done: Vec<(NodeRef, Gate)>,
+    done: Vec<Edge>,
     outcome: Option<JobOutcome>,
     body: Option<JobOutcome>,
     /// The key version it was published at (SPEC D01).
@@ -47,6 +60,8 @@ struct MNode {
     retired: Option<Error>,
     /// A gate failed because a key it waited on was removed (outcome `removed`).
     waited_removed: bool,
+    /// A gate failed because the version it was pinned to was superseded (`superseded`).
+    waited_superseded: bool,
     /// Handles that have not taken the outcome yet: the submitter's and one per joiner
     /// (SPEC D02, D03). The slot is freed when the last one takes it.
     claims: u32,
@@ -55,7 +70,7 @@ struct MNode {
 #[derive(Debug)]
 enum MKey {
     None,
-    Waiting(Vec<(NodeRef, Gate)>),
+    Waiting(Vec<Edge>),
     Live(NodeRef),
     Done { admitted: bool, ok: bool },
 }
@@ -100,6 +115,15 @@ impl MutexGraph {
     }
 }
 
+impl MNode {
+    /// Records how one gate was counted (the count itself is the caller's).
+    fn count_flags(&mut self, met: bool, why: Why) {
+        self.failed |= !met;
+        self.waited_removed |= why == Why::Removed;
+        self.waited_superseded |= why == Why::Superseded;
+    }
+}
+
 impl State {
     /// Adds a claim to the job on `node` (SPEC D02, D03): `Backpressured` if its claims are
     /// at their bound, `stale-handle` if every handle of the job has taken its outcome.
@@ -122,15 +146,15 @@ impl State {
 
     /// Counts one gate of `target`; fires it when its count reaches zero.
     fn release(&mut self, target: NodeRef, met: bool, work: &mut Work, failed: &mut Vec<NodeRef>) {
-        self.release_with(target, met, false, work, failed);
+        self.release_with(target, met, Why::Gate, work, failed);
     }
 
-    /// As `release`; `removed`: the gate failed because its key was removed.
+    /// As `release`; `why`: a removed key or a superseded pin sets the failure it ends with.
     fn release_with(
         &mut self,
         target: NodeRef,
         met: bool,
-        removed: bool,
+        why: Why,
         work: &mut Work,
         failed: &mut Vec<NodeRef>,
     ) {
@@ -141,8 +165,7 @@ impl State {
             return;
         }
         n.remaining -= 1;
-        n.failed |= !met;
-        n.waited_removed |= removed;
+        n.count_flags(met, why);
         if n.remaining == 0 {
             self.fire(target, work, failed);
         }
@@ -169,13 +192,13 @@ impl State {
 
     fn release_list(
         &mut self,
-        list: Vec<(NodeRef, Gate)>,
+        list: Vec<Edge>,
         ok: bool,
         work: &mut Work,
         failed: &mut Vec<NodeRef>,
     ) {
         // Last linked first, as the lock-free engine's stacks.
-        for (target, gate) in list.into_iter().rev() {
+        for (target, gate, _) in list.into_iter().rev() {
             self.edges_used -= 1;
             self.release(target, rules::gate_met(gate, ok), work, failed);
         }
@@ -196,11 +219,13 @@ impl State {
                 // A completed job held by gates it discovered, whose key moved on meanwhile:
                 // its result is stale (SPEC D21), as in the lock-free engine.
                 self.stale += 1;
-                self.retire_end(f, JobOutcome::Failed(err), true, work, &mut failed);
+                self.retire_end(f, err, true, work, &mut failed);
                 continue;
             }
             let outcome = if n.waited_removed {
                 JobOutcome::Failed(super::keys::REMOVED)
+            } else if n.waited_superseded {
+                JobOutcome::Failed(rules::PIN_SUPERSEDED)
             } else if n.failed {
                 JobOutcome::Failed(DEPENDENCY_FAILED)
             } else {
@@ -290,54 +315,85 @@ impl State {
             n.outcome = None;
             n.retired = None;
             n.waited_removed = false;
+            n.waited_superseded = false;
             n.claims = 1;
         }
         self.waiting += 1;
-        let mut immediate: Vec<bool> = Vec::new();
+        let mut immediate = Vec::new();
         for d in spec.deps {
-            let ident = rules::ident(d.key);
-            let mut parked = false;
-            match self.keys.get_mut(&ident) {
-                Some(MKey::Live(p)) => {
-                    let p = *p;
-                    let pn = &mut self.nodes[p.idx as usize];
-                    if rules::on_admission_list(d.gate) {
-                        if let Some(ok) = pn.admit_sealed {
-                            immediate.push(rules::gate_met(d.gate, ok));
-                        } else {
-                            pn.admit.push((me, d.gate));
-                            parked = true;
-                        }
-                    } else {
-                        pn.done.push((me, d.gate));
-                        parked = true;
-                    }
-                }
-                Some(MKey::Done { admitted, ok }) => {
-                    immediate.push(rules::gate_met_after_end(d.gate, *admitted, *ok));
-                }
-                Some(MKey::Waiting(list)) => {
-                    list.push((me, d.gate));
-                    parked = true;
-                }
-                Some(k @ MKey::None) => {
-                    *k = MKey::Waiting(vec![(me, d.gate)]);
-                    parked = true;
-                }
-                None => unreachable!("inserted above"),
-            }
-            if parked {
-                self.edges_used += 1;
+            let pin = d.pin.map(super::Version::packed);
+            match self.link_edge(me, rules::ident(d.key), d.gate, pin) {
+                None => self.edges_used += 1,
+                Some(now) => immediate.push(now),
             }
         }
         {
             let n = &mut self.nodes[idx as usize];
-            for met in immediate {
+            for (met, why) in immediate {
                 n.remaining -= 1;
-                n.failed |= !met;
+                n.count_flags(met, why);
             }
         }
         me
+    }
+
+    /// Links one dependent edge (`me`, `gate`, `pin`) on key `ident` (whose entry and version
+    /// exist): onto its producer's list, or onto the key's waiter list if it has no producer.
+    /// `Some((met, why))`: nothing was linked, the gate counts at once (its producer ended or
+    /// was admitted, the pinned version is past, or the graph is shut down).
+    fn link_edge(
+        &mut self,
+        me: NodeRef,
+        ident: u64,
+        gate: Gate,
+        pin: Option<u64>,
+    ) -> Option<(bool, Why)> {
+        let current = self.vers.get(&ident).copied().unwrap_or(0);
+        match rules::pin_state(pin, current) {
+            Pin::Current => {}
+            Pin::Superseded => {
+                let met = rules::gate_met_superseded(gate);
+                return Some((met, if met { Why::Gate } else { Why::Superseded }));
+            }
+            Pin::Removed => return Some((false, Why::Removed)),
+        }
+        let edge = (me, gate, pin.is_some());
+        let shut = self.shut;
+        match self.keys.get_mut(&ident) {
+            Some(MKey::Live(p)) => {
+                let p = *p;
+                let pn = &mut self.nodes[p.idx as usize];
+                if rules::on_admission_list(gate) {
+                    if let Some(ok) = pn.admit_sealed {
+                        return Some((rules::gate_met(gate, ok), Why::Gate));
+                    }
+                    pn.admit.push(edge);
+                } else {
+                    pn.done.push(edge);
+                }
+                None
+            }
+            Some(MKey::Done { admitted, ok }) => {
+                Some((rules::gate_met_after_end(gate, *admitted, *ok), Why::Gate))
+            }
+            // Shut down: no producer will come.
+            _ if shut => Some((false, Why::Gate)),
+            Some(MKey::Waiting(list)) => {
+                list.push(edge);
+                None
+            }
+            Some(k @ MKey::None) => {
+                *k = MKey::Waiting(vec![edge]);
+                None
+            }
+            None => {
+                // Removed since: the key is named again (a new incarnation), as the lock-free
+                // engine's link does.
+                self.ensure_version(ident);
+                self.keys.insert(ident, MKey::Waiting(vec![edge]));
+                None
+            }
+        }
     }
 
     /// Publishes a linked job's key, adopting the key's waiters, and fires the job if every
@@ -351,11 +407,11 @@ impl State {
             let n = &mut self.nodes[idx as usize];
             // Adopted in the lock-free engine's order: the first waiter is released first
             // among them, after the jobs that link later.
-            for (t, g) in list.into_iter().rev() {
-                if rules::on_admission_list(g) {
-                    n.admit.push((t, g));
+            for edge in list.into_iter().rev() {
+                if rules::on_admission_list(edge.1) {
+                    n.admit.push(edge);
                 } else {
-                    n.done.push((t, g));
+                    n.done.push(edge);
                 }
             }
         }
@@ -409,6 +465,7 @@ impl GraphEngine for MutexGraph {
                 ver: 0,
                 retired: None,
                 waited_removed: false,
+                waited_superseded: false,
             })
             .collect();
         Self {
@@ -589,14 +646,20 @@ impl GraphEngine for MutexGraph {
         };
         let own = n.key;
         let known = n.deps.clone();
-        let fresh: Vec<(u64, Gate)> = deps
+        let fresh: Vec<(u64, Gate, Option<u64>)> = deps
             .iter()
             .enumerate()
             .filter(|(i, d)| {
                 let ident = rules::ident(d.key);
                 !known.contains(&ident) && !deps[..*i].iter().any(|e| e.key == d.key)
             })
-            .map(|(_, d)| (rules::ident(d.key), d.gate))
+            .map(|(_, d)| {
+                (
+                    rules::ident(d.key),
+                    d.gate,
+                    d.pin.map(super::Version::packed),
+                )
+            })
             .collect();
         if known.len() + fresh.len() > self.bounds.max_deps as usize {
             return Err(Error::new(
@@ -631,35 +694,16 @@ impl GraphEngine for MutexGraph {
             n.remaining += fresh.len() as u32;
         }
         let mut immediate = Vec::new();
-        for (ident, gate) in fresh {
-            match s.keys.get_mut(&ident) {
-                Some(MKey::Live(p)) => {
-                    let p = *p;
-                    let pn = &mut s.nodes[p.idx as usize];
-                    if rules::on_admission_list(gate) {
-                        if let Some(ok) = pn.admit_sealed {
-                            immediate.push(rules::gate_met(gate, ok));
-                            continue;
-                        }
-                        pn.admit.push((node, gate));
-                    } else {
-                        pn.done.push((node, gate));
-                    }
-                }
-                Some(MKey::Done { admitted, ok }) => {
-                    immediate.push(rules::gate_met_after_end(gate, *admitted, *ok));
-                    continue;
-                }
-                Some(MKey::Waiting(list)) => list.push((node, gate)),
-                Some(k @ MKey::None) => *k = MKey::Waiting(vec![(node, gate)]),
-                None => unreachable!("inserted above"),
+        for (ident, gate, pin) in fresh {
+            match s.link_edge(node, ident, gate, pin) {
+                None => s.edges_used += 1,
+                Some(now) => immediate.push(now),
             }
-            s.edges_used += 1;
         }
         let mut failed = Vec::new();
-        for met in immediate {
+        for (met, why) in immediate {
             // The body's count keeps the job from ending here.
-            s.release(node, met, work, &mut failed);
+            s.release_with(node, met, why, work, &mut failed);
         }
         debug_assert!(failed.is_empty());
         Ok(Admission::Admitted(()))
@@ -709,7 +753,7 @@ impl GraphEngine for MutexGraph {
             }
         }
         let mut failed = Vec::new();
-        for (target, _) in parked {
+        for (target, _, _) in parked {
             s.edges_used -= 1;
             s.release(target, false, work, &mut failed);
         }

@@ -79,25 +79,70 @@ pub(crate) fn gate_met_after_end(gate: Gate, admitted: bool, succeeded: bool) ->
     }
 }
 
-/// Gate encoding in an edge word.
+/// Gate encoding in an edge word; `pinned` marks a dependency pinned to one version (SPEC D33).
 #[inline]
-pub(crate) fn gate_code(gate: Gate) -> u32 {
-    match gate {
+pub(crate) fn gate_code(gate: Gate, pinned: bool) -> u32 {
+    let g = match gate {
         Gate::Sequential => 0,
         Gate::OnSuccess => 1,
         Gate::OnAdmission => 2,
-    }
+    };
+    g | u32::from(pinned) << 8
 }
 
-/// Inverse of [`gate_code`].
+/// Inverse of [`gate_code`]: the gate.
 #[inline]
 pub(crate) fn gate_from(code: u32) -> Gate {
-    match code {
+    match code & 0xff {
         0 => Gate::Sequential,
         1 => Gate::OnSuccess,
         _ => Gate::OnAdmission,
     }
 }
+
+/// Inverse of [`gate_code`]: whether the edge is pinned.
+#[inline]
+pub(crate) fn pinned_from(code: u32) -> bool {
+    code & 1 << 8 != 0
+}
+
+/// What a dependency pinned to a version sees of its key (SPEC D33).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Pin {
+    /// The key is at the pinned version (or the dependency is not pinned): link as usual.
+    Current,
+    /// The key advanced past the pinned version: the dependency counts as a producer that
+    /// ended `superseded` without being admitted.
+    Superseded,
+    /// The key was removed (or re-created) since: the dependency fails `removed`.
+    Removed,
+}
+
+/// Compares a pinned version (packed) with the key's current one (`0`: the key has none).
+#[inline]
+pub(crate) fn pin_state(pin: Option<u64>, current: u64) -> Pin {
+    match pin {
+        None => Pin::Current,
+        Some(p) if p == current => Pin::Current,
+        Some(p)
+            if current != 0 && p >> super::keys::GEN_BITS == current >> super::keys::GEN_BITS =>
+        {
+            Pin::Superseded
+        }
+        Some(_) => Pin::Removed,
+    }
+}
+
+/// Whether a pinned dependency whose version was superseded meets `gate`: the version's job
+/// counts as ended, failed and never admitted, so only `Sequential` holds.
+#[inline]
+pub(crate) fn gate_met_superseded(gate: Gate) -> bool {
+    gate_met_after_end(gate, false, false)
+}
+
+/// `cancelled / superseded`: the outcome of a dependent whose pinned dependency's version
+/// was superseded (SPEC D33), the same error a superseded job ends with.
+pub(crate) const PIN_SUPERSEDED: Error = super::keys::SUPERSEDED;
 
 /// Whether admitting `batch` (key identity → its dependencies) all at once closes a cycle:
 /// a depth-first walk from every batch job over the batch's own edges and, for a key outside

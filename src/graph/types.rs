@@ -56,13 +56,53 @@ pub enum Gate {
     OnAdmission,
 }
 
-/// One dependency: a key and its gate.
+/// One dependency: a key, its gate, and whether it follows the key or pins one version.
+///
+/// A dependency on the key's current producer (`pin: None`, [`Dependency::on`]) follows the
+/// key: when [`Graph::advance`] supersedes the producer, the dependent keeps waiting, now for
+/// the key's next generation (SPEC D33). A pinned dependency ([`Dependency::pinned`]) names one
+/// [`Version`] of the key: once the key is past it, the dependency counts as a producer that
+/// ended `superseded` without being admitted, so a `Sequential` gate holds and the dependent
+/// of any other gate fails `cancelled / superseded`.
+///
+/// ```
+/// use fairway::graph::{Dependency, Gate, JobKey};
+/// let follows = Dependency::on(JobKey::new(7), Gate::OnSuccess);
+/// assert_eq!(follows.pin, None);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Dependency {
     /// The key depended on; its producer may not exist yet (SPEC D11).
     pub key: JobKey,
     /// The gate.
     pub gate: Gate,
+    /// `Some(version)`: only the job of this version of the key meets the dependency
+    /// (see [`Graph::version`]); `None`: the key's current producer, whichever generation.
+    pub pin: Option<Version>,
+}
+
+impl Dependency {
+    /// A dependency on the current producer of `key`: it follows the key across `advance`.
+    #[inline]
+    pub const fn on(key: JobKey, gate: Gate) -> Self {
+        Self {
+            key,
+            gate,
+            pin: None,
+        }
+    }
+
+    /// A dependency on the job of `version` of `key` only: once the key is past `version`
+    /// it counts as superseded. A version the key has not reached is refused at submit
+    /// (`invalid-argument / unknown-version`).
+    #[inline]
+    pub const fn pinned(key: JobKey, gate: Gate, version: Version) -> Self {
+        Self {
+            key,
+            gate,
+            pin: Some(version),
+        }
+    }
 }
 
 /// A job to submit. Borrowed dependencies: submitting allocates nothing.

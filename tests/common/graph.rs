@@ -27,6 +27,7 @@ pub fn dep(key: u64, gate: Gate) -> Dependency {
     Dependency {
         key: JobKey::new(key),
         gate,
+        pin: None,
     }
 }
 

@@ -201,6 +201,7 @@ fn p8_with<E: GraphEngine, const RUN: bool>(until: Until) -> Measured {
             let dep = [Dependency {
                 key: JobKey::new(base + p),
                 gate: Gate::OnSuccess,
+                pin: None,
             }];
             for c in 0..4 {
                 handles.push(admit(&g, base + n + p * 4 + c, &dep));
@@ -232,6 +233,7 @@ pub fn p9_until<E: GraphEngine>(until: Until) -> Measured {
         let deps: [Dependency; 4] = std::array::from_fn(|i| Dependency {
             key: JobKey::new(base + i as u64),
             gate: gates[i % 2],
+            pin: None,
         });
         let (start, before) = (Instant::now(), thread_allocs());
         p9_timed(&g, base + 4, n, &deps, handles);

@@ -197,15 +197,19 @@ impl LockFreeGraph {
             self.init_node(me, spec, own_slots[j]);
             for d in spec.deps {
                 let next = self.edges[e as usize].next.load(Ordering::Relaxed);
+                let mut held = NIL;
                 self.link_with(
                     e,
                     dep_slots[at],
                     rules::ident(d.key),
                     d.gate,
+                    d.pin.map(Version::packed),
                     me,
                     work,
+                    &mut held,
                     true,
                 );
+                debug_assert_eq!(held, NIL, "a batch job holds the batch's count");
                 at += 1;
                 e = next;
             }

@@ -127,7 +127,7 @@ impl GraphEngine for LockFreeGraph {
         for (i, d) in spec.deps.iter().enumerate() {
             let next = self.edges[e as usize].next.load(Ordering::Relaxed);
             // The slot actually linked to (a key removed meanwhile is named again).
-            slots[i] = self.link(e, slots[i], rules::ident(d.key), d.gate, me, work);
+            slots[i] = self.link(e, slots[i], rules::ident(d.key), d, me, work);
             e = next;
         }
         let slots: &[KeyRef] = slots;
@@ -469,7 +469,7 @@ impl GraphEngine for LockFreeGraph {
                 let ident = rules::ident(d.key);
                 match self.lookup_or_insert(ident, false) {
                     Some(k) => {
-                        self.link(e, k, ident, d.gate, node, work);
+                        self.link(e, k, ident, d, node, work);
                     }
                     None => {
                         // The key was removed since it was claimed above and the table is

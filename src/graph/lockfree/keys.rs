@@ -22,6 +22,18 @@ pub(super) struct Retired {
     /// `Some(admitted)` when this thread owns ending it now; `None` when it runs (its
     /// completion ends it) or was already ending.
     end: Option<bool>,
+    /// This operation flagged it (it was live at its generation and not retired yet).
+    flagged: bool,
+}
+
+/// The flags a dependent's count takes when its dependency, pinned to a version that
+/// `advance` superseded, is counted (SPEC D33).
+pub(super) fn pin_flags(gate: Gate) -> u64 {
+    if rules::gate_met_superseded(gate) {
+        0
+    } else {
+        FAILED | WAITED_SUPERSEDED
+    }
 }
 
 pub(super) fn retired_error(why: u64) -> Error {
@@ -81,11 +93,17 @@ impl LockFreeGraph {
             node,
             why,
             end: None,
+            flagged: false,
         };
         // Acquire/AcqRel: the RMWs on `ctl` form one release sequence (see `release`).
         let mut c = n.ctl.load(Ordering::Acquire);
         let (waiting, queued) = loop {
             if gen_of(c) != node.gen || c & RETIRED != 0 {
+                return r;
+            }
+            if c & (RUNNING | REMAINING) == RUNNING {
+                // Completed, nothing pending: its completer is ending it with its outcome
+                // (that completion came first), and its dependents take that outcome.
                 return r;
             }
             let waiting = c & RUNNING == 0 && c & REMAINING != 0;
@@ -112,6 +130,7 @@ impl LockFreeGraph {
                 Err(cur) => c = cur,
             }
         };
+        r.flagged = true;
         if waiting {
             n.state.store(word(node.gen, S_ENDING), Ordering::Relaxed);
             dec(&self.gauges.waiting);
@@ -130,8 +149,7 @@ impl LockFreeGraph {
     /// Ends a node `mark_retired` handed to this thread.
     fn finish(&self, r: Retired, work: &mut Work, failed: &mut u32) {
         if let Some(admitted) = r.end {
-            let outcome = JobOutcome::Failed(retired_error(r.why));
-            self.retire_end(r.node, outcome, admitted, work, failed);
+            self.retire_end(r.node, r.why, admitted, work, failed);
             if !admitted {
                 self.unpark_retired(r.node);
             }
@@ -157,38 +175,167 @@ impl LockFreeGraph {
         self.unpark(me, slots.as_slice());
     }
 
-    /// Ends a retired node this thread owns (state `ending`): records `outcome`, seals its
-    /// lists so that no dependent's gate holds, and publishes nothing in its key (SPEC D21).
+    /// Ends a retired node this thread owns (state `ending`): records its outcome
+    /// (`superseded` or `removed`, per `why`) and publishes nothing in its key (SPEC D21). A
+    /// removed node's lists are sealed so that no dependent's gate holds; a superseded one's
+    /// dependents follow the key (SPEC D33, see [`follow`](Self::follow)).
     pub(super) fn retire_end(
         &self,
         node: NodeRef,
-        outcome: JobOutcome,
+        why: u64,
         admitted: bool,
         work: &mut Work,
         failed: &mut u32,
     ) {
         let n = &self.nodes[node.idx as usize];
+        let outcome = JobOutcome::Failed(retired_error(why));
         // SAFETY: the caller owns the node's `ending` transition; readers wait for `done`.
         n.outcome.with_mut(|p| unsafe { *p = Some(outcome) });
-        if !admitted {
-            self.seal_retired(&n.admit, node.gen, work, failed);
+        if why & RETIRED_REMOVED == 0 {
+            // SAFETY: written before publication by the submitter; read-only since, and the
+            // slot is not collected before this owner stores `done` below.
+            let info = n.info.with(|p| unsafe { *p });
+            let ident = rules::ident(info.job);
+            self.follow(node, info.key, ident, admitted, work, failed);
+        } else {
+            if !admitted {
+                self.seal_retired(&n.admit, node.gen, work, failed);
+            }
+            self.seal_retired(&n.done, node.gen, work, failed);
         }
-        self.seal_retired(&n.done, node.gen, work, failed);
         // Release: pairs with the Acquire load in `outcome`.
         n.state.store(word(node.gen, S_DONE), Ordering::Release);
+    }
+
+    /// Takes the lists of `node`, superseded by `advance` (SPEC D33): its admission list
+    /// unless `admitted` (sealed then), and its end list. An edge pinned to the node's version
+    /// counts as on a producer that ended `superseded` without being admitted; every other
+    /// edge follows the key: it is linked again, to whatever the key names now (its next
+    /// generation's job, or no producer yet). A list sealed already is left as it is: the node
+    /// ended or was admitted first, and its dependents saw that. Takes the topology lock only
+    /// to park an edge on a key without producer. `key` and `ident`: the node's key slot and
+    /// identity, which the caller knows (the node may be collected meanwhile: its lists' words
+    /// then carry another generation and nothing is taken).
+    pub(super) fn follow(
+        &self,
+        node: NodeRef,
+        key: KeyRef,
+        ident: u64,
+        admitted: bool,
+        work: &mut Work,
+        failed: &mut u32,
+    ) {
+        let n = &self.nodes[node.idx as usize];
+        for head in [(!admitted).then_some(&n.admit), Some(&n.done)]
+            .into_iter()
+            .flatten()
+        {
+            // Acquire: pairs with the slot's re-initialisation (Release), as a linker's load.
+            let mut h = head.load(Ordering::Acquire);
+            let old = loop {
+                if gen_of(h) != node.gen || (low_of(h) != NIL && low_of(h) >= SEALED_MIN) {
+                    break NIL;
+                }
+                // AcqRel: Acquire pairs with the linkers' Release pushes (their edge fields);
+                // Release pairs with a late linker's Acquire load, which then reads the key
+                // again and sees the detach that came before this (SPEC D33).
+                match head.compare_exchange_weak(
+                    h,
+                    word(node.gen, SEALED_SUPERSEDED),
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                ) {
+                    Ok(_) => break low_of(h),
+                    Err(cur) => h = cur,
+                }
+            };
+            let mut e = old;
+            while e < SEALED_MIN {
+                let edge = &self.edges[e as usize];
+                // Relaxed: published by the Release push, acquired by the CAS.
+                let next = edge.next.load(Ordering::Relaxed);
+                let target = NodeRef::unpack(edge.target.load(Ordering::Relaxed));
+                let code = edge.gate.load(Ordering::Relaxed);
+                let gate = rules::gate_from(code);
+                if rules::pinned_from(code) {
+                    self.push_edge(e);
+                    self.release_with(target, pin_flags(gate), work, failed);
+                } else if self.still_counting(target) {
+                    self.link_with(e, key, ident, gate, None, target, work, failed, false);
+                } else {
+                    // The dependent ended already (another gate failed): the edge is inert.
+                    self.push_edge(e);
+                }
+                e = next;
+            }
+        }
+    }
+
+    /// Whether `target` still counts gates (its count is live at its generation).
+    fn still_counting(&self, target: NodeRef) -> bool {
+        // Relaxed: a hint; a dependent that ends after it leaves an inert edge on the key,
+        // freed when the key's producer ends.
+        let c = self.nodes[target.idx as usize].ctl.load(Ordering::Relaxed);
+        gen_of(c) == target.gen && c & REMAINING != 0
     }
 
     fn seal_retired(&self, head: &AtomicU64, gen: u32, work: &mut Work, failed: &mut u32) {
         // AcqRel: as in `seal`.
         let old = head.swap(word(gen, SEALED_RETIRED), Ordering::AcqRel);
         let mut e = low_of(old);
-        while e < SEALED_RETIRED {
+        while e < SEALED_MIN {
             let edge = &self.edges[e as usize];
             // Relaxed: published by the Release push, acquired by the swap.
             let next = edge.next.load(Ordering::Relaxed);
             let target = NodeRef::unpack(edge.target.load(Ordering::Relaxed));
             self.push_edge(e);
             self.release(target, false, work, failed);
+            e = next;
+        }
+    }
+
+    /// Under the topology lock, after `advance` stored the key's new version: takes the
+    /// key's waiter edges pinned to an older version off its list (SPEC D33); returns them
+    /// as a chain in list order, for [`release_pinned`](Self::release_pinned).
+    fn take_pinned_waiters(&self, k: KeyRef) -> u32 {
+        let key = self.key(k);
+        let (mut first, mut last) = (NIL, NIL);
+        let mut prev: Option<u32> = None;
+        // Relaxed: the list changes under this lock only.
+        let mut e = key.waiters.load(Ordering::Relaxed);
+        while e != NIL {
+            let edge = &self.edges[e as usize];
+            let next = edge.next.load(Ordering::Relaxed);
+            if rules::pinned_from(edge.gate.load(Ordering::Relaxed)) {
+                match prev {
+                    None => key.waiters.store(next, Ordering::Relaxed),
+                    Some(p) => self.edges[p as usize].next.store(next, Ordering::Relaxed),
+                }
+                edge.next.store(NIL, Ordering::Relaxed);
+                if last == NIL {
+                    first = e;
+                } else {
+                    self.edges[last as usize].next.store(e, Ordering::Relaxed);
+                }
+                last = e;
+            } else {
+                prev = Some(e);
+            }
+            e = next;
+        }
+        first
+    }
+
+    /// Counts each pinned waiter edge of the chain `e` as on a superseded version.
+    fn release_pinned(&self, mut e: u32, work: &mut Work, failed: &mut u32) {
+        while e != NIL {
+            let edge = &self.edges[e as usize];
+            // Relaxed: the chain was built under the topology lock, which this thread held.
+            let next = edge.next.load(Ordering::Relaxed);
+            let target = NodeRef::unpack(edge.target.load(Ordering::Relaxed));
+            let gate = rules::gate_from(edge.gate.load(Ordering::Relaxed));
+            self.push_edge(e);
+            self.release_with(target, pin_flags(gate), work, failed);
             e = next;
         }
     }
@@ -231,7 +378,7 @@ impl LockFreeGraph {
         self.stale.fetch_add(1, Ordering::Relaxed);
         let err = retired_error(c);
         let mut failed = NIL;
-        self.retire_end(node, JobOutcome::Failed(err), true, work, &mut failed);
+        self.retire_end(node, c, true, work, &mut failed);
         self.unpark_retired(node);
         self.end_failed(failed, work);
         Some(err)
@@ -239,7 +386,7 @@ impl LockFreeGraph {
 
     pub(super) fn advance_key(&self, key: JobKey, work: &mut Work) -> Result<Version, Error> {
         let ident = rules::ident(key);
-        let (v, retired) = {
+        let (v, retired, k) = {
             let _g = self.lock();
             let k = self.lookup_locked(ident).ok_or(UNKNOWN_KEY)?;
             let slot = self.key(k);
@@ -255,12 +402,24 @@ impl LockFreeGraph {
             let live = self.detach(k, false);
             (
                 v + 1,
-                live.map(|n| self.mark_retired(n, RETIRED_SUPERSEDED)),
+                (
+                    live.map(|n| self.mark_retired(n, RETIRED_SUPERSEDED)),
+                    self.take_pinned_waiters(k),
+                ),
+                k,
             )
         };
+        let (retired, pinned) = retired;
         let mut failed = NIL;
-        if let Some(r) = retired {
-            self.finish(r, work, &mut failed);
+        // Waiters pinned to the version just superseded (no producer ever came).
+        self.release_pinned(pinned, work, &mut failed);
+        match retired {
+            // Waiting or queued: this thread ends it, and its dependents follow the key.
+            Some(r) if r.end.is_some() => self.finish(r, work, &mut failed),
+            // Running (its completion will be stale) or on its way to the scheduler: its
+            // dependents follow the key now, not when it completes (SPEC D33).
+            Some(r) if r.flagged => self.follow(r.node, k, ident, false, work, &mut failed),
+            _ => {}
         }
         self.end_failed(failed, work);
         Ok(Version::unpack(v))

@@ -7,23 +7,30 @@
 use super::*;
 
 impl LockFreeGraph {
-    /// Links edge `e` (dependent `me`, `gate`) to the producer of key `ident` (slot `k`), or
-    /// counts it at once if the producer has ended, or parks it on the key if there is no
-    /// producer yet. A key removed since `k` was looked up is named again (a new incarnation).
-    /// Returns the slot linked to.
+    /// Links edge `e` (dependent `me`, dependency `d`) to the producer of key `ident` (slot
+    /// `k`), or counts it at once if the producer has ended, or parks it on the key if there
+    /// is no producer yet. A key removed since `k` was looked up is named again (a new
+    /// incarnation). Returns the slot linked to. The caller holds a count of `me` (it cannot
+    /// reach zero here).
     pub(super) fn link(
         &self,
         e: u32,
         k: KeyRef,
         ident: u64,
-        gate: Gate,
+        d: &Dependency,
         me: NodeRef,
         work: &mut Work,
     ) -> KeyRef {
-        self.link_with(e, k, ident, gate, me, work, false)
+        let mut held = NIL;
+        let pin = d.pin.map(Version::packed);
+        let r = self.link_with(e, k, ident, d.gate, pin, me, work, &mut held, false);
+        debug_assert_eq!(held, NIL, "a linking submitter holds a count");
+        r
     }
 
-    /// [`link`](Self::link), by a caller that already holds the topology lock if `locked`.
+    /// [`link`](Self::link), by a caller that already holds the topology lock if `locked`;
+    /// `pin`: the packed version a pinned dependency names (SPEC D33). A count of `me` that
+    /// this link takes to zero with a failed gate goes onto `failed`.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn link_with(
         &self,
@@ -31,14 +38,16 @@ impl LockFreeGraph {
         mut k: KeyRef,
         ident: u64,
         gate: Gate,
+        pin: Option<u64>,
         me: NodeRef,
         work: &mut Work,
+        failed: &mut u32,
         locked: bool,
     ) -> KeyRef {
         let edge = &self.edges[e as usize];
         edge.target.store(me.packed(), Ordering::Relaxed);
-        edge.gate.store(rules::gate_code(gate), Ordering::Relaxed);
-        let mut dummy = NIL;
+        edge.gate
+            .store(rules::gate_code(gate, pin.is_some()), Ordering::Relaxed);
         loop {
             let key = self.key(k);
             // Acquire: pairs with the Release stores of the key state (publication, end), so
@@ -55,7 +64,25 @@ impl LockFreeGraph {
                         // Every key slot in use: the dependency cannot be tracked; its gate
                         // fails (rare: a removal raced this link and the table filled).
                         self.push_edge(e);
-                        self.release(me, false, work, &mut dummy);
+                        self.release(me, false, work, failed);
+                        return k;
+                    }
+                }
+            }
+            if pin.is_some() {
+                // Read after the state: a state that follows an `advance`'s detach (AcqRel)
+                // comes with the version that advance stored before it (Release/Acquire).
+                let ver = key.ver.load(Ordering::Acquire);
+                match rules::pin_state(pin, if self.key_valid(k) { ver } else { 0 }) {
+                    rules::Pin::Current => {}
+                    rules::Pin::Superseded => {
+                        self.push_edge(e);
+                        self.release_with(me, keys::pin_flags(gate), work, failed);
+                        return k;
+                    }
+                    rules::Pin::Removed => {
+                        self.push_edge(e);
+                        self.release_with(me, FAILED | WAITED_REMOVED, work, failed);
                         return k;
                     }
                 }
@@ -74,18 +101,23 @@ impl LockFreeGraph {
                     };
                     // Acquire: pairs with the seal swap (Release) or the slot's re-initialisation.
                     let mut h = head.load(Ordering::Acquire);
-                    loop {
+                    let linked = loop {
                         if gen_of(h) != producer.gen {
-                            break; // collected: the key says how it ended
+                            break false; // collected: the key says how it ended
                         }
                         let top = low_of(h);
+                        if top == SEALED_SUPERSEDED {
+                            // Superseded since the key was read: the key has moved on (the
+                            // swap follows the detach), so read it again (SPEC D33).
+                            break false;
+                        }
                         if top == SEALED_OK || top == SEALED_FAIL || top == SEALED_RETIRED {
                             self.push_edge(e);
                             // A retired producer meets no gate (SPEC D21).
                             let met =
                                 top != SEALED_RETIRED && rules::gate_met(gate, top == SEALED_OK);
-                            self.release(me, met, work, &mut dummy);
-                            return k;
+                            self.release(me, met, work, failed);
+                            break true;
                         }
                         edge.next.store(top, Ordering::Relaxed);
                         // Release: publishes the edge's fields to the sealer (its AcqRel swap).
@@ -95,9 +127,12 @@ impl LockFreeGraph {
                             Ordering::Release,
                             Ordering::Acquire,
                         ) {
-                            Ok(_) => return k,
+                            Ok(_) => break true,
                             Err(cur) => h = cur,
                         }
+                    };
+                    if linked {
+                        return k;
                     }
                 }
                 K_DONE_OK | K_DONE_FAIL_ADMITTED | K_DONE_FAIL_UNADMITTED => {
@@ -108,7 +143,7 @@ impl LockFreeGraph {
                         t == K_DONE_OK,
                     );
                     self.push_edge(e);
-                    self.release(me, met, work, &mut dummy);
+                    self.release(me, met, work, failed);
                     return k;
                 }
                 _ => {
@@ -119,11 +154,16 @@ impl LockFreeGraph {
                     if st & 0xff >= K_LIVE || gen_of(st) != k.gen {
                         continue;
                     }
+                    // Relaxed: versions change under this lock only.
+                    if pin.is_some_and(|p| key.ver.load(Ordering::Relaxed) != p) {
+                        // Advanced since the check above: decide again.
+                        continue;
+                    }
                     // Relaxed: written under this lock.
                     if self.shut.load(Ordering::Relaxed) {
                         // Shut down: no producer will come; the gate fails at once.
                         self.push_edge(e);
-                        self.release(me, false, work, &mut dummy);
+                        self.release(me, false, work, failed);
                         return k;
                     }
                     if st & K_TAGS == K_NONE {

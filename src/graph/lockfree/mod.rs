@@ -29,7 +29,8 @@ use index::{Found, Index, KeyRef, KeySlot};
 
 use super::rules::{self, CYCLE, DEPENDENCY_FAILED, DUPLICATE_KEY, STALE};
 use super::{
-    Admission, Bounds, Gate, GraphEngine, JobKey, JobOutcome, JobSpec, NodeRef, Occupancy, Ready,
+    Admission, Bounds, Dependency, Gate, GraphEngine, JobKey, JobOutcome, JobSpec, NodeRef,
+    Occupancy, Ready, Version,
 };
 use crate::sync::{AtomicBool, AtomicU32, AtomicU64, Ordering, UnsafeCell};
 use crate::{ClassId, Error, Priority, TenantId};
@@ -43,8 +44,14 @@ use std::sync::{Mutex, MutexGuard};
 const NIL: u32 = u32::MAX;
 const SEALED_OK: u32 = u32::MAX - 1;
 const SEALED_FAIL: u32 = u32::MAX - 2;
-/// A list sealed by a superseded or removed producer: no gate holds (SPEC D20, D24).
+/// A list sealed by a removed producer (or a superseded one's edges pinned to it): no gate
+/// holds (SPEC D20, D24).
 const SEALED_RETIRED: u32 = u32::MAX - 3;
+/// A list taken by `advance` from the producer it superseded: its edges moved to the key's
+/// next generation (SPEC D33), and a late linker follows the key too.
+const SEALED_SUPERSEDED: u32 = u32::MAX - 4;
+/// The smallest list mark: every head value from here up ends a list.
+const SEALED_MIN: u32 = SEALED_SUPERSEDED;
 
 const S_FREE: u32 = 0;
 const S_WAITING: u32 = 1;
@@ -69,7 +76,10 @@ const WAITED_REMOVED: u64 = 1 << 27;
 /// A key operation took a queued node before its executor started it, and ends it (SPEC D20);
 /// `start` then refuses it.
 const TAKEN: u64 = 1 << 26;
-const REMAINING: u64 = TAKEN - 1;
+/// With `FAILED`: the failed gate was a dependency pinned to a version that `advance`
+/// superseded (outcome `superseded`, SPEC D33).
+const WAITED_SUPERSEDED: u64 = 1 << 25;
+const REMAINING: u64 = WAITED_SUPERSEDED - 1;
 
 const K_NONE: u64 = 0;
 const K_WAITING: u64 = 1;
@@ -444,7 +454,7 @@ impl LockFreeGraph {
         let first = e;
         let mut last = NIL;
         let mut count = 0;
-        while e < SEALED_RETIRED {
+        while e < SEALED_MIN {
             let edge = &self.edges[e as usize];
             // Relaxed: these were published by the Release push and acquired by the seal swap.
             let next = edge.next.load(Ordering::Relaxed);
@@ -484,7 +494,9 @@ impl LockFreeGraph {
         let old = head.swap(word(gen, mark), Ordering::AcqRel);
         debug_assert_eq!(gen_of(old), gen);
         let first = low_of(old);
-        if first == NIL || first == SEALED_OK || first == SEALED_FAIL {
+        // Empty, or taken already by an `advance` that superseded the node (its edges
+        // followed the key, SPEC D33).
+        if first >= SEALED_MIN {
             return;
         }
         self.release_list(first, ok, work, failed);
@@ -516,12 +528,13 @@ impl LockFreeGraph {
                 // (`advance`, `remove` flagged it): its result is stale (SPEC D21) — nothing is
                 // published, its dependents see no success, and it is counted.
                 self.stale.fetch_add(1, Ordering::Relaxed);
-                let outcome = JobOutcome::Failed(keys::retired_error(c));
-                self.retire_end(NodeRef { idx, gen }, outcome, true, work, &mut failed);
+                self.retire_end(NodeRef { idx, gen }, c, true, work, &mut failed);
                 continue;
             }
             let outcome = if c & WAITED_REMOVED != 0 {
                 JobOutcome::Failed(crate::graph::keys::REMOVED)
+            } else if c & WAITED_SUPERSEDED != 0 {
+                JobOutcome::Failed(rules::PIN_SUPERSEDED)
             } else if c & FAILED != 0 {
                 JobOutcome::Failed(DEPENDENCY_FAILED)
             } else {

@@ -1,15 +1,16 @@
 //! Key versions on the mutex baseline graph: `advance`, `remove`, `reset`, stale completions
 //! and witnesses (SPEC D01, D20–D24), with the lock-free engine's semantics and order.
 
-use super::{MKey, NodeRef, St, State, Work};
+use super::{Edge, MKey, NodeRef, St, State, Why, Work};
 use crate::graph::keys::{
     fresh_incarnation, gen_of_version, CANCELLED_REMOVED, EXHAUSTED, SUPERSEDED, UNKNOWN_KEY,
 };
-use crate::graph::{Gate, JobOutcome, Version, Witness};
+use crate::graph::rules;
+use crate::graph::{JobOutcome, Version, Witness};
 use crate::Error;
 
 /// Waiter edges of a key: dependent and gate.
-type Waiters = Vec<(NodeRef, Gate)>;
+type Waiters = Vec<Edge>;
 
 /// A producer a key operation retired; `end`: `Some(admitted)` when it is ended now.
 #[derive(Clone, Copy)]
@@ -17,6 +18,8 @@ struct Retired {
     node: NodeRef,
     error: Error,
     end: Option<bool>,
+    /// This operation flagged it (it was live and not retired yet).
+    flagged: bool,
 }
 
 impl State {
@@ -50,12 +53,14 @@ impl State {
             node,
             error,
             end: None,
+            flagged: false,
         };
         let Some(n) = self.node(node) else { return r };
         if n.retired.is_some() {
             return r;
         }
         n.retired = Some(error);
+        r.flagged = true;
         match n.st {
             St::Waiting => {
                 n.remaining = 0;
@@ -73,7 +78,7 @@ impl State {
 
     fn finish(&mut self, r: Retired, work: &mut Work, failed: &mut Vec<NodeRef>) {
         if let Some(admitted) = r.end {
-            self.retire_end(r.node, JobOutcome::Failed(r.error), admitted, work, failed);
+            self.retire_end(r.node, r.error, admitted, work, failed);
             if !admitted {
                 self.unpark(r.node);
             }
@@ -86,24 +91,29 @@ impl State {
         for ident in deps {
             if let Some(MKey::Waiting(list)) = self.keys.get_mut(&ident) {
                 let before = list.len();
-                list.retain(|(t, _)| *t != me);
+                list.retain(|(t, _, _)| *t != me);
                 self.edges_used -= (before - list.len()) as u32;
             }
         }
     }
 
-    /// Ends a retired node: no dependent's gate holds and its key is not touched (SPEC D21).
+    /// Ends a retired node with `error` and publishes nothing in its key (SPEC D21): a
+    /// removed node's dependents see no gate hold; a superseded one's follow the key (D33).
     pub(super) fn retire_end(
         &mut self,
         node: NodeRef,
-        outcome: JobOutcome,
+        error: crate::Error,
         admitted: bool,
         work: &mut Work,
         failed: &mut Vec<NodeRef>,
     ) {
         let n = &mut self.nodes[node.idx as usize];
-        n.outcome = Some(outcome);
+        n.outcome = Some(JobOutcome::Failed(error));
         n.st = St::Done;
+        if error == SUPERSEDED {
+            self.follow(node, admitted, work, failed);
+            return;
+        }
         let admit = if admitted {
             Vec::new()
         } else {
@@ -112,18 +122,77 @@ impl State {
         };
         let done = std::mem::take(&mut n.done);
         for list in [admit, done] {
-            for (target, _) in list.into_iter().rev() {
+            for (target, _, _) in list.into_iter().rev() {
                 self.edges_used -= 1;
                 self.release(target, false, work, failed);
             }
         }
     }
 
+    /// Takes the lists of `node`, superseded by `advance` (SPEC D33), in the lock-free
+    /// engine's order: its admission list unless `admitted` or sealed, then its end list,
+    /// newest edge first. A pinned edge counts as on a producer that ended `superseded`
+    /// unadmitted; any other edge of a dependent still counting is linked again on the key.
+    fn follow(
+        &mut self,
+        node: NodeRef,
+        admitted: bool,
+        work: &mut Work,
+        failed: &mut Vec<NodeRef>,
+    ) {
+        let n = &mut self.nodes[node.idx as usize];
+        let ident = n.key;
+        let admit = if admitted || n.admit_sealed.is_some() {
+            Vec::new()
+        } else {
+            std::mem::take(&mut n.admit)
+        };
+        let done = std::mem::take(&mut n.done);
+        for list in [admit, done] {
+            for (target, gate, pinned) in list.into_iter().rev() {
+                if pinned {
+                    self.edges_used -= 1;
+                    let met = rules::gate_met_superseded(gate);
+                    let why = if met { Why::Gate } else { Why::Superseded };
+                    self.release_with(target, met, why, work, failed);
+                } else if self.node(target).is_some_and(|t| t.remaining > 0) {
+                    if let Some((met, why)) = self.link_edge(target, ident, gate, None) {
+                        self.edges_used -= 1;
+                        self.release_with(target, met, why, work, failed);
+                    }
+                } else {
+                    // The dependent ended already: the edge is inert.
+                    self.edges_used -= 1;
+                }
+            }
+        }
+    }
+
+    /// Takes the waiter edges of key `ident` pinned to a version `advance` just superseded,
+    /// newest first (the lock-free engine's stack order).
+    fn take_pinned_waiters(&mut self, ident: u64) -> Waiters {
+        let Some(MKey::Waiting(list)) = self.keys.get_mut(&ident) else {
+            return Vec::new();
+        };
+        let mut pinned = Vec::new();
+        let mut kept = Vec::new();
+        for e in std::mem::take(list).into_iter().rev() {
+            if e.2 {
+                pinned.push(e);
+            } else {
+                kept.push(e);
+            }
+        }
+        kept.reverse();
+        *list = kept;
+        pinned
+    }
+
     fn fail_waiters(&mut self, list: Waiters, work: &mut Work, failed: &mut Vec<NodeRef>) {
         // Newest first, as the lock-free engine's waiter stack.
-        for (target, _) in list.into_iter().rev() {
+        for (target, _, _) in list.into_iter().rev() {
             self.edges_used -= 1;
-            self.release_with(target, false, true, work, failed);
+            self.release_with(target, false, Why::Removed, work, failed);
         }
     }
 
@@ -134,7 +203,7 @@ impl State {
         n.remaining = 0;
         self.stale += 1;
         let mut failed = Vec::new();
-        self.retire_end(node, JobOutcome::Failed(err), true, work, &mut failed);
+        self.retire_end(node, err, true, work, &mut failed);
         self.unpark(node);
         self.end_failed(failed, work);
         Some(err)
@@ -155,10 +224,21 @@ impl State {
         }
         self.vers.insert(ident, v + 1);
         let (live, _) = self.detach(ident, false);
+        let retired = live.map(|p| self.mark_retired(p, SUPERSEDED));
+        let pinned = self.take_pinned_waiters(ident);
         let mut failed = Vec::new();
-        if let Some(p) = live {
-            let r = self.mark_retired(p, SUPERSEDED);
-            self.finish(r, work, &mut failed);
+        // Waiters pinned to the version just superseded (no producer ever came).
+        for (target, gate, _) in pinned {
+            self.edges_used -= 1;
+            let met = rules::gate_met_superseded(gate);
+            let why = if met { Why::Gate } else { Why::Superseded };
+            self.release_with(target, met, why, work, &mut failed);
+        }
+        match retired {
+            Some(r) if r.end.is_some() => self.finish(r, work, &mut failed),
+            // Running or on its way to the scheduler: its dependents follow the key now.
+            Some(r) if r.flagged => self.follow(r.node, false, work, &mut failed),
+            _ => {}
         }
         self.end_failed(failed, work);
         Ok(Version::unpack(v + 1))
