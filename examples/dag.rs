@@ -3,7 +3,8 @@
 //! Two classes of cells (`io` for fetching, `cpu` for compiling), a shared dependency (the
 //! toolchain both compiles need), one supersede (a source file changes after its compile was
 //! submitted: `advance` retires the old job and a new one is submitted at the next
-//! generation), one failure (the linter) that gates the packaging job depending on it, and
+//! generation; the link, which already waited on the old compile, follows the key to the new
+//! one), one failure (the linter) that gates the packaging job depending on it, and
 //! one dedupe (a second client asks for the test run while it is live and joins it: the tests
 //! run once, and both handles see the one outcome).
 //!
@@ -73,11 +74,7 @@ pub fn main() -> Result<(), Error> {
     let submit = |key: u64, class: ClassId, deps: &[(u64, Gate)]| -> Result<JobHandle, Error> {
         let deps: Vec<Dependency> = deps
             .iter()
-            .map(|&(k, gate)| Dependency {
-                key: JobKey::new(k),
-                gate,
-                pin: None,
-            })
+            .map(|&(k, gate)| Dependency::on(JobKey::new(k), gate))
             .collect();
         match graph.submit(&JobSpec {
             key: JobKey::new(key),
@@ -96,14 +93,16 @@ pub fn main() -> Result<(), Error> {
     // they wait for producers that do not exist yet.
     let compile_a = submit(10, CPU, &[(1, Gate::OnSuccess), (2, Gate::OnSuccess)])?;
     let old_compile_b = submit(11, CPU, &[(1, Gate::OnSuccess), (2, Gate::OnSuccess)])?;
-    // Source b changed: supersede its compile and submit it again at the new generation.
+    // The link depends on key 11's current producer: the compile of b submitted just above.
+    let link = submit(20, CPU, &[(10, Gate::OnSuccess), (11, Gate::OnSuccess)])?;
+    // Source b changed: supersede its compile and submit it again at the new generation. The
+    // link follows key 11 to the new compile and keeps waiting; it is not failed.
     let v = graph.advance(JobKey::new(11))?;
     println!(
-        "compile b superseded; key 11 is now at generation {}",
+        "compile b superseded; key 11 is now at generation {}; the link waits for it",
         v.generation
     );
     let compile_b = submit(11, CPU, &[(1, Gate::OnSuccess), (2, Gate::OnSuccess)])?;
-    let link = submit(20, CPU, &[(10, Gate::OnSuccess), (11, Gate::OnSuccess)])?;
     let test = submit(21, CPU, &[(20, Gate::OnSuccess)])?;
     // Another client wants the same test run: the job is live (waiting), so it joins it.
     let Admission::DedupeJoined(test_again) = graph.submit(&JobSpec {
@@ -153,7 +152,8 @@ pub fn main() -> Result<(), Error> {
         println!("  {:<16} {what}", names[key]);
     }
     assert!(matches!(outcomes[3], JobOutcome::Failed(e) if e.reason() == Reason::Superseded));
-    assert!(outcomes[4].is_success() && outcomes[6].is_success());
+    // The link followed key 11 to the new compile and succeeded with it.
+    assert!(outcomes[4].is_success() && outcomes[5].is_success() && outcomes[6].is_success());
     assert!(
         outcomes[7].is_success() && outcomes[7] == outcomes[6],
         "one test run, one outcome"

@@ -106,11 +106,14 @@ impl Witness {
 
 impl<E: GraphEngine> Graph<E> {
     /// Bumps `key`'s generation and, in the same step, supersedes its older work (SPEC D20):
-    /// a waiting or queued job of the key ends `cancelled / superseded` (its dependents fail
-    /// `dependency-failed`, whatever their gates); a running one is signalled — its
-    /// completion will be refused as stale (SPEC D21; [`is_current`](Self::is_current) tells
-    /// the body). Jobs that wait on the key keep waiting, for the new generation's producer.
-    /// The sweep looks only backward: the key's newer work does not exist yet.
+    /// a waiting or queued job of the key ends `cancelled / superseded`; a running one is
+    /// signalled — its completion will be refused as stale (SPEC D21;
+    /// [`is_current`](Self::is_current) tells the body). Its dependents follow the key (SPEC
+    /// D33): those on the key's current producer keep waiting, now for the new generation's
+    /// job, as do jobs that waited on the key with no producer; those pinned to the superseded
+    /// version ([`Dependency::pinned`]) count it as ended `superseded` without admission (a
+    /// `Sequential` gate holds, any other fails the dependent `cancelled / superseded`). The
+    /// sweep looks only backward: the key's newer work does not exist yet.
     ///
     /// Returns the key's new version.
     ///

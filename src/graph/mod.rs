@@ -99,10 +99,16 @@
 //! removed; it has a [`Version`]: a process-unique incarnation and a generation.
 //! [`Graph::advance`] bumps the generation and retires the key's current job in the same step:
 //! waiting or queued, it ends `cancelled / superseded`; running, its completion will be refused
-//! as stale (the job's witness is no longer current, [`Graph::is_current`]). A retired job
-//! meets none of its dependents' gates, so they fail `dependency-failed`; jobs waiting on the
-//! key with no producer wait for the next generation's. [`Graph::remove`] and [`Graph::reset`]
-//! do the same with `removed`, and fail the key's waiters `unavailable / removed`. A
+//! as stale (the job's witness is no longer current, [`Graph::is_current`]). Its dependents
+//! follow the key (SPEC D33): a dependency on the key's current producer ([`Dependency::on`])
+//! moves, at the advance, to the key's next generation — the dependent keeps waiting, like jobs
+//! that wait on the key with no producer — while one pinned to the superseded version
+//! ([`Dependency::pinned`]) counts as on a producer that ended `superseded` unadmitted: a
+//! `Sequential` gate holds, any other fails the dependent `cancelled / superseded`. A completion
+//! that races the advance and comes first keeps its dependents: they take its outcome.
+//! [`Graph::remove`] and [`Graph::reset`] retire the key's job with `removed`: a removed job
+//! meets none of its dependents' gates (they fail `dependency-failed`), and the key's waiters
+//! fail `unavailable / removed`. A
 //! [`Witness`] proves a running job's version; [`Graph::check_witness`] refuses it once the
 //! key advanced, was removed, or was re-created. See `keys.rs` and each engine's `keys.rs` for
 //! the protocol: on the lock-free engine the key's version word changes under the topology
@@ -199,9 +205,7 @@
 //!   index (once per a quarter of its cells in removals); a submit that names a new key, or a
 //!   lookup that meets the compaction, waits for it. Nothing is reclaimed through an epoch
 //!   scheme: the key table frees no memory (see `lockfree/index.rs`).
-//! - Dependencies name a key's current producer; pinning an exact generation (D10) is not
-//!   built, and dependents of a superseded job fail rather than re-attach to the next one. A
-//!   running job is signalled through its witness, not a cancellation token; a queued job
+//! - A running job is signalled through its witness, not a cancellation token; a queued job
 //!   that a key operation ended stays in the scheduler until an executor skips it.
 //! - Not built: priority inheritance and cancellation through the graph (D30, D31).
 //! - A handle is a copyable token: a joiner (like the original submitter) that never takes
