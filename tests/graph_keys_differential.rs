@@ -2,7 +2,8 @@
 //! D20–D24): the op mix of `graph_differential.rs` (submit, pull, discover, complete, collect)
 //! plus `advance`, `remove`, `reset`, witness checks and the stale completions they cause
 //! give identical results, occupancy, key generations and stale counts on the lock-free graph
-//! and the mutex graph after every operation.
+//! and the mutex graph after every operation. A third of the dependencies pin a version of
+//! their key (the current one, or the one before it), the rest follow the key (SPEC D33).
 //!
 //! A second mix churns keys: a key space four times the key table's size with removals
 //! frequent, so the table fills and only removal makes room (D24); both engines must refuse
@@ -36,18 +37,48 @@ impl Rng {
 
 #[derive(Debug, Clone)]
 enum Op {
-    Submit(u64, Vec<(u64, Gate)>),
+    Submit(u64, Vec<(u64, Gate, PinTo)>),
     Pull,
     Complete(usize, bool),
     Take(u64),
-    Discover(usize, Vec<(u64, Gate)>),
+    Discover(usize, Vec<(u64, Gate, PinTo)>),
     Advance(u64),
     Remove(u64),
     Reset,
     Witness(usize),
 }
 
-fn random_deps(r: &mut Rng, keys: u64) -> Vec<(u64, Gate)> {
+/// Which version of its key a dependency pins (SPEC D33), decided on each engine from that
+/// engine's own version of the key (incarnations differ between engines).
+#[derive(Debug, Clone, Copy)]
+enum PinTo {
+    /// None: the key's current producer.
+    Follow,
+    /// The key's version at the submit.
+    Current,
+    /// One generation before it (superseded already), if the key has one.
+    Previous,
+}
+
+/// The dependencies of `deps` as `g` sees them.
+fn to_deps<E: GraphEngine>(g: &Graph<E>, deps: &[(u64, Gate, PinTo)]) -> Vec<Dependency> {
+    deps.iter()
+        .map(|&(k, gate, to)| {
+            let key = JobKey::new(k);
+            let pin = match (to, g.version(key)) {
+                (PinTo::Follow, _) | (_, None) => None,
+                (PinTo::Current, v) => v,
+                (PinTo::Previous, Some(mut v)) => {
+                    v.generation = v.generation.saturating_sub(1);
+                    Some(v)
+                }
+            };
+            Dependency { key, gate, pin }
+        })
+        .collect()
+}
+
+fn random_deps(r: &mut Rng, keys: u64) -> Vec<(u64, Gate, PinTo)> {
     (0..r.below(4))
         .map(|_| {
             let gate = match r.below(3) {
@@ -55,7 +86,12 @@ fn random_deps(r: &mut Rng, keys: u64) -> Vec<(u64, Gate)> {
                 1 => Gate::OnSuccess,
                 _ => Gate::OnAdmission,
             };
-            (r.below(keys), gate)
+            let to = match r.below(6) {
+                0 => PinTo::Current,
+                1 => PinTo::Previous,
+                _ => PinTo::Follow,
+            };
+            (r.below(keys), gate, to)
         })
         .collect()
 }
@@ -129,14 +165,7 @@ fn run<E: GraphEngine>(ops: &[Op], table: u32, keys: u64) -> Vec<Step> {
     for op in ops {
         let seen = match op {
             Op::Submit(key, deps) => {
-                let deps: Vec<Dependency> = deps
-                    .iter()
-                    .map(|&(k, gate)| Dependency {
-                        key: JobKey::new(k),
-                        gate,
-                        pin: None,
-                    })
-                    .collect();
+                let deps = to_deps(&g, deps);
                 let r = g.submit(&JobSpec {
                     key: JobKey::new(*key),
                     tenant: TenantId(0),
@@ -179,14 +208,7 @@ fn run<E: GraphEngine>(ops: &[Op], table: u32, keys: u64) -> Vec<Step> {
                 }
             }
             Op::Discover(i, deps) => {
-                let deps: Vec<Dependency> = deps
-                    .iter()
-                    .map(|&(k, gate)| Dependency {
-                        key: JobKey::new(k),
-                        gate,
-                        pin: None,
-                    })
-                    .collect();
+                let deps = to_deps(&g, deps);
                 Seen::Discovered(if running.is_empty() {
                     None
                 } else {
