@@ -10,7 +10,7 @@ mod imp {
     pub(crate) use std::sync::atomic::{
         fence, AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering,
     };
-    pub(crate) use std::sync::{Arc, Condvar, Mutex};
+    pub(crate) use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
     pub(crate) use atomic_waker::AtomicWaker;
 
@@ -57,7 +57,7 @@ mod imp {
     pub(crate) use loom::sync::atomic::{
         fence, AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering,
     };
-    pub(crate) use loom::sync::{Arc, Condvar, Mutex};
+    pub(crate) use loom::sync::{Arc, Condvar, Mutex, MutexGuard};
 
     /// Registers `waker` in `cell` (the call is spelled differently by `atomic-waker` and loom).
     #[inline]

@@ -441,23 +441,19 @@ impl VersionDirectory {
     /// - `resource-exhausted / root-epochs`: every root slot is held by live roots.
     pub fn apply(&self, batch: &[Transition]) -> Result<u64, Error> {
         let mut w = self.lock();
-        let result = self.transition(&mut w, batch);
-        drop(w);
-        self.serve_reclaim_requests();
-        result
+        // Dropping the lock serves the reclamation requests made meanwhile.
+        self.transition(&mut w, batch)
     }
 
     /// Runs a reclamation pass now (the directory also runs one when it needs room and when a
     /// root's drop leaves an old epoch without roots). Returns the number of records reclaimed.
     pub fn reclaim(&self) -> usize {
         let mut w = self.lock();
-        let n = self.reclaim_pass(&mut w);
-        drop(w);
-        self.serve_reclaim_requests();
-        n
+        self.reclaim_pass(&mut w)
     }
 
-    /// How full the fixed stores are. Takes the writer lock.
+    /// How full the fixed stores are. Takes the writer lock (and, releasing it, serves the
+    /// reclamation requests of roots dropped while it was held, as every holder does).
     pub fn occupancy(&self) -> VersionOccupancy {
         let w = self.lock();
         VersionOccupancy {

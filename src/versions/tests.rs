@@ -212,6 +212,70 @@ fn v04_record_retained_exactly_while_a_root_sees_it() {
     check_conservation(&d);
 }
 
+/// Retained records, read under the raw writer lock: a read that serves no request.
+fn retained_raw(d: &VersionDirectory) -> usize {
+    d.writer.lock().unwrap().retired.len()
+}
+
+/// The last root of an old epoch is dropped while another thread holds the writer lock (as
+/// `occupancy` does): the drop's `try_lock` fails and leaves a request. Releasing the lock
+/// serves it: the record is freed with no further call. The state is forced: the lock is held
+/// across the whole drop.
+#[test]
+fn v04_a_root_dropped_while_the_writer_lock_is_held_is_reclaimed_when_it_is_released() {
+    let d = dir(4, 64);
+    d.publish(0, 1).unwrap();
+    let r = d.capture();
+    d.advance(0).unwrap();
+    assert_eq!(retained_raw(&d), 1);
+    let held = d.lock();
+    std::thread::scope(|s| {
+        s.spawn(move || drop(r)).join().unwrap();
+    });
+    assert_eq!(
+        d.want_reclaim.load(Ordering::Relaxed),
+        1,
+        "the drop found the lock taken and left a request"
+    );
+    drop(held);
+    assert_eq!(
+        retained_raw(&d),
+        0,
+        "the lock holder released the lock without serving the dropped root's request"
+    );
+    check_conservation(&d);
+}
+
+/// The same through the public API: the drop of the last root races `occupancy` in a loop;
+/// afterwards nothing is retained, with no further call.
+#[test]
+fn v04_a_root_dropped_during_occupancy_is_reclaimed_with_no_further_call() {
+    let rounds = if cfg!(miri) { 3 } else { 500 };
+    for round in 0..rounds {
+        let d = dir(4, 64);
+        d.publish(0, 1).unwrap();
+        let r = d.capture();
+        d.advance(0).unwrap();
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    std::hint::black_box(d.occupancy());
+                }
+            });
+            s.spawn(|| {
+                drop(r);
+                stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            });
+        });
+        assert_eq!(
+            retained_raw(&d),
+            0,
+            "round {round}: a record no root sees is kept"
+        );
+    }
+}
+
 #[test]
 fn v04_middle_record_goes_while_older_and_newer_roots_stay() {
     let d = dir(2, 64);

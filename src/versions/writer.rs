@@ -4,11 +4,48 @@
 
 use super::*;
 
+/// The writer lock, held. Dropping it releases the lock and then serves the reclamation
+/// requests that dropped roots left while it was held ([`serve_reclaim_requests`]), so every
+/// holder of the lock — a transition, a pass, an occupancy read — serves them, and a record no
+/// root can see is freed without any further call (SPEC V04).
+///
+/// [`serve_reclaim_requests`]: VersionDirectory::serve_reclaim_requests
+pub(super) struct WriterLock<'a> {
+    dir: &'a VersionDirectory,
+    guard: Option<MutexGuard<'a, Writer>>,
+}
+
+impl core::ops::Deref for WriterLock<'_> {
+    type Target = Writer;
+    fn deref(&self) -> &Writer {
+        self.guard.as_ref().expect("held until drop")
+    }
+}
+
+impl core::ops::DerefMut for WriterLock<'_> {
+    fn deref_mut(&mut self) -> &mut Writer {
+        self.guard.as_mut().expect("held until drop")
+    }
+}
+
+impl Drop for WriterLock<'_> {
+    fn drop(&mut self) {
+        // Unlock first: `serve_reclaim_requests` takes the lock with `try_lock`.
+        drop(self.guard.take());
+        self.dir.serve_reclaim_requests();
+    }
+}
+
 impl VersionDirectory {
-    pub(super) fn lock(&self) -> MutexGuard<'_, Writer> {
-        self.writer
+    pub(super) fn lock(&self) -> WriterLock<'_> {
+        let guard = self
+            .writer
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        WriterLock {
+            dir: self,
+            guard: Some(guard),
+        }
     }
 
     /// Runs passes while reclamation requests are pending and the writer lock is free; never

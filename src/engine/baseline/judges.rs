@@ -9,7 +9,7 @@ pub(super) struct After<T> {
     /// are refunded under the lock, so a drainer that finds the class empty finds the quota
     /// refunded too.
     pub(super) contents: ArrayVec<T, { PASS_BUDGET as usize + 1 }>,
-    pub(super) exec: ArrayVec<Waker, 64>,
+    pub(super) exec: ExecWakes,
     pub(super) more: bool,
 }
 
@@ -18,7 +18,7 @@ impl<T> After<T> {
         Self {
             wakes: ArrayVec::new(),
             contents: ArrayVec::new(),
-            exec: ArrayVec::new(),
+            exec: ExecWakes::default(),
             more: false,
         }
     }
@@ -29,9 +29,7 @@ impl<T> After<T> {
         for w in self.wakes.drain(..) {
             w.wake();
         }
-        for w in self.exec.drain(..) {
-            w.wake();
-        }
+        self.exec.wake();
         self.contents.clear();
         self.more
     }

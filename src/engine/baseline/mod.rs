@@ -61,9 +61,72 @@ struct Slot<T> {
     waker: Option<Waker>,
 }
 
+/// Executors (and drainers) waiting: 64 slots, then an overflow list whose entries are named
+/// by ids from 64 up, so that any number of idle executors park instead of polling (SPEC F22).
 struct ExecWaiters {
     claimed: u64,
     wakers: [Option<Waker>; 64],
+    overflow: Vec<(usize, Waker)>,
+    next: usize,
+}
+
+impl ExecWaiters {
+    /// Registers `waker` for the waiter whose slot (or overflow id) is `*slot`, claiming a slot
+    /// or an overflow entry if it has none (or its overflow entry was woken meanwhile).
+    fn register(&mut self, slot: &mut Option<usize>, waker: &Waker) {
+        if let Some(i) = *slot {
+            if i < 64 {
+                self.wakers[i] = Some(waker.clone());
+                return;
+            }
+            if let Some((_, w)) = self.overflow.iter_mut().find(|(x, _)| *x == i) {
+                w.clone_from(waker);
+                return;
+            }
+        }
+        let free = !self.claimed;
+        if free != 0 {
+            let i = free.trailing_zeros() as usize;
+            self.claimed |= 1 << i;
+            if let Some(o) = slot.replace(i) {
+                self.forget(o);
+            }
+            self.wakers[i] = Some(waker.clone());
+            return;
+        }
+        let id = 64 + self.next;
+        self.next = (self.next + 1) % (usize::MAX - 64);
+        self.overflow.push((id, waker.clone()));
+        *slot = Some(id);
+    }
+
+    fn forget(&mut self, slot: usize) {
+        if slot < 64 {
+            self.claimed &= !(1 << slot);
+            self.wakers[slot] = None;
+        } else {
+            self.overflow.retain(|(x, _)| *x != slot);
+        }
+    }
+}
+
+/// Executor wakers collected under the lock, woken after it: the slots' inline, the
+/// overflow's moved out whole (it allocates only when waiters are past the slots).
+#[derive(Default)]
+pub(super) struct ExecWakes {
+    slots: ArrayVec<Waker, 64>,
+    overflow: Vec<(usize, Waker)>,
+}
+
+impl ExecWakes {
+    pub(super) fn wake(&mut self) {
+        for w in self.slots.drain(..) {
+            w.wake();
+        }
+        for (_, w) in self.overflow.drain(..) {
+            w.wake();
+        }
+    }
 }
 
 /// What the lock protects: the policy, and everything else (split so judges can borrow both).
@@ -120,7 +183,7 @@ impl<T: Send> Inner<T> {
 
     /// Wakes every waiting executor and drainer (after the lock is released) if admissions have
     /// stopped: the change the caller just made may be the last one a drain waits for.
-    fn wake_if_stopped(&mut self, out: &mut ArrayVec<Waker, 64>) {
+    fn wake_if_stopped(&mut self, out: &mut ExecWakes) {
         if self.stopped() {
             self.exec_wakers(out);
         }
@@ -175,14 +238,18 @@ impl<T: Send> Inner<T> {
         Some(pulled)
     }
 
-    fn exec_wakers(&mut self, out: &mut ArrayVec<Waker, 64>) {
+    fn exec_wakers(&mut self, out: &mut ExecWakes) {
         let mut bits = self.exec.claimed;
         while bits != 0 {
             let i = bits.trailing_zeros() as usize;
             bits &= bits - 1;
             if let Some(w) = self.exec.wakers[i].take() {
-                out.push(w);
+                out.slots.push(w);
             }
+        }
+        if !self.exec.overflow.is_empty() {
+            // Woken entries leave the list; each woken call parks again if it still waits.
+            out.overflow.append(&mut self.exec.overflow);
         }
     }
 }
@@ -331,6 +398,8 @@ impl<T: Send + 'static, L: BaselineLock> ClassEngine<T> for BaselineClass<T, L> 
             exec: ExecWaiters {
                 claimed: 0,
                 wakers: [const { None }; 64],
+                overflow: Vec::new(),
+                next: 0,
             },
             recent_now: s.clock.now(),
             lease_since: vec![u64::MAX; s.cells as usize],
@@ -575,7 +644,7 @@ impl<T: Send + 'static, L: BaselineLock> ClassEngine<T> for BaselineClass<T, L> 
     }
 
     fn release_then(&self, lease: Lease, then: impl FnOnce()) {
-        let mut exec = ArrayVec::<Waker, 64>::new();
+        let mut exec = ExecWakes::default();
         let work = self.with(|_, inner| {
             if let Some(s) = inner.lease_since.get_mut(lease.cell().0 as usize) {
                 *s = u64::MAX;
@@ -587,14 +656,14 @@ impl<T: Send + 'static, L: BaselineLock> ClassEngine<T> for BaselineClass<T, L> 
             inner.wake_if_stopped(&mut exec);
             Self::wants_pass(inner)
         });
-        exec.into_iter().for_each(Waker::wake);
+        exec.wake();
         if work {
             self.dispatch();
         }
     }
 
     fn quarantine_then(&self, lease: Lease, reason: &'static str, then: impl FnOnce()) {
-        let mut exec = ArrayVec::<Waker, 64>::new();
+        let mut exec = ExecWakes::default();
         let dead = self.with(|_, inner| {
             self.quarantine_locked(inner, lease, reason);
             // A quota refund touches only the ledger's counters: fine under the lock.
@@ -603,7 +672,7 @@ impl<T: Send + 'static, L: BaselineLock> ClassEngine<T> for BaselineClass<T, L> 
             inner.wake_if_stopped(&mut exec);
             inner.dead
         });
-        exec.into_iter().for_each(Waker::wake);
+        exec.wake();
         if dead {
             self.dispatch();
         }
@@ -623,27 +692,13 @@ impl<T: Send + 'static, L: BaselineLock> ClassEngine<T> for BaselineClass<T, L> 
             if inner.stopped() && inner.queued == 0 {
                 return Poll::Ready(None);
             }
-            if slot.is_none() {
-                let free = !inner.exec.claimed;
-                if free != 0 {
-                    let i = free.trailing_zeros() as usize;
-                    inner.exec.claimed |= 1 << i;
-                    *slot = Some(i);
-                }
-            }
-            match *slot {
-                Some(i) => inner.exec.wakers[i] = Some(cx.waker().clone()),
-                None => cx.waker().wake_by_ref(),
-            }
+            inner.exec.register(slot, cx.waker());
             Poll::Pending
         })
     }
 
     fn forget_waiter(&self, slot: usize) {
-        self.with(|_, inner| {
-            inner.exec.claimed &= !(1 << slot);
-            inner.exec.wakers[slot] = None;
-        });
+        self.with(|_, inner| inner.exec.forget(slot));
     }
 
     fn count_refused(&self, expired: bool) {
@@ -655,22 +710,22 @@ impl<T: Send + 'static, L: BaselineLock> ClassEngine<T> for BaselineClass<T, L> 
     }
 
     fn shutdown(&self) {
-        let mut exec = ArrayVec::<Waker, 64>::new();
+        let mut exec = ExecWakes::default();
         self.with(|_, inner| {
             inner.shut = true;
             inner.exec_wakers(&mut exec);
         });
-        exec.into_iter().for_each(Waker::wake);
+        exec.wake();
         self.dispatch();
     }
 
     fn close(&self) {
-        let mut exec = ArrayVec::<Waker, 64>::new();
+        let mut exec = ExecWakes::default();
         self.with(|_, inner| {
             inner.draining = true;
             inner.exec_wakers(&mut exec);
         });
-        exec.into_iter().for_each(Waker::wake);
+        exec.wake();
         self.dispatch();
     }
 
@@ -679,18 +734,7 @@ impl<T: Send + 'static, L: BaselineLock> ClassEngine<T> for BaselineClass<T, L> 
             if inner.drained() {
                 return Poll::Ready(());
             }
-            if slot.is_none() {
-                let free = !inner.exec.claimed;
-                if free != 0 {
-                    let i = free.trailing_zeros() as usize;
-                    inner.exec.claimed |= 1 << i;
-                    *slot = Some(i);
-                }
-            }
-            match *slot {
-                Some(i) => inner.exec.wakers[i] = Some(cx.waker().clone()),
-                None => cx.waker().wake_by_ref(),
-            }
+            inner.exec.register(slot, cx.waker());
             Poll::Pending
         })
     }
@@ -704,7 +748,7 @@ impl<T: Send + 'static, L: BaselineLock> ClassEngine<T> for BaselineClass<T, L> 
     }
 
     fn restore_cell(&self, cell: CellId) -> Result<(), Error> {
-        let mut exec = ArrayVec::<Waker, 64>::new();
+        let mut exec = ExecWakes::default();
         let work = self.with(|_, inner| {
             // A class that has died has failed its requests and stays closed (SPEC F22).
             if inner.dead {
@@ -716,7 +760,7 @@ impl<T: Send + 'static, L: BaselineLock> ClassEngine<T> for BaselineClass<T, L> 
             inner.wake_if_stopped(&mut exec);
             Ok(Self::wants_pass(inner))
         })?;
-        exec.into_iter().for_each(Waker::wake);
+        exec.wake();
         if work {
             self.dispatch();
         }
