@@ -31,8 +31,8 @@ pub use graph::{Graph, LockFreeGraph, MutexGraph};
 pub use ids::{CellId, ClassId, Priority, RequestId, TenantId};
 pub use scheduler::{
     AdmittedRequest, Assignment, Baseline, Builder, ClassConfig, ClassSnapshot, Drain, DropPolicy,
-    Enqueue, Footprint, Job, LockFree, Mechanism, Next, RequestHandle, Ring, Scheduler,
-    SubmitError, TryEnqueueError,
+    Enqueue, Footprint, Job, LockFree, Mechanism, Next, QuarantinedCells, RequestHandle, Ring,
+    Scheduler, SubmitError, TryEnqueueError,
 };
 
 /// The `hdrhistogram` crate, whose `Histogram` is [`ClassSnapshot::wait_histogram`]'s type:

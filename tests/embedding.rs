@@ -103,6 +103,9 @@ both_engines!(
     f44_dropped_assignment_releases_when_configured,
     f44_restored_cell_lets_a_waiting_request_be_granted,
     f44_restore_of_a_cell_not_quarantined_is_refused,
+    f22_a_restore_after_every_cell_was_quarantined_reopens_the_class,
+    f22_executors_wait_through_a_dead_class_and_pull_after_a_restore,
+    f22_quarantined_cells_are_listed_past_one_word_without_allocating,
     f23_pull_from_an_unknown_class_is_invalid_argument,
     x01_owned_future_aborted_refunds_everything,
     x01_owned_pull_future_runs_in_a_spawned_task,
@@ -232,20 +235,9 @@ fn f44_restore_of_a_cell_not_quarantined_is_refused<M: Mechanism>() {
         Code::InvalidArgument,
         Reason::Class,
     );
-    // A class whose every cell was quarantined has failed its requests and stays closed.
-    let only = env.sched.try_enqueue(env.admit_in(1, 0)).unwrap();
-    let only_cell = only.cell();
-    drop(only);
-    assert_error(
-        &refused(ClassId(1), only_cell.0),
-        Code::Unavailable,
-        Reason::AllCellsQuarantined,
-    );
     // Refusals change nothing.
     let s = env.snapshot();
     assert_eq!((s.cells_available, s.cells_quarantined), (2, 0));
-    let s1 = env.sched.snapshot(ClassId(1)).unwrap();
-    assert_eq!((s1.cells_available, s1.cells_quarantined), (0, 1));
     assert!(env.ledger.usage().is_zero());
 }
 
@@ -579,4 +571,113 @@ fn f60_observers_allocate_nothing<M: Mechanism>() {
     let (n, _) = allocations_of(|| env.snapshot());
     assert!(n > 0);
     held.release();
+}
+
+/// Every cell of a 2-cell class is quarantined: a queued request and a new one fail
+/// `all-cells-quarantined` (SPEC F22). The state is not final: restoring one cell reopens the
+/// class, and the next request is granted that cell.
+fn f22_a_restore_after_every_cell_was_quarantined_reopens_the_class<M: Mechanism>() {
+    let env = Env::<M>::new(&[ClassConfig::new(2, 8)]);
+    let (a, b) = (env.occupy(), env.occupy());
+    let mut queued = std::pin::pin!(env.sched.enqueue(env.admit(1)));
+    assert!(poll_once(queued.as_mut()).is_pending());
+    let (ca, cb) = (a.cell(), b.cell());
+    a.quarantine("timed out");
+    b.quarantine("timed out");
+    match poll_once(queued.as_mut()) {
+        Poll::Ready(Err(e)) => assert_error(&e, Code::Unavailable, Reason::AllCellsQuarantined),
+        other => panic!("the queued request did not fail: {other:?}"),
+    }
+    let e = env.sched.try_enqueue(env.admit(2)).unwrap_err().error;
+    assert_error(&e, Code::Unavailable, Reason::AllCellsQuarantined);
+    let mut listed: Vec<_> = env.sched.quarantined_cells(ClassId(0)).unwrap().collect();
+    listed.sort();
+    let mut want = vec![ca, cb];
+    want.sort();
+    assert_eq!(listed, want);
+    env.sched
+        .restore_cell(ClassId(0), cb)
+        .expect("a restore reopens a class whose every cell was quarantined");
+    assert_eq!(
+        env.sched
+            .quarantined_cells(ClassId(0))
+            .unwrap()
+            .collect::<Vec<_>>(),
+        vec![ca]
+    );
+    let granted = env
+        .sched
+        .try_enqueue(env.admit(3))
+        .expect("the reopened class grants the restored cell");
+    assert_eq!(granted.cell(), cb);
+    // A waiting request is granted too once the cell comes back.
+    let mut waiting = std::pin::pin!(env.sched.enqueue(env.admit(4)));
+    assert!(poll_once(waiting.as_mut()).is_pending());
+    granted.release();
+    match poll_once(waiting.as_mut()) {
+        Poll::Ready(Ok(g)) => g.release(),
+        other => panic!("expected the released cell, got {other:?}"),
+    }
+    env.sched.restore_cell(ClassId(0), ca).unwrap();
+    assert_eq!(env.sched.available_cells(ClassId(0)).unwrap(), 2);
+    assert!(env.ledger.usage().is_zero());
+}
+
+/// Pull mode: an executor waiting on a class whose every cell is then quarantined keeps
+/// waiting (the class is not finished: a restore reopens it), and receives the job submitted
+/// after the restore. A shutdown ends its wait.
+fn f22_executors_wait_through_a_dead_class_and_pull_after_a_restore<M: Mechanism>() {
+    let env = Env::<M>::new(&[ClassConfig::new(1, 8)]);
+    let a = env.occupy();
+    let cell = a.cell();
+    let mut next = std::pin::pin!(env.sched.next(ClassId(0)));
+    assert!(poll_once(next.as_mut()).is_pending());
+    a.quarantine("lost");
+    assert!(
+        poll_once(next.as_mut()).is_pending(),
+        "the executor's wait ended on a dead class"
+    );
+    env.sched.restore_cell(ClassId(0), cell).unwrap();
+    env.sched.submit(env.admit(0), 7).unwrap();
+    match poll_once(next.as_mut()) {
+        Poll::Ready(Ok(Some(job))) => {
+            assert_eq!(job.payload, 7);
+            job.assignment.release();
+        }
+        other => panic!("expected the job after the restore, got {other:?}"),
+    }
+    let mut after = std::pin::pin!(env.sched.next(ClassId(0)));
+    assert!(poll_once(after.as_mut()).is_pending());
+    env.sched.shutdown();
+    assert!(matches!(poll_once(after.as_mut()), Poll::Ready(Ok(None))));
+    assert!(env.ledger.usage().is_zero());
+}
+
+/// The quarantined cells of a 100-cell class (past one 64-bit word), listed in id order and
+/// without allocating (SPEC F22).
+fn f22_quarantined_cells_are_listed_past_one_word_without_allocating<M: Mechanism>() {
+    let env = Env::<M>::new(&[ClassConfig::new(100, 128)]);
+    let held: Vec<Assignment> = (0..100).map(|_| env.occupy()).collect();
+    let mut want = Vec::new();
+    for a in held {
+        if matches!(a.cell().0, 3 | 63 | 64 | 99) {
+            want.push(a.cell());
+            a.quarantine("test");
+        } else {
+            a.release();
+        }
+    }
+    want.sort();
+    let mut seen = [fairway::CellId(0); 8];
+    let (allocs, n) = allocations_of(|| {
+        let mut n = 0;
+        for c in env.sched.quarantined_cells(ClassId(0)).unwrap() {
+            seen[n] = c;
+            n += 1;
+        }
+        n
+    });
+    assert_eq!(allocs, 0, "listing the quarantined cells allocated");
+    assert_eq!(&seen[..n], &want[..]);
+    assert_eq!(env.snapshot().cells_quarantined, 4);
 }

@@ -303,6 +303,9 @@ pub trait ClassEngine<T: Send + 'static>: Send + Sync + Sized + 'static {
     /// class's free count, as a release (SPEC F44). Refused for a class that has died.
     fn restore_cell(&self, cell: CellId) -> Result<(), Error>;
 
+    /// The class's pool (for observers: which cells are quarantined).
+    fn pool(&self) -> &crate::pool::ClassPool;
+
     /// The bin of payloads that shutdown ended before delivery.
     fn undelivered(&self) -> &Undelivered<T>;
 

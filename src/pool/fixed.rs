@@ -100,6 +100,16 @@ pub struct FixedCellPool {
 }
 
 impl FixedCellPool {
+    /// Whether `cell` is quarantined now (an observation; `false` out of range).
+    pub(crate) fn is_quarantined(&self, cell: CellId) -> bool {
+        if cell.0 >= self.cells {
+            return false;
+        }
+        let (w, mask) = ((cell.0 / BITS) as usize, 1u64 << (cell.0 % BITS));
+        // Relaxed: an observation.
+        self.quarantined[w].load(Ordering::Relaxed) & mask != 0
+    }
+
     /// A pool of `cells` cells of `class`, all available.
     ///
     /// # Errors

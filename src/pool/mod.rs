@@ -204,8 +204,47 @@ pub trait CellPool: Send + Sync + 'static {
 pub(crate) enum ClassPool {
     /// The built-in pool.
     Fixed(FixedCellPool),
-    /// A pool supplied by the host (F07).
-    Host(std::sync::Arc<dyn CellPool>),
+    /// A pool supplied by the host (F07), and the cells the scheduler quarantined in it (the
+    /// trait does not say which; the scheduler sees every quarantine and restore).
+    Host(std::sync::Arc<dyn CellPool>, QuarantineSet),
+}
+
+/// One bit per cell: quarantined by the scheduler and not restored since (a host pool's
+/// [`ClassPool`] keeps it for the observer; written on the rare quarantine and restore paths).
+pub(crate) struct QuarantineSet {
+    bits: Box<[crate::sync::AtomicU64]>,
+}
+
+impl QuarantineSet {
+    pub(crate) fn new(cells: u32) -> Self {
+        Self {
+            bits: (0..cells.div_ceil(64))
+                .map(|_| crate::sync::AtomicU64::new(0))
+                .collect(),
+        }
+    }
+
+    fn at(&self, cell: CellId) -> Option<(&crate::sync::AtomicU64, u64)> {
+        let w = self.bits.get((cell.0 / 64) as usize)?;
+        Some((w, 1 << (cell.0 % 64)))
+    }
+
+    fn set(&self, cell: CellId, on: bool) {
+        if let Some((w, m)) = self.at(cell) {
+            // Relaxed: an observation; the pool's own calls order the cell's use.
+            if on {
+                w.fetch_or(m, crate::sync::Ordering::Relaxed);
+            } else {
+                w.fetch_and(!m, crate::sync::Ordering::Relaxed);
+            }
+        }
+    }
+
+    fn contains(&self, cell: CellId) -> bool {
+        // Relaxed: an observation.
+        self.at(cell)
+            .is_some_and(|(w, m)| w.load(crate::sync::Ordering::Relaxed) & m != 0)
+    }
 }
 
 impl ClassPool {
@@ -223,7 +262,7 @@ impl ClassPool {
         let capacity = || Error::new(Code::Internal, Reason::PoolCapacityMismatch);
         match self {
             ClassPool::Fixed(p) => Ok(Ok(Lease::new(req, p.acquire_credited(req.request)?))),
-            ClassPool::Host(p) => match p.try_acquire_now(req)? {
+            ClassPool::Host(p, _) => match p.try_acquire_now(req)? {
                 Some(lease) if lease.matches(req) => Ok(Ok(lease)),
                 Some(lease) => Ok(Err(lease)),
                 None => Err(capacity()),
@@ -242,28 +281,57 @@ impl ClassPool {
     pub(crate) fn release(&self, lease: Lease) {
         match self {
             ClassPool::Fixed(p) => p.release(lease),
-            ClassPool::Host(p) => p.release(lease),
+            ClassPool::Host(p, _) => p.release(lease),
         }
     }
 
     pub(crate) fn quarantine(&self, lease: Lease, reason: &'static str) {
         match self {
             ClassPool::Fixed(p) => p.quarantine(lease, reason),
-            ClassPool::Host(p) => p.quarantine(lease, reason),
+            ClassPool::Host(p, q) => {
+                q.set(lease.cell(), true);
+                p.quarantine(lease, reason);
+            }
         }
     }
 
     pub(crate) fn restore(&self, cell: CellId) -> Result<()> {
         match self {
             ClassPool::Fixed(p) => p.restore(cell),
-            ClassPool::Host(p) => p.restore(cell),
+            ClassPool::Host(p, q) => {
+                if !q.contains(cell) {
+                    return Err(Error::new(
+                        Code::InvalidArgument,
+                        Reason::CellNotQuarantined,
+                    ));
+                }
+                p.restore(cell)?;
+                q.set(cell, false);
+                Ok(())
+            }
         }
     }
 
     pub(crate) fn counters(&self) -> PoolCounters {
         match self {
             ClassPool::Fixed(p) => p.counters(),
-            ClassPool::Host(p) => p.counters(),
+            ClassPool::Host(p, _) => p.counters(),
+        }
+    }
+
+    /// The class's cell count.
+    pub(crate) fn capacity(&self) -> u32 {
+        match self {
+            ClassPool::Fixed(p) => p.capacity(),
+            ClassPool::Host(p, _) => p.capacity(),
+        }
+    }
+
+    /// Whether `cell` is quarantined (SPEC F22's observer); allocation-free.
+    pub(crate) fn is_quarantined(&self, cell: CellId) -> bool {
+        match self {
+            ClassPool::Fixed(p) => p.is_quarantined(cell),
+            ClassPool::Host(_, q) => q.contains(cell),
         }
     }
 }

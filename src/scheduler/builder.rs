@@ -220,7 +220,10 @@ impl<T: Send + 'static> Builder<T> {
                         .iter()
                         .find(|p| p.class() == ClassId(i as u16))
                         .expect("validated");
-                    ordered.push(ClassPool::Host(p.clone()));
+                    ordered.push(ClassPool::Host(
+                        p.clone(),
+                        crate::pool::QuarantineSet::new(p.capacity()),
+                    ));
                 }
                 ordered
             }

@@ -184,6 +184,23 @@ impl<T: Send + 'static, M: Mechanism> Scheduler<T, M> {
         Ok(self.shared.class(class)?.available_cells())
     }
 
+    /// Which cells of `class` are quarantined now (SPEC F22), in id order: the ones a host
+    /// cleans and hands to [`restore_cell`](Self::restore_cell). Allocation-free: the iterator
+    /// reads one bit per cell as it goes, so a cell quarantined or restored meanwhile may or may
+    /// not be seen. For a host's pool, the cells the scheduler quarantined and did not restore.
+    ///
+    /// # Errors
+    ///
+    /// `invalid-argument / class` for an unknown class.
+    pub fn quarantined_cells(&self, class: ClassId) -> Result<QuarantinedCells<'_>, Error> {
+        let pool = self.shared.class(class)?.pool();
+        Ok(QuarantinedCells {
+            pool,
+            next: 0,
+            end: pool.capacity(),
+        })
+    }
+
     /// Returns a quarantined cell of `class` to service once the host has cleaned it
     /// (issuer-owned cleanup, SPEC F44): its pool makes it available again and a waiting
     /// request may be granted it at once. The scheduler never restores a cell by itself, and
@@ -250,5 +267,36 @@ impl<T: Send + 'static, M: Mechanism> Scheduler<T, M> {
     #[inline]
     pub fn snapshot(&self, class: ClassId) -> Result<ClassSnapshot, Error> {
         Ok(self.shared.class(class)?.snapshot())
+    }
+}
+
+/// The quarantined cells of a class, from [`Scheduler::quarantined_cells`].
+pub struct QuarantinedCells<'a> {
+    pool: &'a crate::pool::ClassPool,
+    next: u32,
+    end: u32,
+}
+
+impl Iterator for QuarantinedCells<'_> {
+    type Item = crate::CellId;
+
+    fn next(&mut self) -> Option<crate::CellId> {
+        while self.next < self.end {
+            let cell = crate::CellId(self.next);
+            self.next += 1;
+            if self.pool.is_quarantined(cell) {
+                return Some(cell);
+            }
+        }
+        None
+    }
+}
+
+impl core::fmt::Debug for QuarantinedCells<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("QuarantinedCells")
+            .field("next", &self.next)
+            .field("end", &self.end)
+            .finish_non_exhaustive()
     }
 }

@@ -19,6 +19,7 @@ pub use assignment::Assignment;
 pub use builder::{Builder, ClassConfig, DropPolicy};
 pub use footprint::Footprint;
 pub use future::{Drain, Enqueue, Next};
+pub use lifecycle::QuarantinedCells;
 pub use request::{AdmittedRequest, Job, RequestHandle, SubmitError, TryEnqueueError};
 pub(crate) use shared::{CellReturn, Shared};
 

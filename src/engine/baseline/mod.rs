@@ -689,7 +689,8 @@ impl<T: Send + 'static, L: BaselineLock> ClassEngine<T> for BaselineClass<T, L> 
             if let Some(p) = inner.take_ready() {
                 return Poll::Ready(Some(p));
             }
-            if inner.stopped() && inner.queued == 0 {
+            // A dead class is not the end: a restore reopens it (SPEC F22), so executors wait.
+            if (inner.shut || inner.draining) && inner.queued == 0 {
                 return Poll::Ready(None);
             }
             inner.exec.register(slot, cx.waker());
@@ -747,16 +748,21 @@ impl<T: Send + 'static, L: BaselineLock> ClassEngine<T> for BaselineClass<T, L> 
         self.with(|_, inner| inner.free_cells)
     }
 
+    fn pool(&self) -> &ClassPool {
+        &self.pool
+    }
+
     fn restore_cell(&self, cell: CellId) -> Result<(), Error> {
         let mut exec = ExecWakes::default();
         let work = self.with(|_, inner| {
-            // A class that has died has failed its requests and stays closed (SPEC F22).
-            if inner.dead {
-                return Err(Error::new(Code::Unavailable, Reason::AllCellsQuarantined));
-            }
             self.pool.restore(cell)?;
             inner.usable += 1;
             inner.free_cells += 1;
+            // A class that died reopens (SPEC F22): its executors, parked meanwhile, look again.
+            if inner.dead {
+                inner.dead = false;
+                inner.exec_wakers(&mut exec);
+            }
             inner.wake_if_stopped(&mut exec);
             Ok(Self::wants_pass(inner))
         })?;

@@ -96,6 +96,18 @@ impl Ctl {
         self.0 & (SHUT | DEAD) != 0
     }
 
+    /// Every cell quarantined: no new admissions, queued work fails, until a restore.
+    #[inline]
+    pub(super) fn dead(self) -> bool {
+        self.0 & DEAD != 0
+    }
+
+    /// Shut down or being drained: admissions have stopped for good.
+    #[inline]
+    pub(super) fn ended(self) -> bool {
+        self.0 & (SHUT | DRAIN) != 0
+    }
+
     /// Being drained: no new admissions, queued work is still granted.
     #[inline]
     pub(super) fn draining(self) -> bool {
@@ -263,6 +275,12 @@ impl CtlCell {
     #[inline]
     pub(super) fn set_dead(&self, order: Ordering) -> Ctl {
         Ctl(self.0.fetch_or(DEAD, order))
+    }
+
+    /// Clears `DEAD` (a restore reopened the class). Returns the previous value.
+    #[inline]
+    pub(super) fn clear_dead(&self, order: Ordering) -> Ctl {
+        Ctl(self.0.fetch_and(!DEAD, order))
     }
 }
 

@@ -349,7 +349,8 @@ impl<T: Send + 'static> LockFreeClass<T> {
         let cur = self.ctl.load(Ordering::Acquire);
         // Acquire: pairs with the Release stores in `flush_overflow` / `publish_ready`.
         let overflowed = self.overflowed.load(Ordering::Acquire);
-        if cur.stopped() && cur.queued() == 0 && self.ready.is_empty() && overflowed == 0 {
+        // A dead class is not the end: a restore reopens it (SPEC F22), so its executors wait.
+        if cur.ended() && cur.queued() == 0 && self.ready.is_empty() && overflowed == 0 {
             return Poll::Ready(None);
         }
         Poll::Pending

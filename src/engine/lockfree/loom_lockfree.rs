@@ -47,7 +47,10 @@ fn rig_with(cells: u32, built_in: bool) -> Rig {
     let pool = if built_in {
         crate::pool::ClassPool::Fixed(pool)
     } else {
-        crate::pool::ClassPool::Host(std::sync::Arc::new(pool))
+        crate::pool::ClassPool::Host(
+            std::sync::Arc::new(pool),
+            crate::pool::QuarantineSet::new(cells),
+        )
     };
     let ledger = Ledger::new(LedgerConfig::new(vec![ClassSpec::new("a")], 2)).unwrap();
     let engine = LockFreeClass::new(ClassSetup {

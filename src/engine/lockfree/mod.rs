@@ -531,12 +531,10 @@ impl<T: Send + 'static> ClassEngine<T> for LockFreeClass<T> {
         // drainer reads it (Acquire in `drained`) to tell whether every usable cell is back, and
         // the Release here orders this decrement before the `wake_all` below.
         if self.usable.fetch_sub(1, Ordering::AcqRel) == 1 {
-            // Release: pairs with the Acquire loads of `ctl` in passes and producers.
-            self.ctl.set_dead(Ordering::Release);
-            self.kick();
+            self.settle_death();
         }
-        // Executors waiting for a dead class to empty, and drainers waiting for the cell, must
-        // look again (a rare path: every quarantine wakes them).
+        // Drainers waiting for the cell must look again (a rare path: every quarantine wakes
+        // them).
         self.exec.wake_all();
     }
 
@@ -602,25 +600,25 @@ impl<T: Send + 'static> ClassEngine<T> for LockFreeClass<T> {
         self.ctl.load(Ordering::Relaxed).free() as u32
     }
 
+    fn pool(&self) -> &ClassPool {
+        &self.pool
+    }
+
     fn restore_cell(&self, cell: CellId) -> Result<(), Error> {
-        // Count the cell as usable first, refusing a class that has died (`usable` reached 0
-        // and DEAD was set: its requests have failed, SPEC F22). Holding this increment keeps a
-        // concurrent quarantine of the other cells from killing the class under us.
+        // Count the cell as usable first: holding this increment keeps a concurrent quarantine
+        // of the other cells from killing the class under us. From zero, it reopens a class
+        // that died (SPEC F22).
         // AcqRel: orders against the `fetch_sub` in `quarantine`.
-        self.usable
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                (n > 0).then_some(n + 1)
-            })
-            .map_err(|_| Error::new(Code::Unavailable, Reason::AllCellsQuarantined))?;
+        let before = self.usable.fetch_add(1, Ordering::AcqRel);
         if let Err(e) = self.pool.restore(cell) {
             // AcqRel: as in `quarantine`, whose role this undo takes if it is the last one.
             if self.usable.fetch_sub(1, Ordering::AcqRel) == 1 {
-                // Release: as in `quarantine`.
-                self.ctl.set_dead(Ordering::Release);
-                self.kick();
-                self.exec.wake_all();
+                self.settle_death();
             }
             return Err(e);
+        }
+        if before == 0 {
+            self.settle_death();
         }
         // The cell's credit, as `release` gives it (the pool holds the cell again).
         // AcqRel: as in `release`.
@@ -670,6 +668,37 @@ impl<T> Drop for LockFreeClass<T> {
             });
             if let Some(l) = lease {
                 self.pool.release(l);
+            }
+        }
+    }
+}
+
+impl<T: Send + 'static> LockFreeClass<T> {
+    /// Makes `DEAD` say whether every cell is quarantined (SPEC F22), after `usable` crossed
+    /// zero. The decrement to zero and the increment from it (a restore) each call this, and
+    /// each flip is followed by a fresh read: whoever flips last reads the count after its
+    /// flip and flips again if the count moved meanwhile, so once the calls return, `DEAD`
+    /// matches `usable`. A class that dies fails its queued and new requests; one that a
+    /// restore reopens admits again.
+    fn settle_death(&self) {
+        loop {
+            // Acquire: pairs with the AcqRel RMWs on `usable`.
+            let dead = self.usable.load(Ordering::Acquire) == 0;
+            if dead {
+                // Release: pairs with the Acquire loads of `ctl` in passes and producers.
+                if !self.ctl.set_dead(Ordering::AcqRel).dead() {
+                    self.kick();
+                }
+            } else {
+                // AcqRel: as above; producers that read the cleared flag admit again.
+                if self.ctl.clear_dead(Ordering::AcqRel).dead() {
+                    self.kick();
+                }
+            }
+            self.exec.wake_all();
+            // Acquire: as above.
+            if (self.usable.load(Ordering::Acquire) == 0) == dead {
+                return;
             }
         }
     }

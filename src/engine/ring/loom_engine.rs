@@ -31,9 +31,10 @@ fn rig(cells: u32) -> Arc<RingClass<u32>> {
         queue_capacity: 2,
         max_tenants: 2,
         starvation_after: u64::MAX,
-        pool: crate::pool::ClassPool::Host(std::sync::Arc::new(
-            FixedCellPool::new(ClassId(0), cells).unwrap(),
-        )),
+        pool: crate::pool::ClassPool::Host(
+            std::sync::Arc::new(FixedCellPool::new(ClassId(0), cells).unwrap()),
+            crate::pool::QuarantineSet::new(cells),
+        ),
         clock: std::sync::Arc::new(Frozen),
     })
     .unwrap();

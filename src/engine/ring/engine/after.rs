@@ -12,11 +12,9 @@
 use arrayvec::ArrayVec;
 use core::task::Waker;
 
-use super::life::{DEAD, OUT_ONE};
-use super::slot::F_QUARANTINED;
+use super::life::OUT_ONE;
 use super::RingClass;
 use crate::pool::Lease;
-use crate::sync::Ordering;
 use crate::{Error, Reason};
 
 /// Work a call collects while it runs a turn, done once the turn has ended.
@@ -103,9 +101,7 @@ impl<T: Send + 'static> RingClass<T> {
             }
             if after.died {
                 after.died = false;
-                // Release: pairs with the Acquire loads of `life`.
-                self.life.fetch_or(DEAD, Ordering::Release);
-                self.end_all(F_QUARANTINED, now);
+                self.settle_death(now);
             }
             if after.credits == 0 {
                 break;

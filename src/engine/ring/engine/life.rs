@@ -14,7 +14,7 @@ use core::task::{Context, Poll};
 
 use super::super::grant::{CLOSED, QUEUED};
 use super::after::After;
-use super::slot::F_SHUTDOWN;
+use super::slot::{F_QUARANTINED, F_SHUTDOWN};
 use super::RingClass;
 use crate::pool::Lease;
 use crate::sync::Ordering;
@@ -138,15 +138,39 @@ impl<T: Send + 'static> RingClass<T> {
         self.exec.wake_all();
     }
 
+    /// Makes `DEAD` say whether every cell is quarantined (SPEC F22), after `usable` crossed
+    /// zero: the decrement to zero (through `After::died`) and a restore's increment from it
+    /// each call this, and each flip is followed by a fresh read, so whoever flips last flips
+    /// again if the count moved meanwhile; once the calls return, `DEAD` matches `usable`. A
+    /// class that dies ends its queued entries; one a restore reopens admits again.
+    pub(super) fn settle_death(&self, now: u64) {
+        loop {
+            // Acquire: pairs with the AcqRel RMWs on `usable`.
+            let dead = self.usable.load(Ordering::Acquire) == 0;
+            if dead {
+                // AcqRel: pairs with the Acquire loads of `life`.
+                if self.life.fetch_or(DEAD, Ordering::AcqRel) & DEAD == 0 {
+                    self.end_all(F_QUARANTINED, now);
+                }
+            } else {
+                // AcqRel: as above; an enqueue that reads the cleared flag queues again.
+                self.life.fetch_and(!DEAD, Ordering::AcqRel);
+                self.exec.wake_all();
+            }
+            // Acquire: as above.
+            if (self.usable.load(Ordering::Acquire) == 0) == dead {
+                return;
+            }
+        }
+    }
+
     /// [`ClassEngine::restore_cell`](crate::engine::ClassEngine::restore_cell).
     pub(super) fn restore(&self, cell: CellId) -> Result<(), Error> {
-        // Count the cell as usable first, refusing a class that has died (SPEC F22).
+        // Count the cell as usable first: holding the increment keeps a concurrent quarantine
+        // of the other cells from killing the class under us. From zero, it reopens a class
+        // that died (SPEC F22).
         // AcqRel: orders against the decrement in `lose_cell`.
-        self.usable
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                (n > 0).then_some(n + 1)
-            })
-            .map_err(|_| Error::new(Code::Unavailable, Reason::AllCellsQuarantined))?;
+        let before = self.usable.fetch_add(1, Ordering::AcqRel);
         let now = self.clock.now();
         if let Err(e) = self.pool.restore(cell) {
             // AcqRel: as in `lose_cell`, whose role this undo takes if it is the last one.
@@ -156,6 +180,9 @@ impl<T: Send + 'static> RingClass<T> {
                 self.finish(&mut after, now);
             }
             return Err(e);
+        }
+        if before == 0 {
+            self.settle_death(now);
         }
         let mut after = After::new();
         self.core

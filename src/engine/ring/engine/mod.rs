@@ -255,6 +255,10 @@ impl<T: Send + 'static> ClassEngine<T> for RingClass<T> {
         self.core.counters().0 as u32
     }
 
+    fn pool(&self) -> &ClassPool {
+        &self.pool
+    }
+
     fn restore_cell(&self, cell: CellId) -> Result<(), Error> {
         self.restore(cell)
     }

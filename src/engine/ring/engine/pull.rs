@@ -8,7 +8,7 @@
 
 use core::task::{Context, Poll};
 
-use super::life::{QUEUED_MASK, STOPPED};
+use super::life::{DRAIN, QUEUED_MASK, SHUT};
 use super::RingClass;
 use crate::engine::Pulled;
 
@@ -57,7 +57,8 @@ impl<T: Send + 'static> RingClass<T> {
         if let Some(p) = self.next_now() {
             return Poll::Ready(Some(p));
         }
-        if l & STOPPED != 0 && l & QUEUED_MASK == 0 {
+        // A dead class is not the end: a restore reopens it (SPEC F22), so its executors wait.
+        if l & (SHUT | DRAIN) != 0 && l & QUEUED_MASK == 0 {
             return Poll::Ready(None);
         }
         Poll::Pending
