@@ -3,8 +3,8 @@
 //! The waker unparks the blocked thread. It is created once per thread and reused, so blocking
 //! calls do not allocate in steady state.
 //!
-//! A future that wakes itself from inside its own poll asks to be polled again at once — what a
-//! pull-mode executor does when every waiter slot of its class is taken. Polled in a loop, such a
+//! A future that wakes itself from inside its own poll asks to be polled again at once (the
+//! scheduler's own futures park instead, SPEC F22, but a host's may not). Polled in a loop, such a
 //! future would keep a core busy; after [`SPINS`] polls in a row that woke themselves, `block_on`
 //! sleeps between polls instead (50 µs, doubling up to 1 ms), so any number of idle blocking
 //! callers leave the CPU idle. A real wake-up that happens to land during a poll only counts

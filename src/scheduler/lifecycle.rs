@@ -203,7 +203,9 @@ impl<T: Send + 'static, M: Mechanism> Scheduler<T, M> {
 
     /// Returns a quarantined cell of `class` to service once the host has cleaned it
     /// (issuer-owned cleanup, SPEC F44): its pool makes it available again and a waiting
-    /// request may be granted it at once. The scheduler never restores a cell by itself, and
+    /// request may be granted it at once. Restoring a cell of a class whose every cell was
+    /// quarantined reopens it: its requests failed `all-cells-quarantined` meanwhile, and the
+    /// next one is granted (SPEC F22). The scheduler never restores a cell by itself, and
     /// never grows a class beyond its configured cells.
     ///
     /// # Errors
@@ -211,8 +213,6 @@ impl<T: Send + 'static, M: Mechanism> Scheduler<T, M> {
     /// - `invalid-argument / class` for an unknown class;
     /// - `invalid-argument / cell-not-quarantined` for a cell that is not quarantined (free,
     ///   leased, restored already, or not a cell of the class);
-    /// - `unavailable / all-cells-quarantined` once every cell of the class had been
-    ///   quarantined: that class has failed its requests and stays closed (SPEC F22);
     /// - the pool's own error for a host pool that cannot restore cells (the default of
     ///   [`CellPool::restore`]).
     pub fn restore_cell(&self, class: ClassId, cell: crate::CellId) -> Result<(), Error> {

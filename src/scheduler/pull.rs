@@ -99,8 +99,10 @@ impl<T: Send + 'static, M: Mechanism> Scheduler<T, M> {
 
     /// Pull mode: waits for the next request of `class` by the fairness rules.
     ///
-    /// The future resolves to `Ok(None)` once the scheduler is shut down or drained (or every
-    /// cell of the class is quarantined) and nothing is left to deliver in the class.
+    /// The future resolves to `Ok(None)` once the scheduler is shut down or drained and nothing
+    /// is left to deliver in the class. A class whose every cell is quarantined does not end
+    /// the wait: a restore reopens it (SPEC F22). An idle executor parks until one of these
+    /// happens, however many executors wait.
     ///
     /// # Errors
     ///
