@@ -143,32 +143,3 @@ fn loom_versions_root_drop_vs_transition() {
         );
     });
 }
-
-/// The last root of an old epoch is dropped while `occupancy` holds the writer lock (SPEC
-/// V04): whichever way they interleave, the retained record is freed with no further call —
-/// checked under the raw lock, which serves nothing.
-#[test]
-fn loom_versions_root_drop_vs_occupancy() {
-    model(|| {
-        let d = Arc::new(small());
-        d.publish(0, 1).unwrap();
-        let r = d.capture();
-        let (epoch, slot) = (r.epoch(), r.slot);
-        core::mem::forget(r);
-        d.advance(0).unwrap();
-        let dropper = {
-            let d = d.clone();
-            loom::thread::spawn(move || {
-                drop(Root {
-                    dir: &d,
-                    epoch,
-                    slot,
-                })
-            })
-        };
-        let _ = d.occupancy();
-        dropper.join().unwrap();
-        let retained = d.writer.lock().unwrap().retired.len();
-        assert_eq!(retained, 0, "a record no root sees was kept");
-    });
-}

@@ -650,3 +650,27 @@ fn q01_token_dirty_handoff_strands_nothing() {
     });
     outcomes.assert_exactly(&["dirty-seen", "no-dirty"]);
 }
+
+/// The last usable cell is quarantined while the host restores another (SPEC F22): `DEAD`
+/// must end matching the usable count. Two cells, one quarantined at setup; one thread
+/// quarantines the other while another restores the first. Whichever way they interleave, one
+/// cell is usable at the end and the class grants it: it is not left dead beside a usable cell.
+#[test]
+fn loom_f22_quarantine_of_the_last_cell_races_a_restore() {
+    model(|| {
+        let r = rig_with(2, true);
+        let a = hold(&r.engine, 1);
+        let b = hold(&r.engine, 2);
+        let cell_a = a.cell();
+        r.engine.quarantine_then(a, "setup", || {});
+        let quarantiner = {
+            let e = r.engine.clone();
+            loom::thread::spawn(move || e.quarantine_then(b, "lost", || {}))
+        };
+        r.engine.restore_cell(cell_a).unwrap();
+        quarantiner.join().unwrap();
+        let lease = hold(&r.engine, 3);
+        assert_eq!(lease.cell(), cell_a, "the class grants the restored cell");
+        r.engine.release_then(lease, || {});
+    });
+}

@@ -150,3 +150,25 @@ fn loom_ring_engine_sweep_vs_turn() {
     });
     outcomes.assert_exactly(&["expired", "granted"]);
 }
+
+/// As the token engine's model: the last usable cell is quarantined while another is restored
+/// (SPEC F22); the class ends alive with one usable cell and grants it.
+#[test]
+fn loom_ring_f22_quarantine_of_the_last_cell_races_a_restore() {
+    model(|| {
+        let engine = rig(2);
+        let a = hold(&engine, 1);
+        let b = hold(&engine, 2);
+        let cell_a = a.cell();
+        engine.quarantine_then(a, "setup", || {});
+        let quarantiner = {
+            let e = engine.clone();
+            loom::thread::spawn(move || e.quarantine_then(b, "lost", || {}))
+        };
+        engine.restore_cell(cell_a).unwrap();
+        quarantiner.join().unwrap();
+        let lease = hold(&engine, 3);
+        assert_eq!(lease.cell(), cell_a, "the class grants the restored cell");
+        engine.release_then(lease, || {});
+    });
+}
