@@ -163,6 +163,8 @@ pub enum Reason {
     DuplicateHandle,
     /// A dependency pins a version its key has not reached (SPEC D33).
     UnknownVersion,
+    /// A cell id at or past its class's cell count.
+    CellRange,
 }
 
 impl Reason {
@@ -222,6 +224,7 @@ impl Reason {
             Reason::Abandoned => "abandoned",
             Reason::DuplicateHandle => "duplicate-handle",
             Reason::UnknownVersion => "unknown-version",
+            Reason::CellRange => "cell-range",
         }
     }
 }

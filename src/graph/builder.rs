@@ -37,7 +37,7 @@ impl GraphBuilder {
         self
     }
 
-    /// The most dependencies one job may list (default 16).
+    /// The most dependencies one job may list (default 16; at least 1, at most 1,024).
     pub fn max_deps(mut self, n: u32) -> Self {
         self.bounds.max_deps = n;
         self
@@ -78,7 +78,8 @@ impl GraphBuilder {
         if b.keys == 0 || b.keys > 1 << 30 {
             return Err(Error::configuration("keys"));
         }
-        if b.max_deps as usize > rules::MAX_DEPS {
+        // A graph whose jobs can name no dependency is a configuration mistake: refused.
+        if b.max_deps == 0 || b.max_deps as usize > rules::MAX_DEPS {
             return Err(Error::configuration("max_deps"));
         }
         if b.max_gen > Version::MAX_GENERATION {

@@ -371,7 +371,7 @@ impl CellPool for FixedCellPool {
     fn restore(&self, cell: CellId) -> Result<()> {
         let not_quarantined = Error::new(Code::InvalidArgument, Reason::CellNotQuarantined);
         if cell.0 >= self.cells {
-            return Err(not_quarantined);
+            return Err(Error::new(Code::InvalidArgument, Reason::CellRange));
         }
         let (w, mask) = ((cell.0 / BITS) as usize, 1u64 << (cell.0 % BITS));
         // Relaxed: the bit is only read by misuse detection; the count below orders.

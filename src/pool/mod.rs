@@ -299,6 +299,9 @@ impl ClassPool {
         match self {
             ClassPool::Fixed(p) => p.restore(cell),
             ClassPool::Host(p, q) => {
+                if cell.0 >= p.capacity() {
+                    return Err(Error::new(Code::InvalidArgument, Reason::CellRange));
+                }
                 if !q.contains(cell) {
                     return Err(Error::new(
                         Code::InvalidArgument,

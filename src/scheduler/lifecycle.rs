@@ -211,8 +211,9 @@ impl<T: Send + 'static, M: Mechanism> Scheduler<T, M> {
     /// # Errors
     ///
     /// - `invalid-argument / class` for an unknown class;
+    /// - `invalid-argument / cell-range` for a cell id at or past the class's cell count;
     /// - `invalid-argument / cell-not-quarantined` for a cell that is not quarantined (free,
-    ///   leased, restored already, or not a cell of the class);
+    ///   leased, or restored already);
     /// - the pool's own error for a host pool that cannot restore cells (the default of
     ///   [`CellPool::restore`]).
     pub fn restore_cell(&self, class: ClassId, cell: crate::CellId) -> Result<(), Error> {

@@ -31,7 +31,7 @@ impl Default for VersionsBuilder {
 }
 
 impl VersionsBuilder {
-    /// Key capacity: keys are `0..keys` (default 1,024; at most 2^32).
+    /// Key capacity: keys are `0..keys` (default 1,024; at least 1, at most 2^32).
     pub fn keys(mut self, keys: usize) -> Self {
         self.keys = keys;
         self
@@ -77,7 +77,8 @@ impl VersionsBuilder {
     /// `invalid-argument / configuration` naming the field (`keys`, `versions`, `root_epochs`)
     /// that is out of range.
     pub fn build(self) -> Result<VersionDirectory, Error> {
-        if self.keys > u32::MAX as usize + 1 {
+        // A directory that can name no key is a configuration mistake, refused like the rest.
+        if self.keys == 0 || self.keys > u32::MAX as usize + 1 {
             return Err(Error::configuration("keys"));
         }
         if self.versions == 0 || self.versions > VERSIONS_MAX {

@@ -411,9 +411,11 @@ fn builder_refuses_out_of_range_sizes() {
         b().root_epochs(70_000).build().unwrap_err().field(),
         Some("root_epochs")
     );
-    let d = b().keys(0).versions(4).build().unwrap();
+    // A directory of no keys is refused, not built to refuse every lookup.
+    assert_eq!(b().keys(0).build().unwrap_err().field(), Some("keys"));
+    let d = b().keys(1).versions(4).build().unwrap();
     assert_eq!(
-        d.capture().lookup(0).unwrap_err().reason(),
+        d.capture().lookup(1).unwrap_err().reason(),
         Reason::KeyRange
     );
 }

@@ -1,0 +1,353 @@
+//! Misuse (SPEC Q-section hardening): bad input a host can pass to the scheduler, the graph and
+//! the version directory gets a typed error — never a panic, a hang or a silent acceptance —
+//! and changes nothing. Each row asserts the code and the reason (and the field, for
+//! configuration errors). Also the decided edge cases: a `Duration::MAX` deadline is accepted
+//! as "no deadline in practice"; a graph of `max_deps(0)` and a version directory of `keys(0)`
+//! are refused at build; restoring a cell id past its class is a range error.
+
+use fairway::admission::{AdmissionRequest, ClassSpec, Ledger, LedgerConfig};
+use fairway::graph::{Dependency, Gate, Graph, JobKey, JobOutcome, JobSpec, WorkKey};
+use fairway::versions::VersionDirectory;
+use fairway::{
+    AdmittedRequest, CancellationToken, CellId, ClassId, Code, Error, Reason, RequestId, Scheduler,
+    TenantId,
+};
+use std::time::Duration;
+
+#[track_caller]
+fn row<T: std::fmt::Debug>(what: &str, r: Result<T, Error>, code: Code, reason: Reason) {
+    match r {
+        Err(e) => assert_eq!(
+            (e.code(), e.reason()),
+            (code, reason),
+            "{what}: wrong error {e}"
+        ),
+        Ok(v) => panic!("{what}: accepted ({v:?}), expected {code:?} / {reason}"),
+    }
+}
+
+#[track_caller]
+fn config_row<T: std::fmt::Debug>(what: &str, r: Result<T, Error>, field: &str) {
+    match r {
+        Err(e) => {
+            assert_eq!(
+                (e.code(), e.reason(), e.field()),
+                (Code::InvalidArgument, Reason::Configuration, Some(field)),
+                "{what}: wrong error {e}"
+            );
+        }
+        Ok(v) => panic!("{what}: accepted ({v:?}), expected a configuration error on {field}"),
+    }
+}
+
+fn ledger(classes: usize, tenants: u32) -> Ledger {
+    const NAMES: [&str; 4] = ["c0", "c1", "c2", "c3"];
+    Ledger::new(LedgerConfig::new(
+        (0..classes).map(|i| ClassSpec::new(NAMES[i])).collect(),
+        tenants,
+    ))
+    .unwrap()
+}
+
+fn admitted(l: &Ledger, id: u64, tenant: u32, class: u16) -> AdmittedRequest {
+    let permit = l
+        .admit(AdmissionRequest::new(RequestId(id), TenantId(tenant)).class(ClassId(class)))
+        .unwrap();
+    AdmittedRequest::new(permit, CancellationToken::new(RequestId(id)))
+}
+
+#[test]
+fn q_misuse_ledger_configuration_and_admission() {
+    config_row(
+        "no classes",
+        Ledger::new(LedgerConfig::new(vec![], 1)),
+        "classes",
+    );
+    config_row(
+        "zero tenants",
+        Ledger::new(LedgerConfig::new(vec![ClassSpec::new("a")], 0)),
+        "max_tenants",
+    );
+    let l = ledger(1, 2);
+    row(
+        "tenant past max_tenants",
+        l.admit(AdmissionRequest::new(RequestId(1), TenantId(2))),
+        Code::InvalidArgument,
+        Reason::Tenant,
+    );
+    row(
+        "unknown class",
+        l.admit(AdmissionRequest::new(RequestId(2), TenantId(0)).class(ClassId(1))),
+        Code::InvalidArgument,
+        Reason::Class,
+    );
+    assert!(
+        l.usage().is_zero(),
+        "a refused admission reserved something"
+    );
+}
+
+#[test]
+fn q_misuse_scheduler_configuration_and_calls() {
+    let l = ledger(2, 2);
+    config_row(
+        "a class of zero cells",
+        Scheduler::builder(l.clone())
+            .class(0, 8)
+            .class(1, 8)
+            .build()
+            .map(drop),
+        "cells",
+    );
+    config_row(
+        "fewer classes than the ledger",
+        Scheduler::builder(l.clone()).class(1, 8).build().map(drop),
+        "classes",
+    );
+    let s = Scheduler::builder(l.clone())
+        .payload::<u32>()
+        .class(2, 8)
+        .class(1, 8)
+        .build()
+        .unwrap();
+    // Restores: out of range, not quarantined, unknown class.
+    row(
+        "restore past the class",
+        s.restore_cell(ClassId(0), CellId(2)),
+        Code::InvalidArgument,
+        Reason::CellRange,
+    );
+    row(
+        "restore of a free cell",
+        s.restore_cell(ClassId(0), CellId(0)),
+        Code::InvalidArgument,
+        Reason::CellNotQuarantined,
+    );
+    row(
+        "restore in an unknown class",
+        s.restore_cell(ClassId(9), CellId(0)),
+        Code::InvalidArgument,
+        Reason::Class,
+    );
+    row(
+        "observers of an unknown class",
+        s.quarantined_cells(ClassId(9)).map(|c| c.count()),
+        Code::InvalidArgument,
+        Reason::Class,
+    );
+    row(
+        "pull from an unknown class",
+        s.try_next(ClassId(9)).map(|j| j.is_some()),
+        Code::InvalidArgument,
+        Reason::Class,
+    );
+    // A `Duration::MAX` deadline: accepted, it never expires, the request is granted.
+    let far = l
+        .admit(AdmissionRequest::new(RequestId(10), TenantId(0)).deadline(Duration::MAX))
+        .unwrap();
+    assert_eq!(far.deadline(), Some(u64::MAX));
+    let a = s
+        .try_enqueue(AdmittedRequest::new(
+            far,
+            CancellationToken::new(RequestId(10)),
+        ))
+        .expect("a Duration::MAX deadline is no deadline in practice");
+    a.release();
+    // After shutdown: new requests are refused with the shutdown error, nothing is reserved.
+    s.shutdown();
+    let e = s
+        .submit(admitted(&l, 11, 0, 0), 1)
+        .map(|_| ())
+        .unwrap_err()
+        .error;
+    assert_eq!(
+        (e.code(), e.reason()),
+        (Code::Unavailable, Reason::Shutdown)
+    );
+    let e = s.try_enqueue(admitted(&l, 12, 1, 1)).unwrap_err().error;
+    assert_eq!(
+        (e.code(), e.reason()),
+        (Code::Unavailable, Reason::Shutdown)
+    );
+    assert!(l.usage().is_zero(), "{:?}", l.usage());
+}
+
+fn graph() -> Graph {
+    Graph::builder(ledger(1, 2))
+        .class(2)
+        .nodes(16)
+        .edges(16)
+        .keys(32)
+        .max_deps(4)
+        .build()
+        .unwrap()
+}
+
+fn job(key: u64, deps: &[Dependency]) -> JobSpec<'_> {
+    JobSpec {
+        key: JobKey::new(key),
+        tenant: TenantId(0),
+        class: ClassId(0),
+        priority: 0,
+        deps,
+    }
+}
+
+#[test]
+fn q_misuse_graph_configuration() {
+    let b = || Graph::builder(ledger(1, 2)).class(1);
+    config_row("nodes 0", b().nodes(0).build().map(drop), "nodes");
+    config_row("edges 0", b().edges(0).build().map(drop), "edges");
+    config_row("keys 0", b().keys(0).build().map(drop), "keys");
+    config_row("max_deps 0", b().max_deps(0).build().map(drop), "max_deps");
+    config_row(
+        "max_deps 1,025",
+        b().max_deps(1025).build().map(drop),
+        "max_deps",
+    );
+    b().max_deps(1024)
+        .build()
+        .expect("max_deps 1,024 is the limit, accepted");
+}
+
+#[test]
+fn q_misuse_graph_calls() {
+    let g = graph();
+    let before = g.occupancy();
+    let dep = |k| Dependency::on(JobKey::new(k), Gate::OnSuccess);
+    row(
+        "key past WorkKey::MAX",
+        g.submit(&job(WorkKey::MAX + 1, &[])),
+        Code::InvalidArgument,
+        Reason::KeyRange,
+    );
+    row(
+        "dependency key past WorkKey::MAX",
+        g.submit(&job(1, &[dep(WorkKey::MAX + 1)])),
+        Code::InvalidArgument,
+        Reason::KeyRange,
+    );
+    row(
+        "more dependencies than max_deps",
+        g.submit(&job(1, &[dep(2), dep(3), dep(4), dep(5), dep(6)])),
+        Code::InvalidArgument,
+        Reason::TooManyDependencies,
+    );
+    row(
+        "a job depending on itself",
+        g.submit(&job(1, &[dep(1)])),
+        Code::InvalidArgument,
+        Reason::Cycle,
+    );
+    let mut bad_class = job(1, &[]);
+    bad_class.class = ClassId(5);
+    row(
+        "unknown class",
+        g.submit(&bad_class),
+        Code::InvalidArgument,
+        Reason::Class,
+    );
+    let mut bad_tenant = job(1, &[]);
+    bad_tenant.tenant = TenantId(2);
+    row(
+        "tenant past the ledger",
+        g.submit(&bad_tenant),
+        Code::InvalidArgument,
+        Reason::Tenant,
+    );
+    assert_eq!(g.occupancy(), before, "a refused submit changed the graph");
+    // Key operations on keys never named.
+    row(
+        "advance of an unknown key",
+        g.advance(JobKey::new(40)),
+        Code::NotFound,
+        Reason::UnknownKey,
+    );
+    row(
+        "remove of an unknown key",
+        g.remove(JobKey::new(40)),
+        Code::NotFound,
+        Reason::UnknownKey,
+    );
+    // A pin the key has not reached.
+    let fairway::graph::Admission::Admitted(h) = g.submit(&job(7, &[])).unwrap() else {
+        panic!("admitted")
+    };
+    let mut ahead = g.version(JobKey::new(7)).unwrap();
+    ahead.generation += 1;
+    row(
+        "a pin ahead of its key",
+        g.submit(&job(
+            8,
+            &[Dependency::pinned(JobKey::new(7), Gate::OnSuccess, ahead)],
+        )),
+        Code::InvalidArgument,
+        Reason::UnknownVersion,
+    );
+    // Stale and foreign handles.
+    let r = g.try_next(ClassId(0)).unwrap();
+    g.complete(r, JobOutcome::Succeeded).unwrap();
+    assert_eq!(g.take_outcome(h).unwrap(), Some(JobOutcome::Succeeded));
+    row(
+        "a handle whose outcome was taken",
+        g.take_outcome(h),
+        Code::NotFound,
+        Reason::StaleHandle,
+    );
+    let other = graph();
+    let fairway::graph::Admission::Admitted(foreign) = other.submit(&job(1, &[])).unwrap() else {
+        panic!("admitted")
+    };
+    row(
+        "another graph's handle",
+        g.outcome(foreign),
+        Code::PermissionDenied,
+        Reason::ForeignHandle,
+    );
+    row(
+        "wait_batch naming a handle twice",
+        other.wait_batch(&[foreign, foreign]),
+        Code::InvalidArgument,
+        Reason::DuplicateHandle,
+    );
+    // After shutdown.
+    g.shutdown();
+    row(
+        "submit after shutdown",
+        g.submit(&job(20, &[])),
+        Code::Unavailable,
+        Reason::Shutdown,
+    );
+}
+
+#[test]
+fn q_misuse_version_directory() {
+    let b = VersionDirectory::builder;
+    config_row("keys 0", b().keys(0).build().map(drop), "keys");
+    config_row("versions 0", b().versions(0).build().map(drop), "versions");
+    config_row(
+        "root_epochs 1",
+        b().root_epochs(1).build().map(drop),
+        "root_epochs",
+    );
+    let d = b().keys(4).versions(16).build().unwrap();
+    row(
+        "publish past the key capacity",
+        d.publish(4, 1),
+        Code::InvalidArgument,
+        Reason::KeyRange,
+    );
+    row(
+        "advance of a key never published",
+        d.advance(0),
+        Code::NotFound,
+        Reason::UnknownKey,
+    );
+    let root = d.capture();
+    row(
+        "lookup past the key capacity",
+        root.lookup(4),
+        Code::InvalidArgument,
+        Reason::KeyRange,
+    );
+}
