@@ -13,7 +13,8 @@
 #
 # The copy and its build live under target/mutants/ (kept between runs, so rebuilds are
 # incremental). Suites, in order: rules (scheduler_rules + reliability), unit (--lib), churn,
-# differential, soak (their small defaults), loom (the models, release).
+# differential, soak (their small defaults), graph (the graph's key, follow and fault tests, the
+# embedding and idle-executor tests), loom (the models, release).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -38,7 +39,7 @@ mkdir -p "$TREE" "$WORK/logs"
 rm -rf "$TREE" && mkdir -p "$TREE"
 git ls-files -co --exclude-standard -z | xargs -0 tar cf - | tar xf - -C "$TREE"
 
-SUITES=(rules unit churn differential soak loom)
+SUITES=(rules unit churn differential soak graph loom)
 suite_cmd() {
   case "$1" in
     rules) echo "cargo test --locked --test scheduler_rules --test reliability" ;;
@@ -46,6 +47,7 @@ suite_cmd() {
     churn) echo "cargo test --locked --test churn" ;;
     differential) echo "cargo test --locked --test differential" ;;
     soak) echo "cargo test --locked --test soak" ;;
+    graph) echo "cargo test --locked --test graph_follow --test graph_keys --test graph_keys_differential --test graph_faults --test embedding --test idle_executors" ;;
     loom) echo "env RUSTFLAGS=--cfg\ loom LOOM_MAX_PREEMPTIONS=2 cargo test --locked --release --lib --target-dir $WORK/loom -- loom" ;;
   esac
 }
