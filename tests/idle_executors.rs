@@ -86,7 +86,18 @@ fn idle_executors<M: Mechanism>(executors: usize) {
             );
             std::thread::sleep(Duration::from_millis(5));
         }
+        // The shutdown must wake every parked executor, those past the waiter slots too: a
+        // bounded wait names how many are still blocked instead of hanging the test.
         sched.shutdown();
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while threads.iter().any(|t| !t.is_finished()) {
+            let blocked = threads.iter().filter(|t| !t.is_finished()).count();
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{blocked} of {executors} executors still blocked 30 s after shutdown"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
         for t in threads {
             t.join().unwrap();
         }
