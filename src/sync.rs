@@ -98,6 +98,8 @@ pub(crate) mod unique {
     pub(crate) static GRAPH_IDS: AtomicU64 = counter();
     /// Key incarnations of the graph.
     pub(crate) static INCARNATIONS: AtomicU64 = counter();
+    /// Scheduler ids.
+    pub(crate) static SCHEDULER_IDS: AtomicU64 = counter();
 }
 
 /// Outcome bookkeeping for loom models: a model records which outcome each execution reached,

@@ -54,23 +54,6 @@ fn pinned<E: GraphEngine>(g: &Graph<E>, k: u64, gate: Gate) -> Dependency {
     )
 }
 
-fn drain<E: GraphEngine>(g: &Graph<E>) -> Vec<JobHandle> {
-    let mut ran = Vec::new();
-    while let Some(job) = g.try_next(CPU) {
-        ran.push(job.handle());
-        g.complete(job, JobOutcome::Succeeded).unwrap();
-    }
-    ran
-}
-
-fn failed_with(o: Option<JobOutcome>, code: Code, reason: Reason) -> bool {
-    matches!(o, Some(JobOutcome::Failed(e)) if e.code() == code && e.reason() == reason)
-}
-
-fn superseded(o: Option<JobOutcome>) -> bool {
-    failed_with(o, Code::Cancelled, Reason::Superseded)
-}
-
 /// The producer waits on key 100 (never submitted) and is superseded twice; the dependent
 /// waits through both advances and runs after the third generation's job.
 pub(crate) fn d33_a_dependent_follows_its_key_across_two_advances<E: GraphEngine>() {

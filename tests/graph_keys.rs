@@ -3,7 +3,7 @@
 
 use fairway::admission::{ClassSpec, Ledger, LedgerConfig, Limits};
 use fairway::graph::{
-    Admission, Gate, Graph, GraphBuilder, GraphEngine, JobHandle, JobKey, JobOutcome, Version,
+    Admission, Gate, Graph, GraphBuilder, GraphEngine, JobKey, JobOutcome, Version,
 };
 use fairway::{Code, Error, Reason};
 
@@ -50,23 +50,6 @@ fn graph<E: GraphEngine>() -> Graph<E> {
 }
 
 /// Runs every ready job until none is left; returns the handles in the order they ran.
-fn drain<E: GraphEngine>(g: &Graph<E>) -> Vec<JobHandle> {
-    let mut ran = Vec::new();
-    while let Some(job) = g.try_next(CPU) {
-        ran.push(job.handle());
-        g.complete(job, JobOutcome::Succeeded).unwrap();
-    }
-    ran
-}
-
-fn failed_with(o: Option<JobOutcome>, code: Code, reason: Reason) -> bool {
-    matches!(o, Some(JobOutcome::Failed(e)) if e.code() == code && e.reason() == reason)
-}
-
-fn superseded(o: Option<JobOutcome>) -> bool {
-    failed_with(o, Code::Cancelled, Reason::Superseded)
-}
-
 fn dependency_failed(o: Option<JobOutcome>) -> bool {
     failed_with(o, Code::Unavailable, Reason::DependencyFailed)
 }

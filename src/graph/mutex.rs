@@ -115,6 +115,15 @@ impl MutexGraph {
     }
 }
 
+impl Why {
+    /// How a dependency pinned to a version `advance` superseded counts for `gate` (SPEC
+    /// D33): met for `Sequential`, otherwise failed `superseded`.
+    fn pin_superseded(gate: Gate) -> (bool, Why) {
+        let met = rules::gate_met_superseded(gate);
+        (met, if met { Why::Gate } else { Why::Superseded })
+    }
+}
+
 impl MNode {
     /// Records how one gate was counted (the count itself is the caller's).
     fn count_flags(&mut self, met: bool, why: Why) {
@@ -351,10 +360,7 @@ impl State {
         let current = self.vers.get(&ident).copied().unwrap_or(0);
         match rules::pin_state(pin, current) {
             Pin::Current => {}
-            Pin::Superseded => {
-                let met = rules::gate_met_superseded(gate);
-                return Some((met, if met { Why::Gate } else { Why::Superseded }));
-            }
+            Pin::Superseded => return Some(Why::pin_superseded(gate)),
             Pin::Removed => return Some((false, Why::Removed)),
         }
         let edge = (me, gate, pin.is_some());

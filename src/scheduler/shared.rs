@@ -5,9 +5,7 @@ use super::*;
 
 /// A process-unique scheduler identity.
 pub(super) fn next_scheduler_id() -> u64 {
-    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
-    // Relaxed: only uniqueness matters.
-    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    crate::sync::unique::next(&crate::sync::unique::SCHEDULER_IDS)
 }
 
 /// Where assignments send their cells back.

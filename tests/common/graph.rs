@@ -3,8 +3,10 @@
 //! the job-building helpers. Included with `#[path]`, so not every file uses every helper.
 #![allow(dead_code)]
 
-use fairway::graph::{Admission, Dependency, Gate, Graph, GraphEngine, JobHandle, JobKey, JobSpec};
-use fairway::{ClassId, TenantId};
+use fairway::graph::{
+    Admission, Dependency, Gate, Graph, GraphEngine, JobHandle, JobKey, JobOutcome, JobSpec,
+};
+use fairway::{ClassId, Code, Reason, TenantId};
 
 /// Instantiates each generic rule test for the lock-free graph and the mutex graph.
 #[allow(unused_macros)] // `tests/graph_callbacks.rs` runs its two tests by hand.
@@ -48,4 +50,24 @@ pub fn admit<E: GraphEngine>(g: &Graph<E>, key: u64, deps: &[Dependency]) -> Job
         Admission::Admitted(h) => h,
         other => panic!("job {key} not admitted: {other:?}"),
     }
+}
+
+/// Runs every ready job of class [`CPU`] to success, in the order they come; returns them.
+pub fn drain<E: GraphEngine>(g: &Graph<E>) -> Vec<JobHandle> {
+    let mut ran = Vec::new();
+    while let Some(job) = g.try_next(CPU) {
+        ran.push(job.handle());
+        g.complete(job, JobOutcome::Succeeded).unwrap();
+    }
+    ran
+}
+
+/// Whether `o` is a failure with `code` and `reason`.
+pub fn failed_with(o: Option<JobOutcome>, code: Code, reason: Reason) -> bool {
+    matches!(o, Some(JobOutcome::Failed(e)) if e.code() == code && e.reason() == reason)
+}
+
+/// Whether `o` is `cancelled / superseded`.
+pub fn superseded(o: Option<JobOutcome>) -> bool {
+    failed_with(o, Code::Cancelled, Reason::Superseded)
 }

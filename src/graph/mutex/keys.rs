@@ -5,7 +5,6 @@ use super::{Edge, MKey, NodeRef, St, State, Why, Work};
 use crate::graph::keys::{
     fresh_incarnation, gen_of_version, CANCELLED_REMOVED, EXHAUSTED, SUPERSEDED, UNKNOWN_KEY,
 };
-use crate::graph::rules;
 use crate::graph::{JobOutcome, Version, Witness};
 use crate::Error;
 
@@ -152,8 +151,7 @@ impl State {
             for (target, gate, pinned) in list.into_iter().rev() {
                 if pinned {
                     self.edges_used -= 1;
-                    let met = rules::gate_met_superseded(gate);
-                    let why = if met { Why::Gate } else { Why::Superseded };
+                    let (met, why) = Why::pin_superseded(gate);
                     self.release_with(target, met, why, work, failed);
                 } else if self.node(target).is_some_and(|t| t.remaining > 0) {
                     if let Some((met, why)) = self.link_edge(target, ident, gate, None) {
@@ -230,8 +228,7 @@ impl State {
         // Waiters pinned to the version just superseded (no producer ever came).
         for (target, gate, _) in pinned {
             self.edges_used -= 1;
-            let met = rules::gate_met_superseded(gate);
-            let why = if met { Why::Gate } else { Why::Superseded };
+            let (met, why) = Why::pin_superseded(gate);
             self.release_with(target, met, why, work, &mut failed);
         }
         match retired {
