@@ -186,7 +186,7 @@ impl Job {
                 arm(
                     &name,
                     "lock-free admit→refund",
-                    single(|u| u(&mut AdmitRefund::new())),
+                    single(|u| u(&mut AdmitRefund::<fairway::LockFree>::new())),
                 ),
                 arm(
                     &name,

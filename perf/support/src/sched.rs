@@ -357,18 +357,18 @@ impl<M: Mechanism> Drop for Cancel<'_, M> {
 }
 
 /// P13: nothing queued, the cheapest request the public API allows: admit (one tenant, no
-/// priority, no deadline), `try_enqueue` (grant), release (which refunds the permit), on the
-/// lock-free engine.
-pub struct AdmitRefund {
-    f: Fixture<LockFree>,
+/// priority, no deadline), `try_enqueue` (grant), release (which refunds the permit), on engine
+/// `M`.
+pub struct AdmitRefund<M: Mechanism = LockFree> {
+    f: Fixture<M>,
     request: AdmissionRequest,
 }
 
-impl Named for AdmitRefund {
-    const NAME: &'static str = "lock-free admit→refund";
+impl<M: Engine> Named for AdmitRefund<M> {
+    const NAME: &'static str = "admit→refund";
 }
 
-impl AdmitRefund {
+impl<M: Mechanism> AdmitRefund<M> {
     /// One free cell.
     pub fn new() -> Self {
         Self {
@@ -378,13 +378,13 @@ impl AdmitRefund {
     }
 }
 
-impl Default for AdmitRefund {
+impl<M: Mechanism> Default for AdmitRefund<M> {
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl SingleOp for AdmitRefund {
+impl<M: Mechanism> SingleOp for AdmitRefund<M> {
     fn run(&mut self, iters: u64) {
         for _ in 0..iters {
             // A token-less request (P13): admit, grant, release, refund, and nothing else.
@@ -392,6 +392,61 @@ impl SingleOp for AdmitRefund {
             let a = self.f.sched.try_enqueue(request).expect("the cell is free");
             black_box(a.cell());
             a.release();
+        }
+    }
+}
+
+/// Jobs queued behind the executor in the [`PullCycle`].
+pub const PULL_DEPTH: usize = 64;
+
+/// The queued cycle in pull mode (SPEC F23): one cell, [`PULL_DEPTH`] jobs of the mix
+/// submitted; each operation takes the next job with `try_next` (the policy's pick), releases
+/// its cell and submits a fresh job in its place, so the depth stays put.
+pub struct PullCycle<M: Mechanism> {
+    f: Fixture<M>,
+    next: u64,
+}
+
+impl<M: Mechanism> PullCycle<M> {
+    /// One free cell, [`PULL_DEPTH`] jobs queued.
+    pub fn new() -> Self {
+        let f = Fixture::new(1, 4096, PULL_DEPTH as u64 + 1);
+        for i in 0..PULL_DEPTH as u64 {
+            f.sched
+                .submit(f.request(i, i), i)
+                .map_err(|e| e.error)
+                .expect("the queue has room");
+        }
+        Self {
+            f,
+            next: PULL_DEPTH as u64,
+        }
+    }
+}
+
+impl<M: Mechanism> Default for PullCycle<M> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<M: Mechanism> SingleOp for PullCycle<M> {
+    fn run(&mut self, iters: u64) {
+        for _ in 0..iters {
+            let job = self
+                .f
+                .sched
+                .try_next(ClassId(0))
+                .expect("class 0 exists")
+                .expect("jobs are queued and the cell is free");
+            black_box(job.payload);
+            job.assignment.release();
+            self.next += 1;
+            self.f
+                .sched
+                .submit(self.f.request(self.next, self.next), self.next)
+                .map_err(|e| e.error)
+                .expect("the queue has room");
         }
     }
 }
@@ -963,6 +1018,10 @@ pub struct EngineRuns {
     pub fast: fn(OpUser<'_>),
     /// Runs a closure on a fresh [`Cancel`] at a depth.
     pub cancel: fn(usize, OpUser<'_>),
+    /// Runs a closure on a fresh [`AdmitRefund`].
+    pub admit_refund: fn(OpUser<'_>),
+    /// Runs a closure on a fresh [`PullCycle`].
+    pub pull_cycle: fn(OpUser<'_>),
 }
 
 impl EngineRuns {
@@ -975,6 +1034,8 @@ impl EngineRuns {
             cycle: |run| run(&mut Cycle::new(&Cycle::<M>::fixture())),
             fast: |run| run(&mut FastPath::<M>::new()),
             cancel: |depth, run| run(&mut Cancel::new(&Cancel::<M>::fixture(depth), depth)),
+            admit_refund: |run| run(&mut AdmitRefund::<M>::new()),
+            pull_cycle: |run| run(&mut PullCycle::<M>::new()),
         }
     }
 }
@@ -1019,8 +1080,10 @@ mod tests {
             (e.fast)(run);
             (e.cancel)(1, run);
             (e.cancel)(64, run);
+            (e.admit_refund)(run);
+            (e.pull_cycle)(run);
         }
-        AdmitRefund::new().run(100);
+        AdmitRefund::<LockFree>::new().run(100);
         UncontendedCas::default().run(100);
     }
 
