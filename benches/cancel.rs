@@ -14,7 +14,8 @@ use criterion::measurement::WallTime;
 use criterion::{
     criterion_group, criterion_main, BenchmarkGroup, BenchmarkId, Criterion, Throughput,
 };
-use fairway::{Baseline, LockFree, ParkingLotMutex, Ring, StdMutex};
+use fairway::oracle::{Baseline, ParkingLotMutex, Ring, StdMutex};
+
 use fairway_bench_support::sched::{Cancel, Engine};
 
 /// Queue depths measured.
@@ -36,7 +37,7 @@ fn add<M: Engine>(group: &mut BenchmarkGroup<'_, WallTime>) {
 fn cancel(c: &mut Criterion) {
     let mut g = c.benchmark_group("cancel/cancel+replace");
     g.throughput(Throughput::Elements(1));
-    add::<LockFree>(&mut g);
+    add::<Ring>(&mut g);
     add::<Baseline<StdMutex>>(&mut g);
     add::<Baseline<ParkingLotMutex>>(&mut g);
     add::<Ring>(&mut g);

@@ -15,11 +15,12 @@
 
 mod common;
 
+use fairway::oracle::{LockFreeGraph, MutexGraph};
 use std::time::Duration;
 
 use common::criterion;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use fairway::{LockFreeGraph, MutexGraph};
+
 use fairway_bench_support::graph::{p8_and_run_until, p8_until, p9_until, Until};
 use fairway_bench_support::Measured;
 

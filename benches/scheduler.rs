@@ -12,12 +12,13 @@
 
 mod common;
 
+use fairway::oracle::{Baseline, ParkingLotMutex, Ring, StdMutex};
 use std::hint::black_box;
 
 use common::{bench_backend, criterion, time_op};
 use criterion::measurement::WallTime;
 use criterion::{criterion_group, criterion_main, BenchmarkGroup, Criterion, Throughput};
-use fairway::{Baseline, ClassId, LockFree, ParkingLotMutex, Ring, StdMutex};
+use fairway::ClassId;
 use fairway_bench_support::sched::{
     AdmitRefund, Cycle, Engine, FastPath, Fixture, UncontendedCas, TENANTS,
 };
@@ -89,7 +90,7 @@ fn single<O: SingleOp + Named + Default>(g: &mut BenchmarkGroup<'_, WallTime>) {
 }
 
 fn scheduler(c: &mut Criterion) {
-    type Lf = LockFree;
+    type Lf = Ring;
     type Std = Baseline<StdMutex>;
     type Pl = Baseline<ParkingLotMutex>;
     let cycles: [Add; 4] = [cycle::<Lf>, cycle::<Std>, cycle::<Pl>, cycle::<Ring>];

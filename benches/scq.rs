@@ -1,5 +1,5 @@
-//! The SCQ ring of indices (`Scq`) against the Vyukov-style ring (`Ring<u32>`) on the tenant
-//! ring's pattern: turns circulate.
+//! The SCQ ring of indices (`Scq`, the engine's ring of tenant turns) against crossbeam's
+//! `ArrayQueue<u32>` on the engine's pattern: turns circulate.
 //!
 //! Both rings start holding every index `0..64` once; an iteration pops one index and pushes it
 //! back (a turn taken and returned).
@@ -7,8 +7,8 @@
 //! Groups:
 //! * `scq/1-thread pop+push`.
 //! * `scq/4-thread circulate`: four threads circulating at once (on fewer cores, threads are
-//!   preempted mid-operation, which is where the rings differ: a `Ring` pop behind a preempted
-//!   push reports empty and retries, an `Scq` pop passes it).
+//!   preempted mid-operation, which is where the rings differ: an `ArrayQueue` pop behind a
+//!   preempted push reports empty and retries, an `Scq` pop passes it).
 
 mod common;
 
@@ -17,7 +17,7 @@ use std::hint::black_box;
 use common::bench_backend;
 use criterion::measurement::WallTime;
 use criterion::{criterion_group, criterion_main, BenchmarkGroup, Criterion, Throughput};
-use fairway::internals::{Ring, Scq};
+use fairway::internals::Scq;
 use fairway_bench_support::Named;
 
 /// Indices in circulation.
@@ -54,24 +54,25 @@ impl Turns for ScqTurns {
     }
 }
 
-/// `Ring<u32>` of capacity [`INDICES`].
-struct RingTurns(Ring<u32>);
+/// crossbeam's `ArrayQueue<u32>` of capacity [`INDICES`].
+struct ArrayQueueTurns(crossbeam_queue::ArrayQueue<u32>);
 
-impl Named for RingTurns {
-    const NAME: &'static str = "fairway Ring";
+impl Named for ArrayQueueTurns {
+    const NAME: &'static str = "crossbeam ArrayQueue";
 }
 
-impl Turns for RingTurns {
+impl Turns for ArrayQueueTurns {
     fn full() -> Self {
-        let r = Ring::new(INDICES as usize);
-        (0..INDICES).for_each(|i| r.push(i).expect("room"));
-        RingTurns(r)
+        let q = crossbeam_queue::ArrayQueue::new(INDICES as usize);
+        (0..INDICES).for_each(|i| q.push(i).expect("room"));
+        ArrayQueueTurns(q)
     }
     fn take(&self) -> Option<u32> {
         self.0.pop()
     }
     fn give(&self, i: u32) {
-        // A pop that claimed the slot but has not freed it makes the ring look full for a moment.
+        // A pop that claimed the slot but has not freed it makes the queue look full for a
+        // moment.
         let mut v = i;
         while let Err(back) = self.0.push(v) {
             v = back;
@@ -102,7 +103,7 @@ fn scq(c: &mut Criterion) {
         let mut g = c.benchmark_group(name);
         g.throughput(Throughput::Elements(threads as u64));
         add::<ScqTurns>(&mut g, threads);
-        add::<RingTurns>(&mut g, threads);
+        add::<ArrayQueueTurns>(&mut g, threads);
         g.finish();
     }
 }

@@ -17,7 +17,8 @@
 //! Run it with `cargo run --release --example tokio_host`.
 
 use fairway::admission::{AdmissionRequest, ClassSpec, Ledger, LedgerConfig, Limits};
-use fairway::{AdmittedRequest, CancellationToken, Code, LockFree, RequestId, Scheduler, TenantId};
+use fairway::oracle::{Ring, SchedulerOn};
+use fairway::{AdmittedRequest, CancellationToken, Code, RequestId, Scheduler, TenantId};
 use std::time::{Duration, Instant};
 
 /// What the runtime reports for one invocation.
@@ -31,7 +32,7 @@ enum Outcome {
 
 /// Admits one invocation and waits for a cell, then "runs" it for `work`.
 async fn invoke(
-    scheduler: Scheduler<(), LockFree>,
+    scheduler: SchedulerOn<(), Ring>,
     request: AdmissionRequest,
     token: CancellationToken,
     work: Duration,

@@ -1,7 +1,6 @@
 //! Not part of the public API; exposed for fairway's own benches, perf harness and allocation
 //! tests; no semver guarantees.
 
-pub use crate::raw::ring::Ring;
 pub use crate::raw::scq::Scq;
 
 /// Test-only pause points (SPEC F24); present with the `pause-points` feature.
@@ -15,13 +14,13 @@ pub mod pause {
 /// [`is_granted`](RingCore::is_granted) and [`help`](RingCore::help)s.
 #[cfg(all(feature = "pause-points", not(loom)))]
 #[derive(Debug)]
-pub struct RingCore(crate::engine::ring::grant::Core);
+pub struct RingCore(crate::engine::grant::Core);
 
 #[cfg(all(feature = "pause-points", not(loom)))]
 impl RingCore {
     /// `cells` cells, `slots` entry slots, tenants `0..tenants` (all below 2^24).
     pub fn new(cells: u32, slots: u32, tenants: u32) -> Self {
-        Self(crate::engine::ring::grant::Core::new(
+        Self(crate::engine::grant::Core::new(
             cells,
             slots,
             tenants,
@@ -32,7 +31,7 @@ impl RingCore {
     /// Queues a request of `tenant` (priority 0, no deadline, weight 1); its slot, or `None`
     /// when every slot is in use. It may be granted at once (by this call or another thread's).
     pub fn enqueue(&self, tenant: u32) -> Option<u32> {
-        let meta = crate::engine::ring::tenant::Meta {
+        let meta = crate::engine::tenant::Meta {
             priority: 0,
             deadline: crate::policy::NO_DEADLINE,
             enqueued_at: 0,
@@ -49,7 +48,7 @@ impl RingCore {
 
     /// Whether the request in `slot` has been granted (and not yet taken).
     pub fn is_granted(&self, slot: u32) -> bool {
-        self.0.state(slot) == crate::engine::ring::grant::GRANTED
+        self.0.state(slot) == crate::engine::grant::GRANTED
     }
 
     /// Takes a granted request, freeing its slot; the caller now holds a cell. `false` if
@@ -61,30 +60,5 @@ impl RingCore {
     /// Returns a cell, granting the next ready tenant's request if one waits.
     pub fn release(&self) {
         self.0.release(0, &mut |_| {});
-    }
-}
-
-/// A thin handle on the crate's slot arena (with unit values), for benches and allocation tests.
-#[derive(Debug)]
-pub struct Arena(crate::raw::arena::Arena<()>);
-
-impl Arena {
-    /// An arena of `capacity` slots.
-    ///
-    /// # Errors
-    ///
-    /// `invalid-argument / configuration` for an unusable capacity.
-    pub fn new(capacity: usize) -> crate::Result<Self> {
-        crate::raw::arena::Arena::new(capacity).map(Self)
-    }
-
-    /// Allocates a slot; its key as a `u64`.
-    pub fn alloc(&self) -> Option<u64> {
-        self.0.alloc(1).map(|k| k.to_u64())
-    }
-
-    /// Frees a slot; `false` if the key was stale.
-    pub fn free(&self, key: u64) -> bool {
-        self.0.free(crate::raw::arena::Key::from_u64(key)).is_ok()
     }
 }

@@ -25,14 +25,12 @@ pub mod versions;
 
 pub use cancel::{CancellationToken, Cancelled};
 pub use clock::{Clock, ManualClock, MonotonicClock};
-pub use engine::baseline::{BaselineLock, ParkingLotMutex, StdMutex};
 pub use error::{Code, Error, Reason, Result};
-pub use graph::{Graph, LockFreeGraph, MutexGraph};
+pub use graph::Graph;
 pub use ids::{CellId, ClassId, Priority, RequestId, TenantId};
 pub use scheduler::{
-    AdmittedRequest, Assignment, Baseline, Builder, ClassConfig, ClassSnapshot, Drain, DropPolicy,
-    Enqueue, Footprint, Job, LockFree, Mechanism, Next, QuarantinedCells, RequestHandle, Ring,
-    Scheduler, SubmitError, TryEnqueueError,
+    AdmittedRequest, Assignment, Builder, ClassConfig, ClassSnapshot, Drain, DropPolicy, Enqueue,
+    Footprint, Job, Next, QuarantinedCells, RequestHandle, Scheduler, SubmitError, TryEnqueueError,
 };
 
 /// The `hdrhistogram` crate, whose `Histogram` is [`ClassSnapshot::wait_histogram`]'s type:
@@ -46,3 +44,5 @@ pub use arrayvec;
 
 #[doc(hidden)]
 pub mod internals;
+#[doc(hidden)]
+pub mod oracle;

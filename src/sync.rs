@@ -7,9 +7,10 @@
 
 #[cfg(not(loom))]
 mod imp {
-    pub(crate) use std::sync::atomic::{
-        fence, AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering,
-    };
+    /// Only the tests count with it.
+    #[cfg(test)]
+    pub(crate) use std::sync::atomic::AtomicUsize;
+    pub(crate) use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
     pub(crate) use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
     pub(crate) use atomic_waker::AtomicWaker;

@@ -4,10 +4,8 @@
 //! its own thread's allocations, so the test harness's threads cannot disturb the numbers.
 
 use fairway::admission::{AdmissionRequest, ClassSpec, Ledger, LedgerConfig};
-use fairway::{
-    AdmittedRequest, CancellationToken, ClassId, LockFree, Mechanism, RequestId,
-    Ring as RingEngine, Scheduler, TenantId,
-};
+use fairway::oracle::{Mechanism, Ring, SchedulerOn};
+use fairway::{AdmittedRequest, CancellationToken, ClassId, RequestId, Scheduler, TenantId};
 use fairway_bench_support::alloc::{count, Counting};
 use std::future::Future;
 use std::pin::pin;
@@ -29,7 +27,7 @@ const TENANTS: u32 = 16;
 
 struct Fixture<M: Mechanism> {
     ledger: Ledger,
-    sched: Scheduler<u64, M>,
+    sched: SchedulerOn<u64, M>,
     /// One token per tenant, reused: request ids are reused once their request has ended.
     tokens: Vec<CancellationToken>,
 }
@@ -138,19 +136,17 @@ fn q03_pull_mode_cycle_does_not_allocate_on<M: Mechanism>() {
 }
 
 #[test]
-fn q03_ring_and_arena_do_not_allocate() {
-    use fairway::internals::{Arena, Ring};
-    let ring = Ring::new(64);
-    let arena = Arena::new(64).unwrap();
+fn q03_turn_ring_does_not_allocate() {
+    use fairway::internals::Scq;
+    let ring = Scq::new(64);
     let n = count(|| {
         for i in 0..OPS {
-            ring.push(i).unwrap();
-            assert_eq!(ring.pop(), Some(i));
-            let k = arena.alloc().unwrap();
-            arena.free(k);
+            let index = (i % 64) as u32;
+            ring.push(index);
+            assert_eq!(ring.pop(), Some(index));
         }
     });
-    assert_eq!(n, 0, "{n} allocations in {OPS} ring and arena cycles");
+    assert_eq!(n, 0, "{n} allocations in {OPS} turn-ring cycles");
 }
 
 fn f02_after_build_no_operation_allocates_on<M: Mechanism>() {
@@ -222,50 +218,25 @@ fn q03_token_less_request_path_does_not_allocate_on<M: Mechanism>() {
 
 #[test]
 fn q03_fast_path_cycle_does_not_allocate() {
-    q03_fast_path_cycle_does_not_allocate_on::<LockFree>();
-}
-
-#[test]
-fn q03_fast_path_cycle_does_not_allocate_ring() {
-    q03_fast_path_cycle_does_not_allocate_on::<RingEngine>();
+    q03_fast_path_cycle_does_not_allocate_on::<Ring>();
 }
 
 #[test]
 fn q03_queued_grant_and_cancel_cycles_do_not_allocate() {
-    q03_queued_grant_and_cancel_cycles_do_not_allocate_on::<LockFree>();
-}
-
-#[test]
-fn q03_queued_grant_and_cancel_cycles_do_not_allocate_ring() {
-    q03_queued_grant_and_cancel_cycles_do_not_allocate_on::<RingEngine>();
+    q03_queued_grant_and_cancel_cycles_do_not_allocate_on::<Ring>();
 }
 
 #[test]
 fn q03_pull_mode_cycle_does_not_allocate() {
-    q03_pull_mode_cycle_does_not_allocate_on::<LockFree>();
-}
-
-#[test]
-fn q03_pull_mode_cycle_does_not_allocate_ring() {
-    q03_pull_mode_cycle_does_not_allocate_on::<RingEngine>();
+    q03_pull_mode_cycle_does_not_allocate_on::<Ring>();
 }
 
 #[test]
 fn q03_token_less_request_path_does_not_allocate() {
-    q03_token_less_request_path_does_not_allocate_on::<LockFree>();
-}
-
-#[test]
-fn q03_token_less_request_path_does_not_allocate_ring() {
-    q03_token_less_request_path_does_not_allocate_on::<RingEngine>();
+    q03_token_less_request_path_does_not_allocate_on::<Ring>();
 }
 
 #[test]
 fn f02_after_build_no_operation_allocates() {
-    f02_after_build_no_operation_allocates_on::<LockFree>();
-}
-
-#[test]
-fn f02_after_build_no_operation_allocates_ring() {
-    f02_after_build_no_operation_allocates_on::<RingEngine>();
+    f02_after_build_no_operation_allocates_on::<Ring>();
 }

@@ -18,11 +18,9 @@
 mod common;
 
 use fairway::admission::{AdmissionRequest, ClassSpec, Ledger, LedgerConfig, Limits};
+use fairway::oracle::{Baseline, Mechanism, Ring, SchedulerOn};
 use fairway::Reason;
-use fairway::{
-    AdmittedRequest, Baseline, CancellationToken, ClassId, Code, LockFree, Mechanism, RequestId,
-    Ring, Scheduler, TenantId,
-};
+use fairway::{AdmittedRequest, CancellationToken, ClassId, Code, RequestId, Scheduler, TenantId};
 use std::future::Future;
 use std::pin::pin;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -98,7 +96,7 @@ impl Outcomes {
 struct World<M: Mechanism> {
     size: Size,
     ledger: Ledger,
-    sched: Scheduler<u64, M>,
+    sched: SchedulerOn<u64, M>,
     ids: AtomicU64,
     out: Outcomes,
     /// Quarantines allowed per class: at most `CELLS - 1`, so no class ever dies and every
@@ -448,8 +446,8 @@ fn tokio_body<M: Mechanism>(size: Size, tasks: usize, ops: usize) {
 const SHORT: usize = if cfg!(miri) { 20 } else { 3_000 };
 
 #[test]
-fn q04_churn_plain_threads_lockfree() {
-    threads::<LockFree>(4, SHORT);
+fn q04_churn_plain_threads() {
+    threads::<Ring>(4, SHORT);
 }
 
 #[test]
@@ -458,8 +456,8 @@ fn q04_churn_plain_threads_baseline() {
 }
 
 #[test]
-fn q04_churn_tokio_lockfree() {
-    tokio_tasks::<LockFree>(16, SHORT / 4);
+fn q04_churn_tokio() {
+    tokio_tasks::<Ring>(16, SHORT / 4);
 }
 
 #[test]
@@ -468,9 +466,9 @@ fn q04_churn_tokio_baseline() {
 }
 
 #[test]
-fn q04_churn_33_cells_lockfree() {
-    threads_sized::<LockFree>(CELLS_33, 4, SHORT);
-    tokio_sized::<LockFree>(CELLS_33, 16, SHORT / 4);
+fn q04_churn_33_cells() {
+    threads_sized::<Ring>(CELLS_33, 4, SHORT);
+    tokio_sized::<Ring>(CELLS_33, 16, SHORT / 4);
 }
 
 #[test]
@@ -481,9 +479,9 @@ fn q04_churn_33_cells_baseline() {
 
 #[test]
 #[cfg_attr(miri, ignore = "1000 cells: too slow under Miri")]
-fn q04_churn_1000_cells_lockfree() {
-    threads_sized::<LockFree>(CELLS_1000, 4, SHORT);
-    tokio_sized::<LockFree>(CELLS_1000, 16, SHORT / 4);
+fn q04_churn_1000_cells() {
+    threads_sized::<Ring>(CELLS_1000, 4, SHORT);
+    tokio_sized::<Ring>(CELLS_1000, 16, SHORT / 4);
 }
 
 #[test]
@@ -495,9 +493,9 @@ fn q04_churn_1000_cells_baseline() {
 
 #[test]
 #[ignore = "long: run with --release -- --ignored"]
-fn q04_churn_long_lockfree() {
-    threads::<LockFree>(8, 150_000);
-    tokio_tasks::<LockFree>(32, 10_000);
+fn q04_churn_long() {
+    threads::<Ring>(8, 150_000);
+    tokio_tasks::<Ring>(32, 10_000);
 }
 
 #[test]
@@ -553,46 +551,11 @@ fn executors_exit_after_shutdown<M: Mechanism>() {
 }
 
 #[test]
-fn q04_executors_exit_after_shutdown_lockfree() {
-    executors_exit_after_shutdown::<LockFree>();
+fn q04_executors_exit_after_shutdown() {
+    executors_exit_after_shutdown::<Ring>();
 }
 
 #[test]
 fn q04_executors_exit_after_shutdown_baseline() {
     executors_exit_after_shutdown::<Baseline>();
-}
-
-#[test]
-fn q04_churn_plain_threads_ring() {
-    threads::<Ring>(4, SHORT);
-}
-
-#[test]
-fn q04_churn_tokio_ring() {
-    tokio_tasks::<Ring>(16, SHORT / 4);
-}
-
-#[test]
-fn q04_churn_33_cells_ring() {
-    threads_sized::<Ring>(CELLS_33, 4, SHORT);
-    tokio_sized::<Ring>(CELLS_33, 16, SHORT / 4);
-}
-
-#[test]
-#[cfg_attr(miri, ignore = "1000 cells: too slow under Miri")]
-fn q04_churn_1000_cells_ring() {
-    threads_sized::<Ring>(CELLS_1000, 4, SHORT);
-    tokio_sized::<Ring>(CELLS_1000, 16, SHORT / 4);
-}
-
-#[test]
-#[ignore = "long: run with --release -- --ignored"]
-fn q04_churn_long_ring() {
-    threads::<Ring>(8, 150_000);
-    tokio_tasks::<Ring>(32, 10_000);
-}
-
-#[test]
-fn q04_executors_exit_after_shutdown_ring() {
-    executors_exit_after_shutdown::<Ring>();
 }

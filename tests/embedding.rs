@@ -10,9 +10,10 @@
 mod common;
 
 use fairway::admission::{AdmissionRequest, ClassSpec, Ledger, LedgerConfig};
+use fairway::oracle::{Mechanism, SchedulerOn};
 use fairway::{
-    AdmittedRequest, Assignment, CancellationToken, ClassConfig, ClassId, Code, DropPolicy,
-    Mechanism, Reason, RequestId, Scheduler, TenantId,
+    AdmittedRequest, Assignment, CancellationToken, ClassConfig, ClassId, Code, DropPolicy, Reason,
+    RequestId, Scheduler, TenantId,
 };
 use fairway_bench_support::alloc::{thread_allocs, Counting};
 use std::future::Future;
@@ -34,7 +35,7 @@ fn allocations_of<R>(f: impl FnOnce() -> R) -> (u64, R) {
 /// A ledger, a scheduler with `u64` pull-mode payloads, and fresh request ids.
 struct Env<M: Mechanism> {
     ledger: Ledger,
-    sched: Scheduler<u64, M>,
+    sched: SchedulerOn<u64, M>,
     next_id: AtomicU64,
 }
 
@@ -319,7 +320,7 @@ fn x01_owned_pull_future_runs_in_a_spawned_task<M: Mechanism>() {
 #[cfg(feature = "tokio")]
 #[test]
 fn x02_enqueue_blocking_in_a_current_thread_runtime_panics() {
-    let env = Env::<fairway::LockFree>::new(&[ClassConfig::new(1, 8)]);
+    let env = Env::<fairway::oracle::Ring>::new(&[ClassConfig::new(1, 8)]);
     let rt = tokio::runtime::Builder::new_current_thread()
         .build()
         .unwrap();

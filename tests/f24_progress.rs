@@ -1,19 +1,16 @@
 //! SPEC F24 (progress while a thread is stopped), with the test-only pause points.
 //!
-//! Each test freezes one thread at a named pause point inside an engine — the mutex baseline's
-//! critical section, the lock-free engine's dispatch token — and checks whether another
-//! tenant's queued request is still granted within a bounded wait (100 ms) on a cell another
-//! thread releases.
+//! Each test freezes one thread at a named pause point inside an engine — the mutex twin's
+//! critical section, or a point on the engine's grant, enqueue, cancel and sweep paths — and
+//! checks whether another tenant's queued request is still granted within a bounded wait
+//! (100 ms) on a cell another thread releases.
 //!
-//! * The mutex baselines cannot meet F24 by construction; their tests assert the failure mode
-//!   they exist to show: while the lock holder is paused, no other tenant is granted, and the
-//!   grant comes once it is let go.
-//! * Today's lock-free engine runs every grant of a class under one try-only dispatch token, so
-//!   a thread paused while holding it stalls every tenant just as the lock does. Its test
-//!   records that behaviour (README, Deviations: F24).
-//! * The tenant-ring engine ([`Ring`]) has no such token: one `f24_ring_*` test per pause point
-//!   on its paths asserts that another tenant is granted within 100 ms while a thread is parked
-//!   there.
+//! * The mutex twins cannot meet F24 by construction; their tests assert the failure mode they
+//!   exist to show: while the lock holder is paused, no other tenant is granted, and the grant
+//!   comes once it is let go.
+//! * The engine (what every `Scheduler` runs on) has no class-wide lock or token: one
+//!   `f24_ring_*` test per pause point on its paths asserts that another tenant is granted
+//!   within 100 ms while a thread is parked there.
 //!
 //! Built only with the `pause-points` feature:
 //! `cargo test --features pause-points --test f24_progress`.
@@ -23,7 +20,8 @@ mod common;
 
 use common::{poll_once, queue, Harness};
 use fairway::internals::pause::Gate;
-use fairway::{Baseline, ClassId, LockFree, Mechanism, ParkingLotMutex, Ring, StdMutex};
+use fairway::oracle::{Baseline, Mechanism, ParkingLotMutex, Ring, StdMutex};
+use fairway::ClassId;
 use std::sync::mpsc;
 use std::task::Poll;
 use std::time::Duration;
@@ -129,25 +127,12 @@ fn f24_parking_lot_baseline_grants_nobody_while_the_lock_holder_is_paused() {
     );
 }
 
-/// The defect the tenant-ring engine removes (README, Deviations: F24): a thread paused while
-/// holding the dispatch token stalls the grants of every tenant of the class.
-#[test]
-fn f24_lockfree_token_holder_paused_stalls_every_tenant_today() {
-    assert_eq!(
-        other_tenant_while_paused::<LockFree>("lockfree.token_held"),
-        Observed {
-            granted_while_paused: false,
-            still_paused: true
-        }
-    );
-}
-
 /// The pause points themselves: a thread armed for one point passes every other point, and an
 /// unarmed thread passes every point (the other tests' other threads rely on both).
 #[test]
 fn f24_pause_points_park_only_the_armed_thread_at_its_point() {
     let h = Harness::<Baseline<StdMutex>>::new(&[(2, 16)], 4);
-    let gate = Gate::new("lockfree.token_held");
+    let gate = Gate::new("ring.turn_owned");
     std::thread::scope(|s| {
         s.spawn(|| {
             gate.arm();
@@ -398,17 +383,5 @@ fn f24_ring_try_next_is_handed_other_tenants_jobs_while_a_turn_holder_is_paused(
     assert!(
         slowest < Duration::from_millis(20),
         "every try_next returned at once (slowest {slowest:?})"
-    );
-}
-
-/// The token engine's failure mode in pull mode (README, Deviations: F24): while the dispatch
-/// token's holder is parked, executors calling `try_next` get nothing (each call returns, and
-/// the executor can only call again).
-#[test]
-fn f24_lockfree_try_next_gets_nothing_while_the_token_holder_is_paused_today() {
-    let (handed, _) = try_next_while_paused::<LockFree>("lockfree.token_held");
-    assert!(
-        !handed,
-        "the token engine grants nothing while its token holder is parked"
     );
 }

@@ -6,6 +6,7 @@
 
 use fairway::admission::{ClassSpec, Ledger, LedgerConfig};
 use fairway::graph::{Admission, Dependency, Gate, Graph, GraphEngine, JobKey, JobOutcome};
+use fairway::oracle::GraphOn;
 use fairway::ClassId;
 use std::future::Future;
 use std::pin::pin;
@@ -20,7 +21,7 @@ use graph_common::spec;
 
 /// A waker whose `wake` submits a job into the graph and reports what it saw.
 struct ReEnter<E: GraphEngine> {
-    graph: Graph<E>,
+    graph: GraphOn<E>,
     seen: Mutex<mpsc::Sender<(u32, bool)>>,
 }
 
@@ -111,10 +112,10 @@ fn d32_waker_runs_outside_every_lock_and_may_reenter<E: GraphEngine>() {
 
 #[test]
 fn d32_waker_runs_outside_every_lock_and_may_reenter_lock_free() {
-    d32_waker_runs_outside_every_lock_and_may_reenter::<fairway::LockFreeGraph>();
+    d32_waker_runs_outside_every_lock_and_may_reenter::<fairway::oracle::LockFreeGraph>();
 }
 
 #[test]
 fn d32_waker_runs_outside_every_lock_and_may_reenter_mutex() {
-    d32_waker_runs_outside_every_lock_and_may_reenter::<fairway::MutexGraph>();
+    d32_waker_runs_outside_every_lock_and_may_reenter::<fairway::oracle::MutexGraph>();
 }

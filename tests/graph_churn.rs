@@ -211,28 +211,28 @@ fn churn<E: GraphEngine>(n: u64, fan_out: u64, extra: u64, submitters: u64, exec
 
 #[test]
 fn d13_churn_threads_conserve_tiny_single_thread_mutex() {
-    churn::<fairway::MutexGraph>(20, 4, 1, 1, 1);
+    churn::<fairway::oracle::MutexGraph>(20, 4, 1, 1, 1);
 }
 
 #[test]
 fn d13_churn_threads_conserve_small_lock_free() {
-    churn::<fairway::LockFreeGraph>(2_000, 4, 3, 3, 4);
+    churn::<fairway::oracle::LockFreeGraph>(2_000, 4, 3, 3, 4);
 }
 
 #[test]
 fn d13_churn_threads_conserve_small_mutex() {
-    churn::<fairway::MutexGraph>(2_000, 4, 3, 3, 4);
+    churn::<fairway::oracle::MutexGraph>(2_000, 4, 3, 3, 4);
 }
 
 /// Far from toy size: 10^4 jobs, each parent with 64 children.
 #[test]
 fn d13_churn_threads_conserve_ten_thousand_fan_out_64_lock_free() {
-    churn::<fairway::LockFreeGraph>(10_000, 64, 2, 2, 4);
+    churn::<fairway::oracle::LockFreeGraph>(10_000, 64, 2, 2, 4);
 }
 
 #[test]
 fn d13_churn_threads_conserve_ten_thousand_fan_out_64_mutex() {
-    churn::<fairway::MutexGraph>(10_000, 64, 2, 2, 4);
+    churn::<fairway::oracle::MutexGraph>(10_000, 64, 2, 2, 4);
 }
 
 /// Two threads submit the two halves of a cycle at once, many times: in every round exactly one
@@ -301,12 +301,12 @@ fn concurrent_cycle<E: GraphEngine>() {
 
 #[test]
 fn d15_concurrent_cycle_halves_admit_exactly_one_lock_free() {
-    concurrent_cycle::<fairway::LockFreeGraph>();
+    concurrent_cycle::<fairway::oracle::LockFreeGraph>();
 }
 
 #[test]
 fn d15_concurrent_cycle_halves_admit_exactly_one_mutex() {
-    concurrent_cycle::<fairway::MutexGraph>();
+    concurrent_cycle::<fairway::oracle::MutexGraph>();
 }
 
 /// The same conservation on a tokio runtime: executors are tasks awaiting [`Graph::next`],
@@ -416,12 +416,12 @@ fn churn_tokio<E: GraphEngine>(n: u64, fan_out: u64, extra: u64) {
 
 #[test]
 fn d13_churn_tokio_conserves_lock_free() {
-    churn_tokio::<fairway::LockFreeGraph>(3_000, 8, 3);
+    churn_tokio::<fairway::oracle::LockFreeGraph>(3_000, 8, 3);
 }
 
 #[test]
 fn d13_churn_tokio_conserves_mutex() {
-    churn_tokio::<fairway::MutexGraph>(3_000, 8, 3);
+    churn_tokio::<fairway::oracle::MutexGraph>(3_000, 8, 3);
 }
 
 /// A shutdown in the middle of churn: submitters race executors (dependents often before their
@@ -549,12 +549,12 @@ fn shutdown_churn<E: GraphEngine>(n: u64, after: u64) {
 
 #[test]
 fn d02_shutdown_during_churn_ends_every_job_once_lock_free() {
-    shutdown_churn_at_several_points::<fairway::LockFreeGraph>();
+    shutdown_churn_at_several_points::<fairway::oracle::LockFreeGraph>();
 }
 
 #[test]
 fn d02_shutdown_during_churn_ends_every_job_once_mutex() {
-    shutdown_churn_at_several_points::<fairway::MutexGraph>();
+    shutdown_churn_at_several_points::<fairway::oracle::MutexGraph>();
 }
 
 /// Shut down at once, a quarter of the way and three quarters of the way through the jobs

@@ -9,6 +9,7 @@ use fairway::graph::{
     Admission, DedupeHook, Gate, Graph, GraphEngine, Identity, JobHandle, JobKey, JobOutcome,
     JobSpec, NoDedupeHook,
 };
+use fairway::oracle::GraphOn;
 use fairway::{Code, Error, Reason, TenantId};
 use std::cell::{Cell, RefCell};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -38,12 +39,12 @@ both_graphs!(
     d32_join_notice_fires_outside_the_lock,
 );
 
-fn graph<E: GraphEngine>(nodes: u32) -> Graph<E> {
+fn graph<E: GraphEngine>(nodes: u32) -> GraphOn<E> {
     sized(nodes, 4 * nodes, 4 * nodes)
 }
 
 /// A graph of one class of four cells with these stores.
-fn sized<E: GraphEngine>(nodes: u32, edges: u32, keys: u32) -> Graph<E> {
+fn sized<E: GraphEngine>(nodes: u32, edges: u32, keys: u32) -> GraphOn<E> {
     // Four tenants: a joiner of another (valid) tenant is ignored, an out-of-range one refused.
     let ledger = Ledger::new(LedgerConfig::new(vec![ClassSpec::new("cpu")], 4)).unwrap();
     Graph::builder(ledger)
@@ -55,7 +56,7 @@ fn sized<E: GraphEngine>(nodes: u32, edges: u32, keys: u32) -> Graph<E> {
         .unwrap()
 }
 
-fn joined<E: GraphEngine>(g: &Graph<E>, spec: &JobSpec<'_>) -> JobHandle {
+fn joined<E: GraphEngine>(g: &GraphOn<E>, spec: &JobSpec<'_>) -> JobHandle {
     match g.submit(spec).unwrap() {
         Admission::DedupeJoined(h) => h,
         other => panic!("{:?} not joined: {other:?}", spec.key),
@@ -63,7 +64,7 @@ fn joined<E: GraphEngine>(g: &Graph<E>, spec: &JobSpec<'_>) -> JobHandle {
 }
 
 /// Runs every ready job; `fail`: whether a key's body fails. Returns the keys that ran.
-fn run_all<E: GraphEngine>(g: &Graph<E>, fail: impl Fn(JobKey) -> bool) -> Vec<JobKey> {
+fn run_all<E: GraphEngine>(g: &GraphOn<E>, fail: impl Fn(JobKey) -> bool) -> Vec<JobKey> {
     let mut ran = Vec::new();
     while let Some(job) = g.try_next(CPU) {
         ran.push(job.key());
@@ -522,7 +523,7 @@ fn d03_bad_input_is_refused_before_the_probe<E: GraphEngine>() {
 /// topology lock (a dependency on a key with no producer, an `advance`) or the mutex graph's
 /// one lock, and check that the graph is consistent (the handle names the held job).
 struct ReEnter<E: GraphEngine> {
-    graph: Graph<E>,
+    graph: GraphOn<E>,
     name: Option<JobHandle>,
     seen: mpsc::Sender<(bool, Option<JobOutcome>)>,
 }

@@ -3,6 +3,7 @@
 
 use fairway::admission::{ClassSpec, Ledger, LedgerConfig};
 use fairway::graph::{Admission, Dependency, Gate, Graph, GraphEngine, JobOutcome, JobSpec};
+use fairway::oracle::GraphOn;
 use fairway::{ClassId, Code, Reason, TenantId};
 
 #[macro_use]
@@ -20,7 +21,7 @@ both_graphs!(
     d02_a_job_of_an_out_of_range_tenant_is_refused_at_submit,
 );
 
-fn graph<E: GraphEngine>(deps: u32) -> Graph<E> {
+fn graph<E: GraphEngine>(deps: u32) -> GraphOn<E> {
     let ledger = Ledger::new(LedgerConfig::new(vec![ClassSpec::new("cpu")], 4)).unwrap();
     Graph::builder(ledger)
         .class(4)

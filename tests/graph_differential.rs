@@ -287,8 +287,8 @@ fn q02_graph_engines_agree_on_random_sequences() {
     for case in 0..cases {
         let seed = 0x9E37_79B9_7F4A_7C15u64.wrapping_mul(case + 1);
         let ops = ops(seed, 80);
-        let a = run::<fairway::LockFreeGraph>(&ops);
-        let b = run::<fairway::MutexGraph>(&ops);
+        let a = run::<fairway::oracle::LockFreeGraph>(&ops);
+        let b = run::<fairway::oracle::MutexGraph>(&ops);
         for (i, (x, y)) in a.iter().zip(&b).enumerate() {
             assert_eq!(
                 x,

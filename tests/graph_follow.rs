@@ -9,6 +9,7 @@ use fairway::admission::{ClassSpec, Ledger, LedgerConfig};
 use fairway::graph::{
     Admission, Dependency, Gate, Graph, GraphEngine, JobHandle, JobKey, JobOutcome,
 };
+use fairway::oracle::GraphOn;
 use fairway::{Code, Reason};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -31,7 +32,7 @@ both_graphs!(
     d33_followers_of_a_key_advanced_while_others_link_all_run_once,
 );
 
-fn graph<E: GraphEngine>(n: u32) -> Graph<E> {
+fn graph<E: GraphEngine>(n: u32) -> GraphOn<E> {
     let ledger = Ledger::new(LedgerConfig::new(vec![ClassSpec::new("cpu")], 4)).unwrap();
     Graph::builder(ledger)
         .class(4)
@@ -46,7 +47,7 @@ fn key(k: u64) -> JobKey {
     JobKey::new(k)
 }
 
-fn pinned<E: GraphEngine>(g: &Graph<E>, k: u64, gate: Gate) -> Dependency {
+fn pinned<E: GraphEngine>(g: &GraphOn<E>, k: u64, gate: Gate) -> Dependency {
     Dependency::pinned(
         key(k),
         gate,

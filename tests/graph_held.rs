@@ -5,6 +5,7 @@
 
 use fairway::admission::{ClassSpec, Ledger, LedgerConfig};
 use fairway::graph::{Gate, Graph, GraphEngine, JobHandle, JobKey, JobOutcome};
+use fairway::oracle::GraphOn;
 use fairway::{Code, Reason};
 
 #[macro_use]
@@ -22,8 +23,8 @@ both_graphs!(
 /// success. Returns the graph, D's handle, A's outcome, D's outcome if it ended, and the
 /// stale count.
 fn held_then<E: GraphEngine>(
-    op: impl Fn(&Graph<E>),
-) -> (Graph<E>, JobHandle, JobOutcome, Option<JobOutcome>, u64) {
+    op: impl Fn(&GraphOn<E>),
+) -> (GraphOn<E>, JobHandle, JobOutcome, Option<JobOutcome>, u64) {
     let ledger = Ledger::new(LedgerConfig::new(vec![ClassSpec::new("cpu")], 4)).unwrap();
     let g = Graph::builder(ledger)
         .class(2)

@@ -5,6 +5,7 @@
 
 use fairway::admission::{ClassSpec, Ledger, LedgerConfig};
 use fairway::graph::{Admission, Gate, Graph, GraphEngine, JobKey, JobOutcome, Version};
+use fairway::oracle::GraphOn;
 use fairway::{Code, Reason};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -22,7 +23,7 @@ both_graphs!(
     d24_operations_on_a_removed_key_whose_room_was_reused_are_typed_errors,
 );
 
-fn small<E: GraphEngine>(keys: u32) -> Graph<E> {
+fn small<E: GraphEngine>(keys: u32) -> GraphOn<E> {
     let ledger = Ledger::new(LedgerConfig::new(vec![ClassSpec::new("cpu")], 4)).unwrap();
     Graph::builder(ledger)
         .class(4)
@@ -38,7 +39,7 @@ fn key(k: u64) -> JobKey {
 }
 
 /// Runs every ready job (succeeding) and collects every outcome it can.
-fn run_all<E: GraphEngine>(g: &Graph<E>, handles: &mut Vec<fairway::graph::JobHandle>) {
+fn run_all<E: GraphEngine>(g: &GraphOn<E>, handles: &mut Vec<fairway::graph::JobHandle>) {
     while let Some(job) = g.try_next(CPU) {
         g.complete(job, JobOutcome::Succeeded).unwrap();
     }
@@ -47,7 +48,7 @@ fn run_all<E: GraphEngine>(g: &Graph<E>, handles: &mut Vec<fairway::graph::JobHa
 
 /// Whether the graph compacted its key index at least once, or is the mutex graph (which has
 /// no index to compact).
-fn compacts<E: GraphEngine>(g: &Graph<E>) -> bool {
+fn compacts<E: GraphEngine>(g: &GraphOn<E>) -> bool {
     g.key_compactions() > 0 || std::any::type_name::<E>().ends_with("MutexGraph")
 }
 
@@ -159,7 +160,7 @@ fn d01_d24_removal_and_recreation_at_scale<E: GraphEngine>() {
         .build_with::<E>()
         .unwrap();
     // Keys exist from being named: here as dependencies of a few waiting jobs.
-    let named = |g: &Graph<E>, base: u64| {
+    let named = |g: &GraphOn<E>, base: u64| {
         let mut hs = Vec::new();
         for chunk in (0..N).collect::<Vec<_>>().chunks(64) {
             let deps: Vec<_> = chunk
@@ -322,7 +323,7 @@ fn d22_key_slot_at_its_last_generation_retires_and_never_wraps() {
         .first_key_slot_generation(u32::MAX - 1)
         .build()
         .unwrap();
-    let full = |g: &Graph<_>, k: u64| {
+    let full = |g: &GraphOn<_>, k: u64| {
         matches!(g.submit(&spec(k, &[])).unwrap(), Admission::Backpressured)
             && g.version(key(k)).is_none()
     };

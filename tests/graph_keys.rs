@@ -5,6 +5,7 @@ use fairway::admission::{ClassSpec, Ledger, LedgerConfig, Limits};
 use fairway::graph::{
     Admission, Gate, Graph, GraphBuilder, GraphEngine, JobKey, JobOutcome, Version,
 };
+use fairway::oracle::GraphOn;
 use fairway::{Code, Error, Reason};
 
 #[macro_use]
@@ -45,7 +46,7 @@ fn builder(limits: Limits) -> GraphBuilder {
         .keys(2 * n)
 }
 
-fn graph<E: GraphEngine>() -> Graph<E> {
+fn graph<E: GraphEngine>() -> GraphOn<E> {
     builder(Limits::UNLIMITED).build_with::<E>().unwrap()
 }
 

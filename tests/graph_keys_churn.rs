@@ -14,6 +14,7 @@ use fairway::admission::{ClassSpec, Ledger, LedgerConfig};
 use fairway::graph::{
     Admission, Dependency, Gate, Graph, GraphEngine, JobHandle, JobKey, JobOutcome, JobSpec,
 };
+use fairway::oracle::GraphOn;
 use fairway::{ClassId, Code, Error, Reason, TenantId};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -34,7 +35,7 @@ const CHURN_TABLE: u32 = 64;
 
 fn churn<E: GraphEngine>(end_with_shutdown: bool, key_churn: bool) {
     let ledger = Ledger::new(LedgerConfig::new(vec![ClassSpec::new("cpu")], 4)).unwrap();
-    let g: Graph<E> = Graph::builder(ledger)
+    let g: GraphOn<E> = Graph::builder(ledger)
         .class(4)
         .nodes(4096)
         .edges(16384)
@@ -280,30 +281,30 @@ fn churn<E: GraphEngine>(end_with_shutdown: bool, key_churn: bool) {
 
 #[test]
 fn d20_d24_churn_with_keys_advancing_and_removed_conserves_every_job_lockfree() {
-    churn::<fairway::LockFreeGraph>(false, false);
+    churn::<fairway::oracle::LockFreeGraph>(false, false);
 }
 
 #[test]
 fn d20_d24_churn_with_keys_advancing_and_removed_conserves_every_job_mutex() {
-    churn::<fairway::MutexGraph>(false, false);
+    churn::<fairway::oracle::MutexGraph>(false, false);
 }
 
 #[test]
 fn d20_d24_churn_with_keys_advancing_then_shutdown_conserves_every_job_lockfree() {
-    churn::<fairway::LockFreeGraph>(true, false);
+    churn::<fairway::oracle::LockFreeGraph>(true, false);
 }
 
 #[test]
 fn d20_d24_churn_with_keys_advancing_then_shutdown_conserves_every_job_mutex() {
-    churn::<fairway::MutexGraph>(true, false);
+    churn::<fairway::oracle::MutexGraph>(true, false);
 }
 
 #[test]
 fn d24_key_churn_never_fills_the_table_and_frees_every_slot_lockfree() {
-    churn::<fairway::LockFreeGraph>(false, true);
+    churn::<fairway::oracle::LockFreeGraph>(false, true);
 }
 
 #[test]
 fn d24_key_churn_never_fills_the_table_and_frees_every_slot_mutex() {
-    churn::<fairway::MutexGraph>(false, true);
+    churn::<fairway::oracle::MutexGraph>(false, true);
 }

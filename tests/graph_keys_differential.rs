@@ -17,6 +17,7 @@ use fairway::graph::{
     Admission, Dependency, Gate, Graph, GraphEngine, JobHandle, JobKey, JobOutcome, JobSpec,
     Occupancy, RunningJob,
 };
+use fairway::oracle::GraphOn;
 use fairway::{ClassId, Code, Error, Reason, TenantId};
 use std::collections::HashMap;
 
@@ -61,7 +62,7 @@ enum PinTo {
 }
 
 /// The dependencies of `deps` as `g` sees them.
-fn to_deps<E: GraphEngine>(g: &Graph<E>, deps: &[(u64, Gate, PinTo)]) -> Vec<Dependency> {
+fn to_deps<E: GraphEngine>(g: &GraphOn<E>, deps: &[(u64, Gate, PinTo)]) -> Vec<Dependency> {
     deps.iter()
         .map(|&(k, gate, to)| {
             let key = JobKey::new(k);
@@ -290,8 +291,8 @@ fn d20_d24_graph_engines_agree_on_random_key_operations() {
     for case in 0..cases {
         let seed = 0xD1B5_4A32_D192_ED03u64.wrapping_mul(case + 1);
         let ops = ops(seed, 100, 12, false);
-        let a = run::<fairway::LockFreeGraph>(&ops, 16, 12);
-        let b = run::<fairway::MutexGraph>(&ops, 16, 12);
+        let a = run::<fairway::oracle::LockFreeGraph>(&ops, 16, 12);
+        let b = run::<fairway::oracle::MutexGraph>(&ops, 16, 12);
         for (i, (x, y)) in a.iter().zip(&b).enumerate() {
             assert_eq!(
                 x,
@@ -362,8 +363,8 @@ fn d24_graph_engines_agree_under_key_churn_past_the_table() {
     for case in 0..cases {
         let seed = 0x9E37_79B9_7F4A_7C15u64.wrapping_mul(case + 7);
         let ops = ops(seed, 150, 32, true);
-        let a = run::<fairway::LockFreeGraph>(&ops, 8, 32);
-        let b = run::<fairway::MutexGraph>(&ops, 8, 32);
+        let a = run::<fairway::oracle::LockFreeGraph>(&ops, 8, 32);
+        let b = run::<fairway::oracle::MutexGraph>(&ops, 8, 32);
         let mut was_full = false;
         for (i, (x, y)) in a.iter().zip(&b).enumerate() {
             assert_eq!(

@@ -5,6 +5,7 @@ use fairway::graph::{
     Admission, ConcurrencyCap, Gate, Graph, GraphBuilder, GraphEngine, JobHandle, JobOutcome,
     JobSpec, Occupancy,
 };
+use fairway::oracle::GraphOn;
 use fairway::{Code, Reason};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -66,13 +67,13 @@ fn builder(limits: Limits) -> GraphBuilder {
         .keys(256)
 }
 
-fn graph<E: GraphEngine>() -> Graph<E> {
+fn graph<E: GraphEngine>() -> GraphOn<E> {
     builder(Limits::UNLIMITED).build_with::<E>().unwrap()
 }
 
 /// Runs every ready job of `CPU` until none is left; `fail` lists the handles whose body fails.
 /// Returns the handles in the order they ran.
-fn drain<E: GraphEngine>(g: &Graph<E>, fail: &[JobHandle]) -> Vec<JobHandle> {
+fn drain<E: GraphEngine>(g: &GraphOn<E>, fail: &[JobHandle]) -> Vec<JobHandle> {
     let mut ran = Vec::new();
     while let Some(job) = g.try_next(CPU) {
         let h = job.handle();
@@ -87,7 +88,7 @@ fn drain<E: GraphEngine>(g: &Graph<E>, fail: &[JobHandle]) -> Vec<JobHandle> {
     ran
 }
 
-fn ready_handles<E: GraphEngine>(g: &Graph<E>) -> Vec<JobHandle> {
+fn ready_handles<E: GraphEngine>(g: &GraphOn<E>) -> Vec<JobHandle> {
     drain(g, &[])
 }
 
@@ -696,7 +697,7 @@ fn d41_cap_bounds_bodies_and_releases_on_return_and_unwind() {
 
 #[test]
 fn d41_cap_wraps_graph_job_bodies() {
-    let g = graph::<fairway::LockFreeGraph>();
+    let g = graph::<fairway::oracle::LockFreeGraph>();
     let cap = ConcurrencyCap::new(1).unwrap();
     let h = admit(&g, 1, &[]);
     let job = g.try_next(CPU).unwrap();

@@ -13,7 +13,8 @@
 mod common;
 
 use common::{queue, CountingWaker, Harness};
-use fairway::{ClassId, Mechanism};
+use fairway::oracle::Mechanism;
+use fairway::ClassId;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::Ordering;

@@ -6,9 +6,10 @@ mod common;
 
 use common::*;
 use fairway::admission::{AdmissionRequest, Ledger};
+use fairway::oracle::{Mechanism, SchedulerOn};
 use fairway::{
-    AdmittedRequest, Assignment, CancellationToken, ClassId, ClassSnapshot, Code, Mechanism,
-    Reason, Scheduler, TenantId,
+    AdmittedRequest, Assignment, CancellationToken, ClassId, ClassSnapshot, Code, Reason,
+    Scheduler, TenantId,
 };
 use std::future::Future;
 use std::pin::Pin;
@@ -106,7 +107,7 @@ impl Drop for Tracked {
 }
 
 /// A one-class scheduler whose payloads count their drops.
-fn tracked_world<M: Mechanism>(cells: u32) -> (Ledger, Scheduler<Tracked, M>) {
+fn tracked_world<M: Mechanism>(cells: u32) -> (Ledger, SchedulerOn<Tracked, M>) {
     let ledger = Ledger::new(ledger_config(1, 4)).unwrap();
     let sched = Scheduler::builder(ledger.clone())
         .payload::<Tracked>()

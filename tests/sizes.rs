@@ -6,9 +6,9 @@
 //! words and the policy's tables are large, and check conservation at the end.
 
 use fairway::admission::{AdmissionRequest, ClassSpec, Ledger, LedgerConfig};
+use fairway::oracle::{Baseline, Mechanism, Ring, SchedulerOn, StdMutex};
 use fairway::{
-    AdmittedRequest, Assignment, Baseline, CancellationToken, ClassId, Code, LockFree, Mechanism,
-    RequestId, Ring, Scheduler, StdMutex, TenantId,
+    AdmittedRequest, Assignment, CancellationToken, ClassId, Code, RequestId, Scheduler, TenantId,
 };
 use fairway::{ClassConfig, Footprint};
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -70,7 +70,7 @@ fn measured<R>(f: impl FnOnce() -> R) -> (R, u64, i64) {
 /// A scheduler with one class of `cells` cells and `queue` queue slots, for `tenants` tenants.
 struct World<M: Mechanism> {
     ledger: Ledger,
-    sched: Scheduler<(), M>,
+    sched: SchedulerOn<(), M>,
     ids: AtomicU64,
     tenants: u32,
 }
@@ -212,8 +212,8 @@ fn credit_churn<M: Mechanism>(cells: u32, circulating: &[u32], threads: usize) {
 }
 
 #[test]
-fn f08_credit_holder_finds_its_cell_33_cells_lockfree() {
-    credit_churn::<LockFree>(33, &[5, 32], 6);
+fn f08_credit_holder_finds_its_cell_33_cells() {
+    credit_churn::<Ring>(33, &[5, 32], 6);
 }
 
 #[test]
@@ -222,8 +222,8 @@ fn f08_credit_holder_finds_its_cell_33_cells_baseline() {
 }
 
 #[test]
-fn f08_credit_holder_finds_its_cell_64_cells_lockfree() {
-    credit_churn::<LockFree>(64, &[0, 40], 6);
+fn f08_credit_holder_finds_its_cell_64_cells() {
+    credit_churn::<Ring>(64, &[0, 40], 6);
 }
 
 #[test]
@@ -232,8 +232,8 @@ fn f08_credit_holder_finds_its_cell_64_cells_baseline() {
 }
 
 #[test]
-fn f08_credit_holder_finds_its_cell_1000_cells_lockfree() {
-    credit_churn::<LockFree>(1000, &[3, 300, 640, 999], 6);
+fn f08_credit_holder_finds_its_cell_1000_cells() {
+    credit_churn::<Ring>(1000, &[3, 300, 640, 999], 6);
 }
 
 #[test]
@@ -328,8 +328,8 @@ fn large_class_conserves<M: Mechanism>() {
 }
 
 #[test]
-fn q04_1000_cells_10k_tenants_100k_slots_conserve_lockfree() {
-    large_class_conserves::<LockFree>();
+fn q04_1000_cells_10k_tenants_100k_slots_conserve() {
+    large_class_conserves::<Ring>();
 }
 
 #[test]
@@ -395,8 +395,8 @@ fn over_limits_refused<M: Mechanism>() {
 }
 
 #[test]
-fn f01_over_limit_cells_and_queue_refused_before_allocating_lockfree() {
-    over_limits_refused::<LockFree>();
+fn f01_over_limit_cells_and_queue_refused_before_allocating() {
+    over_limits_refused::<Ring>();
 }
 
 #[test]
@@ -463,10 +463,10 @@ fn footprint_matches<M: Mechanism, T: Send + 'static>(classes: &[(u32, u32)], te
 }
 
 #[test]
-fn f02_footprint_bounds_the_allocation_lockfree() {
-    footprint_matches::<LockFree, ()>(&[(CELLS, QUEUE)], TENANTS);
-    footprint_matches::<LockFree, [u64; 8]>(&[(64, 1000), (1, 0)], 10);
-    footprint_matches::<LockFree, u64>(&[(1, 1), (33, 5000), (1000, 20)], 3000);
+fn f02_footprint_bounds_the_allocation() {
+    footprint_matches::<Ring, ()>(&[(CELLS, QUEUE)], TENANTS);
+    footprint_matches::<Ring, [u64; 8]>(&[(64, 1000), (1, 0)], 10);
+    footprint_matches::<Ring, u64>(&[(1, 1), (33, 5000), (1000, 20)], 3000);
 }
 
 #[test]
@@ -493,36 +493,4 @@ fn f02_footprint_per_unit_figures() {
         Footprint::BYTES_PER_SLOT + Footprint::BYTES_PER_CELL
     );
     assert_eq!(f(1, 0, 2) - f(1, 0, 1), Footprint::BYTES_PER_TENANT);
-}
-
-#[test]
-fn f08_credit_holder_finds_its_cell_33_cells_ring() {
-    credit_churn::<Ring>(33, &[5, 32], 6);
-}
-
-#[test]
-fn f08_credit_holder_finds_its_cell_64_cells_ring() {
-    credit_churn::<Ring>(64, &[0, 40], 6);
-}
-
-#[test]
-fn f08_credit_holder_finds_its_cell_1000_cells_ring() {
-    credit_churn::<Ring>(1000, &[3, 300, 640, 999], 6);
-}
-
-#[test]
-fn q04_1000_cells_10k_tenants_100k_slots_conserve_ring() {
-    large_class_conserves::<Ring>();
-}
-
-#[test]
-fn f01_over_limit_cells_and_queue_refused_before_allocating_ring() {
-    over_limits_refused::<Ring>();
-}
-
-#[test]
-fn f02_footprint_bounds_the_allocation_ring() {
-    footprint_matches::<Ring, ()>(&[(CELLS, QUEUE)], TENANTS);
-    footprint_matches::<Ring, [u64; 8]>(&[(64, 1000), (1, 0)], 10);
-    footprint_matches::<Ring, u64>(&[(1, 1), (33, 5000), (1000, 20)], 3000);
 }

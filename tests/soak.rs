@@ -23,9 +23,10 @@
 //! `SOAK engine=.. mode=.. ops=.. checks=.. restarts=.. seed=..`.
 
 use fairway::admission::{AdmissionRequest, ClassSpec, Ledger, LedgerConfig};
+use fairway::oracle::{Baseline, Mechanism, Ring, SchedulerOn, StdMutex};
 use fairway::{
-    AdmittedRequest, Assignment, Baseline, CancellationToken, ClassId, Clock, Code, LockFree,
-    ManualClock, Mechanism, RequestHandle, RequestId, Ring, Scheduler, StdMutex, TenantId,
+    AdmittedRequest, Assignment, CancellationToken, ClassId, Clock, Code, ManualClock,
+    RequestHandle, RequestId, Scheduler, TenantId,
 };
 use std::future::Future;
 use std::pin::Pin;
@@ -118,7 +119,7 @@ const KINDS: [&str; 4] = ["not entered", "enqueue", "try_enqueue", "submit"];
 struct Epoch<M: Mechanism> {
     ledger: Ledger,
     clock: Arc<ManualClock>,
-    sched: Scheduler<u64, M>,
+    sched: SchedulerOn<u64, M>,
     cells: u32,
     tenants: u32,
     /// Outcomes per request id of the current round (`id - base`).
@@ -320,7 +321,7 @@ impl<M: Mechanism> Epoch<M> {
 
 /// A pending enqueue: its future, token, id, and handle (taken at the first poll).
 type PendingFut<'a, M> = (
-    Pin<Box<fairway::Enqueue<'a, u64, M>>>,
+    Pin<Box<fairway::oracle::EnqueueOn<'a, u64, M>>>,
     CancellationToken,
     u64,
 );
@@ -837,12 +838,12 @@ fn run(name: &'static str, engine: &str, mode: &str, f: fn(u64, u64) -> Figures)
 }
 
 #[test]
-fn q04_soak_threads_lockfree() {
+fn q04_soak_threads() {
     run(
-        "q04_soak_threads_lockfree",
-        "lockfree",
+        "q04_soak_threads",
+        "engine",
         "threads",
-        soak_threads::<LockFree>,
+        soak_threads::<Ring>,
     );
 }
 
@@ -857,13 +858,8 @@ fn q04_soak_threads_baseline() {
 }
 
 #[test]
-fn q04_soak_tokio_lockfree() {
-    run(
-        "q04_soak_tokio_lockfree",
-        "lockfree",
-        "tokio",
-        soak_tokio::<LockFree>,
-    );
+fn q04_soak_tokio() {
+    run("q04_soak_tokio", "engine", "tokio", soak_tokio::<Ring>);
 }
 
 #[test]
@@ -874,19 +870,4 @@ fn q04_soak_tokio_baseline() {
         "tokio",
         soak_tokio::<Baseline<StdMutex>>,
     );
-}
-
-#[test]
-fn q04_soak_threads_ring() {
-    run(
-        "q04_soak_threads_ring",
-        "ring",
-        "threads",
-        soak_threads::<Ring>,
-    );
-}
-
-#[test]
-fn q04_soak_tokio_ring() {
-    run("q04_soak_tokio_ring", "ring", "tokio", soak_tokio::<Ring>);
 }

@@ -4,6 +4,7 @@
 //! each on both graph engines; the DAG beside a plain single-threaded topological walk (the
 //! floor).
 
+use fairway::oracle::GraphOn;
 use std::time::{Duration, Instant};
 
 use fairway::admission::{ClassSpec, Ledger, LedgerConfig};
@@ -155,7 +156,7 @@ pub fn topo_walk(dag: &Dag, d: Duration) -> Measured {
     })
 }
 
-fn graph<E: GraphEngine>(nodes: u32, edges: u32, keys: u32, cells: u32) -> Graph<E> {
+fn graph<E: GraphEngine>(nodes: u32, edges: u32, keys: u32, cells: u32) -> GraphOn<E> {
     let ledger = Ledger::new(LedgerConfig::new(vec![ClassSpec::new("cpu")], 4)).unwrap();
     Graph::builder(ledger)
         .class(cells)
@@ -177,7 +178,7 @@ fn spec(key: u64, deps: &[Dependency]) -> JobSpec<'_> {
     }
 }
 
-fn admit<E: GraphEngine>(g: &Graph<E>, key: u64, deps: &[Dependency]) -> JobHandle {
+fn admit<E: GraphEngine>(g: &GraphOn<E>, key: u64, deps: &[Dependency]) -> JobHandle {
     match g.submit(&spec(key, deps)) {
         Ok(Admission::Admitted(h)) => h,
         other => panic!("not admitted: {other:?}"),

@@ -2,7 +2,7 @@
 //! process, interleaved, following the method of the project's performance notes (PERF.md).
 //!
 //! ```text
-//! cargo run --release -p fairway-perf [-- --suite default|open-loop|scaling|peers|graph|all|request|versions]
+//! cargo run --release -p fairway-perf [-- --suite default|open-loop|scaling|graph|all|request|versions]
 //!     [--json] [--markdown] [--check] [--out FILE] [--reps N] [--ms N] [--quick]
 //!     [--threads 1,2,4,8,16] [--plots DIR]
 //! fairway-perf --compare A.json B.json
@@ -29,10 +29,10 @@ use fairway::pool::FixedCellPool;
 use fairway_bench_support::alloc::Counting;
 use fairway_bench_support::latency::Latency;
 use fairway_bench_support::pool::OneCell;
-use fairway_bench_support::sched::{engines, AdmitRefund, OwnedFast, UncontendedCas};
+use fairway_bench_support::sched::{engines, OwnedFast, UncontendedCas};
 use fairway_bench_support::{OpUser, SingleOp};
 
-use fairway::{LockFreeGraph, MutexGraph};
+use fairway::oracle::{LockFreeGraph, MutexGraph};
 use fairway_bench_support::graph::{self, Until};
 use report::{Report, System};
 use suites::Settings;
@@ -50,7 +50,7 @@ const USAGE: &str =
 
   --suite NAME     default (one row per PERF.md target), open-loop (50/80/95 % load at 2 and 8
                    threads, with plots), scaling (wait, pull and open-loop rows at --threads),
-                   peers (the ring against crossbeam and locked deques), graph (the dependency
+                   graph (the dependency
                    graph's P8 and P9 rows, a random 10^5-job DAG at 1/2/8 executor threads
                    beside a topological walk, advance and remove, key churn and key
                    compaction), all, request (the request path's rows only: P1, P13, P7, P3),
@@ -68,9 +68,10 @@ const USAGE: &str =
                    exceeds the spread of their repetitions
   --report FILE    print a saved JSON report (text, or --markdown; --check applies)
   --instr ROW      run one single-thread operation --ops times inside `measured` (for callgrind):
-                   cycle, fast, cancel-1, cancel-4096 (the lock-free engine), ring-cycle,
-                   ring-fast, ring-cancel-1, ring-cancel-4096 (the ring engine), std-cycle,
-                   pl-cycle (the baselines), admit-refund, cas, pool, tokio, graph-p8-lock-free, graph-p8-std, graph-p9-lock-free, graph-p9-std";
+                   cycle, fast, pull-cycle, admit-refund, cancel-1, cancel-4096 (the engine),
+                   std-cycle, std-pull-cycle, std-admit-refund, pl-cycle (the mutex twins),
+                   owned-fast, cas, pool, tokio, graph-p8-lock-free, graph-p8-std,
+                   graph-p9-lock-free, graph-p9-std";
 
 /// What to do.
 #[derive(Debug, Clone, PartialEq)]
@@ -168,7 +169,6 @@ impl Args {
                 threaded: ms.map_or(q(500, 40), Duration::from_millis),
                 single: q(150, 15),
                 fairness: q(300, 40),
-                ring: q(50, 10),
                 progress: !json,
             },
             threads,
@@ -352,24 +352,18 @@ fn instr(row: &str, n: u64) -> Result<(), String> {
         measured(op, n);
     };
     let u: OpUser<'_> = &mut body;
-    let [lf, std_mutex, parking_lot, ring] = engines();
+    let [lf, std_mutex, parking_lot] = engines();
     match row {
         "cycle" => (lf.cycle)(u),
         "fast" => (lf.fast)(u),
         "cancel-1" => (lf.cancel)(1, u),
         "cancel-4096" => (lf.cancel)(4096, u),
-        "ring-cycle" => (ring.cycle)(u),
-        "ring-fast" => (ring.fast)(u),
-        "ring-cancel-1" => (ring.cancel)(1, u),
-        "ring-cancel-4096" => (ring.cancel)(4096, u),
         "pull-cycle" => (lf.pull_cycle)(u),
-        "ring-pull-cycle" => (ring.pull_cycle)(u),
-        "ring-admit-refund" => (ring.admit_refund)(u),
+        "admit-refund" => (lf.admit_refund)(u),
+        "std-cycle" => (std_mutex.cycle)(u),
         "std-pull-cycle" => (std_mutex.pull_cycle)(u),
         "std-admit-refund" => (std_mutex.admit_refund)(u),
-        "std-cycle" => (std_mutex.cycle)(u),
         "pl-cycle" => (parking_lot.cycle)(u),
-        "admit-refund" => u(&mut AdmitRefund::<fairway::LockFree>::new()),
         "owned-fast" => u(&mut OwnedFast::new()),
         "cas" => u(&mut UncontendedCas::default()),
         "pool" => u(&mut OneCell::<FixedCellPool>::new()),
@@ -536,26 +530,7 @@ mod tests {
         let r = run_suite("default", &a);
         let ids: Vec<&str> = r.targets.iter().map(|v| v.id.as_str()).collect();
         for id in [
-            "P1",
-            "P2",
-            "P3",
-            "P4",
-            "P5",
-            "P6",
-            "P7",
-            "P8",
-            "P9",
-            "P10",
-            "P11",
-            "P13",
-            "P1 (ring)",
-            "P3 (ring)",
-            "P4 (ring)",
-            "P5 (ring)",
-            "P6 (ring)",
-            "P7 (ring)",
-            "P10 (ring)",
-            "P11 (ring)",
+            "P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8", "P9", "P10", "P11", "P13",
         ] {
             assert!(ids.contains(&id), "{id} missing from {ids:?}");
         }
@@ -566,8 +541,6 @@ mod tests {
         }
         let p10 = r.targets.iter().find(|v| v.id == "P10").unwrap();
         assert_eq!(p10.value, 0.0, "lock-free rows allocated");
-        let p10 = r.targets.iter().find(|v| v.id == "P10 (ring)").unwrap();
-        assert_eq!(p10.value, 0.0, "ring rows allocated");
         let back: Report = serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
         assert_eq!(back.targets, r.targets);
         assert_eq!(

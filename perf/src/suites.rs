@@ -10,20 +10,19 @@ use fairway_bench_support::alloc::thread_allocs;
 use fairway_bench_support::latency::Latency;
 use fairway_bench_support::pool::OneCell;
 use fairway_bench_support::sched::{engines, AdmitRefund, Mode, UncontendedCas};
-use fairway_bench_support::{ring, Measured, OpUser, SingleOp};
+use fairway_bench_support::{Measured, OpUser, SingleOp};
 
 use crate::graph_dag;
 use crate::report::{Rep, Row};
 use crate::targets::rows;
-use fairway::{LockFreeGraph, MutexGraph};
+use fairway::oracle::{LockFreeGraph, MutexGraph};
 use fairway_bench_support::graph;
 
 /// The named suites (`--suite`).
-pub const SUITES: [&str; 8] = [
+pub const SUITES: [&str; 7] = [
     "default",
     "open-loop",
     "scaling",
-    "peers",
     "graph",
     "all",
     "request",
@@ -42,7 +41,7 @@ pub enum Job {
     Fast,
     /// P2, P13: pool, tokio, admit→refund and CAS.
     Single,
-    /// P7: cancel at depth 4096 and 1, lock-free and ring.
+    /// P7: cancel at depth 4096 and 1, fairway's engine.
     Cancel,
     /// A closed-loop run: mode, threads, cells.
     Closed(Mode, usize, u32),
@@ -50,8 +49,6 @@ pub enum Job {
     Open(u32, usize, u32),
     /// P11.
     Fairness,
-    /// The ring and its peers at a thread count.
-    Ring(usize),
     /// P8 (8) or P9 (9): the dependency graph, lock-free and mutex graph.
     Graph(u8),
     /// The whole random DAG (10^5 jobs) run by this many executor threads, both graph engines
@@ -80,8 +77,6 @@ pub struct Settings {
     pub single: Duration,
     /// One P11 run.
     pub fairness: Duration,
-    /// One ring run.
-    pub ring: Duration,
     /// Print progress on stderr.
     pub progress: bool,
 }
@@ -105,7 +100,6 @@ impl Job {
             Job::Closed(Mode::Pull, t, c) => format!("pull {t} thr {}", cells(c)),
             Job::Open(load, t, c) => format!("open {load}% {t} thr {}", cells(c)),
             Job::Fairness => rows::FAIRNESS.into(),
-            Job::Ring(t) => format!("ring {t} thr"),
             Job::Graph(8) => rows::GRAPH_P8.into(),
             Job::Graph(_) => rows::GRAPH_P9.into(),
             Job::GraphDag(t) => format!("graph DAG 10^5 jobs {t} thr"),
@@ -132,14 +126,13 @@ impl Job {
             | Job::Versions => s.single,
             Job::Closed(..) | Job::Open(..) | Job::GraphDag(_) => s.threaded,
             Job::Fairness => s.fairness,
-            Job::Ring(_) => s.ring,
         }
     }
 
     /// Estimated seconds for the whole job (warm-up round included).
     fn estimate(&self, s: &Settings) -> f64 {
         let arms = match self {
-            Job::Single | Job::Ring(_) | Job::Cancel => 4.0,
+            Job::Single | Job::Cancel => 4.0,
             Job::Graph(_)
             | Job::GraphAdvance(_)
             | Job::GraphRemove(_)
@@ -185,8 +178,8 @@ impl Job {
                 ),
                 arm(
                     &name,
-                    "lock-free admit→refund",
-                    single(|u| u(&mut AdmitRefund::<fairway::LockFree>::new())),
+                    "admit→refund",
+                    single(|u| u(&mut AdmitRefund::<fairway::oracle::Ring>::new())),
                 ),
                 arm(
                     &name,
@@ -194,10 +187,10 @@ impl Job {
                     single(|u| u(&mut UncontendedCas::default())),
                 ),
             ],
-            // The engines with a P7 target: lock-free (first) and ring (last).
+            // The engine with a P7 target: fairway's (first).
             Job::Cancel => {
                 let all = engines();
-                [&all[0], &all[3]]
+                [&all[0]]
                     .into_iter()
                     .flat_map(|e| {
                         let (backend, f) = (e.name, e.cancel);
@@ -330,13 +323,6 @@ impl Job {
                     )
                 })
                 .collect(),
-            Job::Ring(t) => ring::backends()
-                .into_iter()
-                .map(|(backend, run)| {
-                    let timer = fairway_bench_support::latency::Timer::new();
-                    arm(&name, backend, Box::new(move |d| run(&timer, t, d)))
-                })
-                .collect(),
         }
     }
 }
@@ -407,7 +393,6 @@ pub fn plan(suite: &str, threads: &[usize]) -> Result<Vec<Job>, String> {
                 v
             })
             .collect(),
-        "peers" => vec![Job::Ring(1), Job::Ring(2), Job::Ring(8)],
         "graph" => vec![
             Job::Graph(8),
             Job::Graph(9),
@@ -427,7 +412,7 @@ pub fn plan(suite: &str, threads: &[usize]) -> Result<Vec<Job>, String> {
         "all" => {
             let mut v = Vec::new();
             // "request" is a subset of "default".
-            for s in &SUITES[..5] {
+            for s in &SUITES[..4] {
                 v.extend(plan(s, threads)?);
             }
             v
@@ -545,10 +530,10 @@ mod tests {
         }
     }
 
-    /// The engine jobs run every engine, the ring engine last; P7's cancel job runs the
-    /// lock-free and the ring engine at both depths.
+    /// The engine jobs run fairway's engine first, then its mutex twins; P7's cancel job runs
+    /// the engine at both depths.
     #[test]
-    fn engine_jobs_have_a_ring_arm() {
+    fn engine_jobs_run_the_engine_first() {
         let backends = |j: Job| -> Vec<(String, String)> {
             j.arms(&[])
                 .iter()
@@ -556,22 +541,17 @@ mod tests {
                 .collect()
         };
         let names: Vec<String> = backends(Job::Cycle).into_iter().map(|x| x.1).collect();
-        assert_eq!(names, ["lock-free", "std Mutex", "parking_lot", "ring"]);
+        assert_eq!(names, ["lock-free", "std Mutex", "parking_lot"]);
         let names: Vec<String> = backends(Job::Closed(Mode::Pull, 8, 4))
             .into_iter()
             .map(|x| x.1)
             .collect();
-        assert_eq!(names, ["lock-free", "std Mutex", "parking_lot", "ring"]);
+        assert_eq!(names, ["lock-free", "std Mutex", "parking_lot"]);
         let (deep, shallow) = (rows::CANCEL_DEEP, rows::CANCEL_SHALLOW);
-        let want: Vec<(String, String)> = [
-            (deep, "lock-free"),
-            (shallow, "lock-free"),
-            (deep, "ring"),
-            (shallow, "ring"),
-        ]
-        .iter()
-        .map(|&(w, b)| (w.to_owned(), b.to_owned()))
-        .collect();
+        let want: Vec<(String, String)> = [(deep, "lock-free"), (shallow, "lock-free")]
+            .iter()
+            .map(|&(w, b)| (w.to_owned(), b.to_owned()))
+            .collect();
         assert_eq!(backends(Job::Cancel), want);
     }
 

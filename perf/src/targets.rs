@@ -60,14 +60,12 @@ pub struct Target {
     pub at_least: bool,
 }
 
-/// Labels of the engines in the rows.
+/// Labels of the engines in the rows: fairway's engine (the tenant ring) ...
 const LF: &str = "lock-free";
 /// See [`LF`].
 const STD: &str = "std Mutex";
 /// See [`LF`].
 const PL: &str = "parking_lot";
-/// See [`LF`]: the tenant-ring engine (`fairway::Ring`).
-const RING: &str = "ring";
 /// The version directory's rows (P12).
 const VD: &str = "version directory";
 
@@ -107,8 +105,7 @@ pub mod rows {
 
 use rows::*;
 
-/// Every PERF.md target `fairway-perf` measures, in PERF.md order for the lock-free engine,
-/// then the same targets for the ring engine's rows (ids marked `(ring)`).
+/// Every PERF.md target `fairway-perf` measures, in PERF.md order.
 pub const TARGETS: &[Target] = &[
     t(
         "P1",
@@ -303,7 +300,7 @@ pub const TARGETS: &[Target] = &[
     t(
         "P13",
         "admit→refund vs uncontended CAS",
-        (SINGLE, "lock-free admit→refund"),
+        (SINGLE, "admit→refund"),
         Some((SINGLE, "uncontended CAS")),
         Metric::Time,
         12.0,
@@ -312,137 +309,11 @@ pub const TARGETS: &[Target] = &[
     t(
         "P13",
         "admit→refund vs tokio",
-        (SINGLE, "lock-free admit→refund"),
+        (SINGLE, "admit→refund"),
         Some((SINGLE, "tokio Semaphore")),
         Metric::Time,
         3.0,
         false,
-    ), // The ring engine against the same baselines, same rows, same bounds.
-    t(
-        "P1 (ring)",
-        "cycle time vs std",
-        (CYCLE, RING),
-        Some((CYCLE, STD)),
-        Metric::Time,
-        0.6,
-        false,
-    ),
-    t(
-        "P1 (ring)",
-        "cycle time vs pl",
-        (CYCLE, RING),
-        Some((CYCLE, PL)),
-        Metric::Time,
-        0.9,
-        false,
-    ),
-    t(
-        "P1 (ring)",
-        "fast-path time vs std",
-        (FAST, RING),
-        Some((FAST, STD)),
-        Metric::Time,
-        0.6,
-        false,
-    ),
-    t(
-        "P1 (ring)",
-        "fast-path time vs pl",
-        (FAST, RING),
-        Some((FAST, PL)),
-        Metric::Time,
-        0.9,
-        false,
-    ),
-    t(
-        "P3 (ring)",
-        "throughput vs std",
-        (PULL2, RING),
-        Some((PULL2, STD)),
-        Metric::Throughput,
-        1.5,
-        true,
-    ),
-    t(
-        "P3 (ring)",
-        "throughput vs pl",
-        (PULL2, RING),
-        Some((PULL2, PL)),
-        Metric::Throughput,
-        1.0,
-        true,
-    ),
-    t(
-        "P4 (ring)",
-        "open-loop p99 vs std",
-        (OPEN2, RING),
-        Some((OPEN2, STD)),
-        Metric::P99,
-        0.25,
-        false,
-    ),
-    t(
-        "P5 (ring)",
-        "open-loop p99.9 vs std",
-        (OPEN8, RING),
-        Some((OPEN8, STD)),
-        Metric::P999,
-        0.25,
-        false,
-    ),
-    t(
-        "P5 (ring)",
-        "open-loop p99.9 vs pl",
-        (OPEN8, RING),
-        Some((OPEN8, PL)),
-        Metric::P999,
-        0.5,
-        false,
-    ),
-    t(
-        "P6 (ring)",
-        "throughput vs std",
-        (PULL8, RING),
-        Some((PULL8, STD)),
-        Metric::Throughput,
-        1.5,
-        true,
-    ),
-    t(
-        "P6 (ring)",
-        "throughput vs pl",
-        (PULL8, RING),
-        Some((PULL8, PL)),
-        Metric::Throughput,
-        1.2,
-        true,
-    ),
-    t(
-        "P7 (ring)",
-        "cancel time, depth 4096 vs 1",
-        (CANCEL_DEEP, RING),
-        Some((CANCEL_SHALLOW, RING)),
-        Metric::Time,
-        1.2,
-        false,
-    ),
-    t(
-        "P10 (ring)",
-        "allocations per op, max",
-        ("*", RING),
-        None,
-        Metric::Allocs,
-        0.0,
-        false,
-    ),
-    t(
-        "P11 (ring)",
-        "min Jain index, 1,000 grants",
-        (FAIRNESS, RING),
-        None,
-        Metric::Score,
-        0.99,
-        true,
     ),
 ];
 
@@ -656,49 +527,6 @@ mod tests {
         assert!(all_met(&v));
         let rows = [row(CYCLE, LF, &[1.0, 1.0]), row(CYCLE, STD, &[1.0, 1.0])];
         assert!(!all_met(&evaluate(&rows)));
-    }
-
-    /// The ring engine's targets read its own rows against the same baselines, and leave the
-    /// lock-free engine's verdicts as they were.
-    #[test]
-    fn ring_targets_read_the_ring_rows() {
-        let rows = [
-            row(PULL8, LF, &[1.0, 1.0, 1.0]),
-            row(PULL8, STD, &[1.0, 1.0, 1.0]),
-            row(PULL8, PL, &[1.0, 2.0, 1.0]),
-            row(PULL8, RING, &[2.0, 1.0, 3.0]),
-        ];
-        let v = evaluate(&rows);
-        let find = |id: &str, what: &str| {
-            v.iter()
-                .find(|x| x.id == id && x.what == what)
-                .unwrap_or_else(|| panic!("{id} {what} in {v:?}"))
-        };
-        let (lf, ring) = (
-            find("P6", "throughput vs std"),
-            find("P6 (ring)", "throughput vs std"),
-        );
-        assert_eq!((lf.value, lf.pass), (1.0, false));
-        assert_eq!((ring.value, ring.pass), (2.0, true));
-        assert_eq!(ring.values, vec![2.0, 1.0, 3.0]);
-        assert_eq!(ring.row, "pull 8 thr 4 cells / ring vs std Mutex");
-        // Same-repetition ratios against parking_lot: 2, 0.5, 3.
-        assert_eq!(find("P6 (ring)", "throughput vs pl").value, 2.0);
-        // Every lock-free target has its ring twin with the same bound, P2, P8, P9 and P13
-        // aside (rows the ring engine has no arm in).
-        for t in TARGETS.iter().filter(|t| t.row.1 == LF) {
-            let twin = format!("{} (ring)", t.id);
-            let found = TARGETS.iter().find(|r| r.id == twin && r.what == t.what);
-            match t.id {
-                "P8" | "P9" => assert!(found.is_none(), "{twin}"),
-                _ => assert_eq!(
-                    found.map(|r| (r.bound, r.at_least, r.row.1)),
-                    Some((t.bound, t.at_least, RING)),
-                    "{twin} {}",
-                    t.what
-                ),
-            }
-        }
     }
 
     #[test]

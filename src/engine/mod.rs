@@ -1,26 +1,34 @@
-//! The mechanisms behind the [`Scheduler`](crate::Scheduler) facade.
+//! The engine: one class's grants, driven through per-tenant turns popped from an atomic ring
+//! of tenant ids, with no class-wide lock or token on the grant path (docs/ring-engine.md).
 //!
-//! Every engine drives the same sequential [`Policy`]; they differ only in
-//! how they serialise access to it:
+//! * `turns`: the turn protocol, the words that decide which thread may grant for which
+//!   tenant;
+//! * `tenant`: the per-tenant records (inbox, order heap and FIFO, DRR deficit) that the
+//!   holder of a tenant's turn owns; their order is the policy's (`policy::order`);
+//! * `grant`: the grant path that drives both over a class's entry slots;
+//! * `class`: the [`ClassEngine`] around them (slots, hand-back, sweep, pull mode, lifecycle);
+//! * `waiters`: the waker slots of waiting executors and drainers.
 //!
-//! - [`lockfree`]: one packed control word per class, generation-tagged entry slots, an
-//!   intrusive inbox, and a dispatch token that is *taken, never waited for*: a thread that finds
-//!   the token held leaves a note (`DIRTY`) and returns, and the holder does the work.
-//! - [`ring`]: per-tenant turns popped from a ring of tenant ids, with no class-wide token on the
-//!   grant path (a stopped thread delays only the tenant whose turn it holds, SPEC F24).
-//! - [`baseline`]: the same policy under one mutex per class — the honest comparison in benches
-//!   and the oracle of the differential tests (SPEC Q02).
-//!
-//! A single-threaded sequence of operations produces the same outcomes and grant order on all
-//! of them.
+//! The [`ClassEngine`] trait is also what the oracle's mutex twins implement (`crate::oracle`),
+//! so the facade drives either; a single-threaded sequence of operations produces the same
+//! outcomes and grant order on both.
 
-pub mod baseline;
+mod class;
+pub(crate) mod grant;
 mod lease_ages;
+pub(crate) mod tenant;
+pub(crate) mod turns;
+pub(crate) mod waiters;
+
+pub(crate) use class::RingClass;
 pub(crate) use lease_ages::LeaseAges;
-pub mod lockfree;
-/// The tenant-ring engine (docs/ring-engine.md): grants through per-tenant turns, with no
-/// class-wide token on the grant path.
-pub mod ring;
+
+#[cfg(all(test, loom))]
+mod loom_drain;
+#[cfg(all(test, loom))]
+mod loom_engine;
+#[cfg(all(test, not(loom)))]
+mod test_rng;
 
 use crate::admission::{ExecutionPermit, Ledger, Permit};
 use crate::cancel::CancellationToken;
@@ -56,12 +64,11 @@ impl ClassSetup {
     /// Returns it with the number of entry slots: live queued entries, granted-but-untaken ones
     /// (at most one per cell) and as many tombstones as live entries before a compaction.
     pub(crate) fn policy(&self) -> Result<(Policy, usize), Error> {
-        // Before anything is allocated (SPEC F01); the limits fit every packed field.
-        const _: () = assert!(crate::policy::MAX_CELLS as u64 <= lockfree::MAX_FIELD);
-        const _: () = assert!(crate::policy::MAX_QUEUE_CAPACITY as u64 <= lockfree::MAX_FIELD);
+        // Before anything is allocated (SPEC F01). The limits fit the engine's packed words
+        // (asserted where each is defined) and the oracle's arena.
         const _: () = assert!(
             2 * crate::policy::MAX_QUEUE_CAPACITY as usize + crate::policy::MAX_CELLS as usize
-                <= crate::raw::arena::MAX_CAPACITY
+                <= crate::oracle::mutex::key::MAX_CAPACITY
         );
         if self.cells == 0 || self.cells > crate::policy::MAX_CELLS {
             return Err(Error::configuration("cells"));

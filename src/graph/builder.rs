@@ -91,30 +91,32 @@ impl GraphBuilder {
         })
     }
 
-    /// Builds the lock-free graph.
+    /// Builds the graph.
     ///
     /// # Errors
     ///
     /// `invalid-argument / configuration` naming the field, or the scheduler's build errors.
-    pub fn build(self) -> Result<Graph<LockFreeGraph>, Error> {
+    pub fn build(self) -> Result<Graph, Error> {
         self.build_with()
     }
 
-    /// Builds the mutex baseline graph.
+    /// Builds the graph's mutex twin (the oracle's).
     ///
     /// # Errors
     ///
     /// As [`build`](Self::build).
-    pub fn build_mutex(self) -> Result<Graph<MutexGraph>, Error> {
+    #[doc(hidden)]
+    pub fn build_mutex(self) -> Result<GraphOn<MutexGraph>, Error> {
         self.build_with()
     }
 
-    /// Builds with either engine.
+    /// Builds with either graph store: the engine's or the mutex twin's.
     ///
     /// # Errors
     ///
     /// As [`build`](Self::build).
-    pub fn build_with<E: GraphEngine>(self) -> Result<Graph<E>, Error> {
+    #[doc(hidden)]
+    pub fn build_with<E: GraphEngine>(self) -> Result<GraphOn<E>, Error> {
         let bounds = self.checked()?;
         let scheduler = Scheduler::builder(self.ledger.clone())
             .payload::<Task>()
@@ -124,7 +126,7 @@ impl GraphBuilder {
                     .map(|&cells| ClassConfig::new(cells, bounds.nodes)),
             )
             .build()?;
-        Ok(Graph {
+        Ok(GraphOn {
             inner: Arc::new(Inner {
                 id: next_graph_id(),
                 engine: E::with_bounds(bounds),

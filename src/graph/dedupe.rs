@@ -102,7 +102,7 @@ impl DedupeHook for NoDedupeHook {
     }
 }
 
-impl<E: GraphEngine> Graph<E> {
+impl<E: GraphEngine> GraphOn<E> {
     /// [`submit`](Self::submit), consulting `hook` first (SPEC D03): if
     /// [`probe`](DedupeHook::probe) names a job, nothing is submitted; the job gains a claim
     /// and its handle comes back as [`Admission::DedupeJoined`]. Otherwise the job is

@@ -10,11 +10,11 @@ impl<E: GraphEngine> EndAbandoned for Inner<E> {
     fn end_abandoned(self: Arc<Self>, node: NodeRef) {
         // A job superseded or removed meanwhile refuses the outcome as stale (SPEC D21): nothing
         // is left to end then.
-        let _ = Graph { inner: self }.end_running(node, JobOutcome::Failed(rules::ABANDONED));
+        let _ = GraphOn { inner: self }.end_running(node, JobOutcome::Failed(rules::ABANDONED));
     }
 }
 
-impl<E: GraphEngine> Graph<E> {
+impl<E: GraphEngine> GraphOn<E> {
     /// Takes ledger permits for the jobs that became ready and submits them to the scheduler
     /// (SPEC D06, D12). A refusal fails the job and its dependents per their gates.
     pub(super) fn hand_off(&self, work: &mut E::Work) {

@@ -104,7 +104,7 @@ impl Witness {
     }
 }
 
-impl<E: GraphEngine> Graph<E> {
+impl<E: GraphEngine> GraphOn<E> {
     /// Bumps `key`'s generation and, in the same step, supersedes its older work (SPEC D20):
     /// a waiting or queued job of the key ends `cancelled / superseded`; a running one is
     /// signalled — its completion will be refused as stale (SPEC D21;

@@ -249,7 +249,9 @@ pub use builder::GraphBuilder;
 pub use cap::ConcurrencyCap;
 pub use dedupe::{DedupeHook, Identity, NoDedupeHook};
 pub use keys::{Version, Witness};
+#[doc(hidden)]
 pub use lockfree::LockFreeGraph;
+#[doc(hidden)]
 pub use mutex::MutexGraph;
 pub use types::*;
 
@@ -263,7 +265,9 @@ mod sealed {
     pub trait Sealed {}
 }
 
-/// The engine under a [`Graph`]: [`LockFreeGraph`] or [`MutexGraph`]. Sealed.
+/// The store under a graph: [`LockFreeGraph`] (the engine's) or [`MutexGraph`] (the oracle's).
+/// Sealed.
+#[doc(hidden)]
 pub trait GraphEngine: sealed::Sealed + Send + Sync + Sized + 'static {
     #[doc(hidden)]
     type Work: Default;
@@ -422,11 +426,15 @@ impl Drop for RoomEntry<'_> {
 }
 
 /// A dependency graph on the fair scheduler. Cheap to clone (one `Arc`).
-pub struct Graph<E: GraphEngine = LockFreeGraph> {
+pub type Graph = GraphOn<LockFreeGraph>;
+
+/// [`Graph`] over either graph store: the engine's lock-free one or the oracle's mutex twin.
+#[doc(hidden)]
+pub struct GraphOn<E: GraphEngine> {
     inner: Arc<Inner<E>>,
 }
 
-impl<E: GraphEngine> Clone for Graph<E> {
+impl<E: GraphEngine> Clone for GraphOn<E> {
     fn clone(&self) -> Self {
         Self {
             inner: self.inner.clone(),
@@ -434,7 +442,7 @@ impl<E: GraphEngine> Clone for Graph<E> {
     }
 }
 
-impl<E: GraphEngine> core::fmt::Debug for Graph<E> {
+impl<E: GraphEngine> core::fmt::Debug for GraphOn<E> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("Graph")
             .field("id", &self.inner.id)
@@ -443,7 +451,7 @@ impl<E: GraphEngine> core::fmt::Debug for Graph<E> {
     }
 }
 
-impl Graph<LockFreeGraph> {
+impl Graph {
     /// Starts building a graph whose jobs are admitted by `ledger`.
     pub fn builder(ledger: Ledger) -> GraphBuilder {
         GraphBuilder {
@@ -462,7 +470,7 @@ impl Graph<LockFreeGraph> {
     }
 }
 
-impl<E: GraphEngine> Graph<E> {
+impl<E: GraphEngine> GraphOn<E> {
     /// Admits a job (SPEC D02). It waits until every gate holds, then takes its ledger permit
     /// and enters the scheduler.
     ///

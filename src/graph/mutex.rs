@@ -94,7 +94,8 @@ struct State {
     stale: u64,
 }
 
-/// The mutex baseline graph engine.
+/// The graph's mutex twin (the oracle's).
+#[doc(hidden)]
 #[derive(Debug)]
 pub struct MutexGraph {
     state: Mutex<State>,

@@ -270,13 +270,6 @@ impl ClassPool {
         }
     }
 
-    /// Whether this is the built-in pool (whose leases the scheduler may hand from one request
-    /// to the next without a release and an acquire: nothing outside sees them).
-    #[inline]
-    pub(crate) fn is_fixed(&self) -> bool {
-        matches!(self, ClassPool::Fixed(_))
-    }
-
     #[inline]
     pub(crate) fn release(&self, lease: Lease) {
         match self {

@@ -1,9 +1,6 @@
 //! Crate-private lock-free mechanisms. Each file documents its invariants and has a loom model.
 
-pub(crate) mod arena;
 pub(crate) mod idset;
-pub(crate) mod inbox;
 pub(crate) mod pack;
 pub(crate) mod pause;
-pub(crate) mod ring;
 pub(crate) mod scq;

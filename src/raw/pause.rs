@@ -1,7 +1,7 @@
 //! Test-only pause points (SPEC F24).
 //!
-//! A pause point is a named place in the code — inside a ring operation, while a lock or a
-//! dispatch token is held — where a test can freeze one chosen thread and check what every other
+//! A pause point is a named place in the code — inside a ring operation, while a lock or a tenant's
+//! turn is held — where a test can freeze one chosen thread and check what every other
 //! thread can still do. It models the preemption SPEC F24 is about, deterministically.
 //!
 //! Without the cargo feature `pause-points`, [`point`] is an empty `#[inline(always)]` function:
@@ -16,8 +16,7 @@
 //! |-----------------------|------------------------------------------------------------------|
 //! | `scq.push.claimed`    | [`Scq::push`](super::scq::Scq::push): after taking a tail position, before writing the entry |
 //! | `scq.pop.claimed`     | [`Scq::pop`](super::scq::Scq::pop): after taking a head position, before reading the entry |
-//! | `baseline.locked`     | the mutex baseline: inside every critical section, lock held      |
-//! | `lockfree.token_held` | the lock-free engine: inside every pass, dispatch token held      |
+//! | `baseline.locked`     | the mutex twin: inside every critical section, lock held          |
 //! | `ring.credit_taken`   | the tenant-ring turn protocol: a credit and a ready unit taken, before the ring pop |
 //! | `ring.turn_owned`     | the tenant-ring turn protocol: a tenant's turn claimed, before it is run |
 //! | `ring.announce`       | the tenant-ring grant path: a request published in its tenant's inbox, before the announcement |

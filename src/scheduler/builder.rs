@@ -172,7 +172,7 @@ impl<T: Send + 'static> Builder<T> {
         self
     }
 
-    /// Builds the lock-free scheduler.
+    /// Builds the scheduler.
     ///
     /// # Errors
     ///
@@ -182,26 +182,17 @@ impl<T: Send + 'static> Builder<T> {
     /// `invalid-argument / pool-topology`. The configuration is checked before anything is
     /// allocated; [`footprint`](Self::footprint) tells what a valid one will allocate.
     #[inline]
-    pub fn build(self) -> Result<Scheduler<T, LockFree>, Error> {
+    pub fn build(self) -> Result<Scheduler<T>, Error> {
         self.build_with()
     }
 
-    /// Builds the mutex baseline with [`std::sync::Mutex`].
+    /// Builds over any mechanism: the engine or one of the oracle's mutex twins.
     ///
     /// # Errors
     ///
     /// As [`build`](Self::build).
-    #[inline]
-    pub fn build_baseline(self) -> Result<Scheduler<T, Baseline<StdMutex>>, Error> {
-        self.build_with()
-    }
-
-    /// Builds with any mechanism.
-    ///
-    /// # Errors
-    ///
-    /// As [`build`](Self::build).
-    pub fn build_with<M: Mechanism>(self) -> Result<Scheduler<T, M>, Error> {
+    #[doc(hidden)]
+    pub fn build_with<M: Mechanism>(self) -> Result<SchedulerOn<T, M>, Error> {
         // Every check before the first allocation (SPEC F01).
         self.validate()?;
         let starvation_after = u64::try_from(self.starvation_after.as_nanos()).unwrap_or(u64::MAX);
@@ -264,7 +255,7 @@ impl<T: Send + 'static> Builder<T> {
             })
             .collect::<Result<Vec<_>, _>>()?
             .into_boxed_slice();
-        Ok(Scheduler {
+        Ok(SchedulerOn {
             shared: Arc::new(Shared {
                 id: next_scheduler_id(),
                 ids,

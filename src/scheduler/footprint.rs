@@ -1,6 +1,6 @@
 //! What a configuration allocates, read before building it (SPEC F01, F02).
 
-use super::{Builder, ClassConfig, LockFree, Mechanism};
+use super::{Builder, ClassConfig, Mechanism, Ring};
 use crate::Error;
 
 impl ClassConfig {
@@ -62,7 +62,7 @@ pub struct Footprint {
 impl Footprint {
     /// Bytes per entry slot of the lock-free engine, besides the payload
     /// ([`Mechanism::BYTES_PER_SLOT`] gives each engine's).
-    pub const BYTES_PER_SLOT: u64 = <LockFree as Mechanism>::BYTES_PER_SLOT;
+    pub const BYTES_PER_SLOT: u64 = <Ring as Mechanism>::BYTES_PER_SLOT;
     /// Bytes per cell of the set of live request ids (SPEC F34), which has the next power of two
     /// at or above twice the requests that can be live at once (queue capacity plus cells, over
     /// all classes).
@@ -110,7 +110,7 @@ impl<T: Send + 'static> Builder<T> {
     ///
     /// As [`build`](Self::build): `invalid-argument / configuration` naming the field.
     pub fn footprint(&self) -> Result<Footprint, Error> {
-        self.footprint_with::<LockFree>()
+        self.footprint_with::<Ring>()
     }
 
     /// [`footprint`](Self::footprint) of a scheduler built with mechanism `M`
@@ -119,6 +119,7 @@ impl<T: Send + 'static> Builder<T> {
     /// # Errors
     ///
     /// As [`footprint`](Self::footprint).
+    #[doc(hidden)]
     pub fn footprint_with<M: Mechanism>(&self) -> Result<Footprint, Error> {
         self.validate()?;
         Ok(Footprint::of::<T, M>(

@@ -1,8 +1,8 @@
 //! The enqueue and pull futures.
 
 use super::{
-    give_up, AdmittedRequest, Assignment, CellReturn, Job, Mechanism, RequestHandle, Scheduler,
-    Shared,
+    give_up, AdmittedRequest, Assignment, CellReturn, Job, Mechanism, RequestHandle, Ring,
+    SchedulerOn, Shared,
 };
 use crate::admission::ExecutionPermit;
 use crate::cancel::CancellationToken;
@@ -51,7 +51,7 @@ fn moved() -> ! {
     unreachable!("a completed future's scheduler handle was used")
 }
 
-impl<T: Send + 'static, M: Mechanism> Holder<'_, Scheduler<T, M>> {
+impl<T: Send + 'static, M: Mechanism> Holder<'_, SchedulerOn<T, M>> {
     /// As for `Enqueue` below: the handle the job's assignment keeps, moved out of an owned
     /// `Next` (which then is done) or cloned from a borrowed one.
     #[inline]
@@ -101,8 +101,12 @@ enum Stage {
 /// Dropping it withdraws the request and refunds everything it held (SPEC F41, F42): a queued
 /// entry is removed, a granted but unaccepted cell goes back to its pool, then the quota is
 /// refunded. Aborting the task that polls it is the same as dropping it.
+pub type Enqueue<'a, T = ()> = EnqueueOn<'a, T, Ring>;
+
+/// [`Enqueue`] of a scheduler over any [`Mechanism`] (the oracle's twins).
+#[doc(hidden)]
 #[must_use = "futures do nothing unless polled; dropping this one withdraws the request"]
-pub struct Enqueue<'a, T: Send + 'static, M: Mechanism> {
+pub struct EnqueueOn<'a, T: Send + 'static, M: Mechanism> {
     shared: Holder<'a, Arc<Shared<T, M>>>,
     class: ClassId,
     stage: Stage,
@@ -115,7 +119,7 @@ pub struct Enqueue<'a, T: Send + 'static, M: Mechanism> {
     live: Option<Slot>,
 }
 
-impl<T: Send + 'static, M: Mechanism> fmt::Debug for Enqueue<'_, T, M> {
+impl<T: Send + 'static, M: Mechanism> fmt::Debug for EnqueueOn<'_, T, M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Enqueue")
             .field("class", &self.class)
@@ -123,7 +127,7 @@ impl<T: Send + 'static, M: Mechanism> fmt::Debug for Enqueue<'_, T, M> {
     }
 }
 
-impl<'a, T: Send + 'static, M: Mechanism> Enqueue<'a, T, M> {
+impl<'a, T: Send + 'static, M: Mechanism> EnqueueOn<'a, T, M> {
     pub(super) fn start(shared: Holder<'a, Arc<Shared<T, M>>>, request: AdmittedRequest) -> Self {
         let class = request.permit.class();
         let (stage, live) = match Self::register(&shared, &request) {
@@ -250,7 +254,7 @@ impl<'a, T: Send + 'static, M: Mechanism> Enqueue<'a, T, M> {
     }
 }
 
-impl<T: Send + 'static, M: Mechanism> Future for Enqueue<'_, T, M> {
+impl<T: Send + 'static, M: Mechanism> Future for EnqueueOn<'_, T, M> {
     type Output = Result<Assignment, Error>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
@@ -289,7 +293,7 @@ impl<T: Send + 'static, M: Mechanism> Future for Enqueue<'_, T, M> {
     }
 }
 
-impl<T: Send + 'static, M: Mechanism> Drop for Enqueue<'_, T, M> {
+impl<T: Send + 'static, M: Mechanism> Drop for EnqueueOn<'_, T, M> {
     fn drop(&mut self) {
         // The cell goes back before the permit (a field, dropped after this body) is refunded.
         match core::mem::replace(&mut self.stage, Stage::Done) {
@@ -314,14 +318,18 @@ impl<T: Send + 'static, M: Mechanism> Drop for Enqueue<'_, T, M> {
 ///
 /// Dropping it before it resolves loses nothing: a job is taken from the class only in the
 /// poll that returns it.
+pub type Next<'a, T = ()> = NextOn<'a, T, Ring>;
+
+/// [`Next`] of a scheduler over any [`Mechanism`] (the oracle's twins).
+#[doc(hidden)]
 #[must_use = "futures do nothing unless polled"]
-pub struct Next<'a, T: Send + 'static, M: Mechanism> {
-    scheduler: Holder<'a, Scheduler<T, M>>,
+pub struct NextOn<'a, T: Send + 'static, M: Mechanism> {
+    scheduler: Holder<'a, SchedulerOn<T, M>>,
     class: ClassId,
     slot: Option<usize>,
 }
 
-impl<T: Send + 'static, M: Mechanism> fmt::Debug for Next<'_, T, M> {
+impl<T: Send + 'static, M: Mechanism> fmt::Debug for NextOn<'_, T, M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Next")
             .field("class", &self.class)
@@ -329,8 +337,8 @@ impl<T: Send + 'static, M: Mechanism> fmt::Debug for Next<'_, T, M> {
     }
 }
 
-impl<'a, T: Send + 'static, M: Mechanism> Next<'a, T, M> {
-    pub(super) fn new(scheduler: Holder<'a, Scheduler<T, M>>, class: ClassId) -> Self {
+impl<'a, T: Send + 'static, M: Mechanism> NextOn<'a, T, M> {
+    pub(super) fn new(scheduler: Holder<'a, SchedulerOn<T, M>>, class: ClassId) -> Self {
         Self {
             scheduler,
             class,
@@ -339,7 +347,7 @@ impl<'a, T: Send + 'static, M: Mechanism> Next<'a, T, M> {
     }
 }
 
-impl<T: Send + 'static, M: Mechanism> Future for Next<'_, T, M> {
+impl<T: Send + 'static, M: Mechanism> Future for NextOn<'_, T, M> {
     type Output = Result<Option<Job<T>>, Error>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
@@ -374,7 +382,7 @@ impl<T: Send + 'static, M: Mechanism> Future for Next<'_, T, M> {
     }
 }
 
-impl<T: Send + 'static, M: Mechanism> Drop for Next<'_, T, M> {
+impl<T: Send + 'static, M: Mechanism> Drop for NextOn<'_, T, M> {
     fn drop(&mut self) {
         // A `Next` that resolved to a job holds no slot (and may hold no scheduler).
         if let Some(slot) = self.slot {
@@ -390,16 +398,20 @@ impl<T: Send + 'static, M: Mechanism> Drop for Next<'_, T, M> {
 /// # Cancel safety
 ///
 /// Dropping it stops waiting; the scheduler stays closed.
+pub type Drain<'a, T = ()> = DrainOn<'a, T, Ring>;
+
+/// [`Drain`] of a scheduler over any [`Mechanism`] (the oracle's twins).
+#[doc(hidden)]
 #[must_use = "futures do nothing unless polled"]
-pub struct Drain<'a, T: Send + 'static, M: Mechanism> {
-    scheduler: &'a Scheduler<T, M>,
+pub struct DrainOn<'a, T: Send + 'static, M: Mechanism> {
+    scheduler: &'a SchedulerOn<T, M>,
     /// The class being waited for; classes before it are drained (and stay so: nothing new is
     /// admitted once closed).
     class: usize,
     slot: Option<usize>,
 }
 
-impl<T: Send + 'static, M: Mechanism> fmt::Debug for Drain<'_, T, M> {
+impl<T: Send + 'static, M: Mechanism> fmt::Debug for DrainOn<'_, T, M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Drain")
             .field("class", &self.class)
@@ -407,8 +419,8 @@ impl<T: Send + 'static, M: Mechanism> fmt::Debug for Drain<'_, T, M> {
     }
 }
 
-impl<'a, T: Send + 'static, M: Mechanism> Drain<'a, T, M> {
-    pub(super) fn new(scheduler: &'a Scheduler<T, M>) -> Self {
+impl<'a, T: Send + 'static, M: Mechanism> DrainOn<'a, T, M> {
+    pub(super) fn new(scheduler: &'a SchedulerOn<T, M>) -> Self {
         Self {
             scheduler,
             class: 0,
@@ -423,7 +435,7 @@ impl<'a, T: Send + 'static, M: Mechanism> Drain<'a, T, M> {
     }
 }
 
-impl<T: Send + 'static, M: Mechanism> Future for Drain<'_, T, M> {
+impl<T: Send + 'static, M: Mechanism> Future for DrainOn<'_, T, M> {
     type Output = ();
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
@@ -446,7 +458,7 @@ impl<T: Send + 'static, M: Mechanism> Future for Drain<'_, T, M> {
     }
 }
 
-impl<T: Send + 'static, M: Mechanism> Drop for Drain<'_, T, M> {
+impl<T: Send + 'static, M: Mechanism> Drop for DrainOn<'_, T, M> {
     fn drop(&mut self) {
         if self.class < self.scheduler.shared.classes.len() {
             self.forget();

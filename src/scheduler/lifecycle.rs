@@ -2,7 +2,7 @@
 
 use super::*;
 
-impl<T: Send + 'static, M: Mechanism> Scheduler<T, M> {
+impl<T: Send + 'static, M: Mechanism> SchedulerOn<T, M> {
     /// Stops new admissions, fails every queued request (`unavailable / shutdown`) and makes
     /// grants not yet accepted fail at acceptance. Accepted assignments keep their cell and quota
     /// until released (SPEC F47).
@@ -91,9 +91,9 @@ impl<T: Send + 'static, M: Mechanism> Scheduler<T, M> {
     /// # Ok::<(), fairway::Error>(())
     /// ```
     #[inline]
-    pub fn drain(&self) -> Drain<'_, T, M> {
+    pub fn drain(&self) -> DrainOn<'_, T, M> {
         self.close();
-        Drain::new(self)
+        DrainOn::new(self)
     }
 
     /// [`drain`](Self::drain), blocking the calling thread until the scheduler is drained.

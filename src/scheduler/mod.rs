@@ -18,7 +18,7 @@ pub use crate::stats::ClassSnapshot;
 pub use assignment::Assignment;
 pub use builder::{Builder, ClassConfig, DropPolicy};
 pub use footprint::Footprint;
-pub use future::{Drain, Enqueue, Next};
+pub use future::{Drain, DrainOn, Enqueue, EnqueueOn, Next, NextOn};
 pub use lifecycle::QuarantinedCells;
 pub use request::{AdmittedRequest, Job, RequestHandle, SubmitError, TryEnqueueError};
 pub(crate) use shared::{CellReturn, Shared};
@@ -28,10 +28,9 @@ use future::Holder;
 use crate::admission::{ExecutionPermit, Ledger, Permit};
 use crate::cancel::CancellationToken;
 use crate::clock::Clock;
-use crate::engine::baseline::{BaselineClass, BaselineLock, StdMutex};
-use crate::engine::lockfree::LockFreeClass;
-use crate::engine::ring::RingClass;
+use crate::engine::RingClass;
 use crate::engine::{ClassEngine, ClassSetup, Ended, Enqueued, Ticket};
+use crate::oracle::mutex::{BaselineClass, BaselineLock, StdMutex};
 use crate::pool::{validate_pools, CellPool, ClassPool, FixedCellPool, Lease};
 use crate::raw::idset::{IdSet, InsertError, Slot};
 use crate::sync::{AtomicBool, Ordering};
@@ -46,8 +45,10 @@ mod sealed {
     pub trait Sealed {}
 }
 
-/// Which mechanism drives the scheduler: [`LockFree`] (the product) or [`Baseline`] (one mutex
-/// per class, for comparison). Sealed.
+/// What serialises one class's policy: the engine ([`Ring`]) or a mutex twin ([`Baseline`]),
+/// which exists for the differential tests and the benches' comparison. Sealed; reached
+/// through the hidden `fairway::oracle` module only.
+#[doc(hidden)]
 pub trait Mechanism: sealed::Sealed + Send + Sync + 'static {
     /// The per-class engine.
     #[doc(hidden)]
@@ -56,30 +57,10 @@ pub trait Mechanism: sealed::Sealed + Send + Sync + 'static {
     const BYTES_PER_SLOT: u64;
 }
 
-/// The lock-free engine: no mutex on any hot path; no thread ever waits for another.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct LockFree;
-
-impl sealed::Sealed for LockFree {}
-impl Mechanism for LockFree {
-    type Class<T: Send + 'static> = LockFreeClass<T>;
-    const BYTES_PER_SLOT: u64 = 400;
-}
-
-/// The tenant-ring engine: grants run through per-tenant turns handed out by an atomic ring of
-/// tenant ids, with no class-wide lock or token on the grant path, so a thread stopped mid-grant
-/// delays only its own tenant (SPEC F24; see docs/ring-engine.md).
-///
-/// ```
-/// use fairway::admission::{ClassSpec, Ledger, LedgerConfig};
-/// use fairway::{Ring, Scheduler};
-///
-/// let ledger = Ledger::new(LedgerConfig::new(vec![ClassSpec::new("cpu")], 16))?;
-/// let scheduler: Scheduler<(), Ring> =
-///     Scheduler::builder(ledger).class(2, 1024).build_with::<Ring>()?;
-/// assert_eq!(scheduler.available_cells(fairway::ClassId(0))?, 2);
-/// # Ok::<(), fairway::Error>(())
-/// ```
+/// The engine every [`Scheduler`] runs on: grants go through per-tenant turns handed out by an
+/// atomic ring of tenant ids, with no class-wide lock or token on the grant path, so a thread
+/// stopped mid-grant delays only its own tenant (docs/ring-engine.md).
+#[doc(hidden)]
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Ring;
 
@@ -91,8 +72,10 @@ impl Mechanism for Ring {
     const BYTES_PER_SLOT: u64 = 448;
 }
 
-/// The mutex baseline: the same policy under one lock per class. `L` picks the mutex
-/// ([`StdMutex`] or [`ParkingLotMutex`](crate::ParkingLotMutex)).
+/// The mutex twin: the same policy under one lock per class, never tuned — the differential
+/// tests' oracle and the benches' comparison. `L` picks the mutex (`StdMutex` or
+/// `ParkingLotMutex`).
+#[doc(hidden)]
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Baseline<L = StdMutex>(PhantomData<L>);
 
@@ -104,7 +87,7 @@ impl<L: BaselineLock> Mechanism for Baseline<L> {
 
 /// The fair scheduler. Cheap to clone (one `Arc`).
 ///
-/// `T` is the payload type of pull-mode submissions (`()` if unused); `M` the mechanism.
+/// `T` is the payload type of pull-mode submissions (`()` if unused).
 ///
 /// # Fairness
 ///
@@ -151,11 +134,16 @@ impl<L: BaselineLock> Mechanism for Baseline<L> {
 /// [`Builder::footprint`] gives the bytes before building; [`ClassConfig::MAX_CELLS`],
 /// [`ClassConfig::MAX_QUEUE_CAPACITY`] and
 /// [`LedgerConfig::MAX_TENANTS`](crate::admission::LedgerConfig::MAX_TENANTS) bound each figure.
-pub struct Scheduler<T: Send + 'static = (), M: Mechanism = LockFree> {
+pub type Scheduler<T = ()> = SchedulerOn<T, Ring>;
+
+/// [`Scheduler`] over any [`Mechanism`]: the engine (what `Scheduler<T>` names) or a mutex
+/// twin (the oracle's).
+#[doc(hidden)]
+pub struct SchedulerOn<T: Send + 'static, M: Mechanism> {
     shared: Arc<Shared<T, M>>,
 }
 
-impl<T: Send + 'static, M: Mechanism> Clone for Scheduler<T, M> {
+impl<T: Send + 'static, M: Mechanism> Clone for SchedulerOn<T, M> {
     fn clone(&self) -> Self {
         Self {
             shared: self.shared.clone(),
@@ -163,7 +151,7 @@ impl<T: Send + 'static, M: Mechanism> Clone for Scheduler<T, M> {
     }
 }
 
-impl<T: Send + 'static, M: Mechanism> fmt::Debug for Scheduler<T, M> {
+impl<T: Send + 'static, M: Mechanism> fmt::Debug for SchedulerOn<T, M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Scheduler")
             .field("classes", &self.shared.classes.len())
@@ -171,7 +159,7 @@ impl<T: Send + 'static, M: Mechanism> fmt::Debug for Scheduler<T, M> {
     }
 }
 
-impl<T: Send + 'static, M: Mechanism> Scheduler<T, M> {
+impl<T: Send + 'static, M: Mechanism> SchedulerOn<T, M> {
     /// Queues an admitted request and returns a future resolving to its [`Assignment`].
     ///
     /// The request is queued when `enqueue` is called (not when first polled), so arrival
@@ -223,8 +211,8 @@ impl<T: Send + 'static, M: Mechanism> Scheduler<T, M> {
     /// # Ok::<(), fairway::Error>(())
     /// ```
     #[inline]
-    pub fn enqueue(&self, request: AdmittedRequest) -> Enqueue<'_, T, M> {
-        Enqueue::start(Holder::Borrowed(&self.shared), request)
+    pub fn enqueue(&self, request: AdmittedRequest) -> EnqueueOn<'_, T, M> {
+        EnqueueOn::start(Holder::Borrowed(&self.shared), request)
     }
 
     /// [`enqueue`](Self::enqueue) with a future that owns a handle to the scheduler (one `Arc`
@@ -240,8 +228,8 @@ impl<T: Send + 'static, M: Mechanism> Scheduler<T, M> {
     /// As [`enqueue`](Self::enqueue): dropping the future, or aborting the task that polls it,
     /// withdraws the request and refunds everything.
     #[inline]
-    pub fn enqueue_owned(&self, request: AdmittedRequest) -> Enqueue<'static, T, M> {
-        Enqueue::start(Holder::Owned(Arc::clone(&self.shared)), request)
+    pub fn enqueue_owned(&self, request: AdmittedRequest) -> EnqueueOn<'static, T, M> {
+        EnqueueOn::start(Holder::Owned(Arc::clone(&self.shared)), request)
     }
 
     /// Grants at once if nothing is queued in the class and a cell is free; never waits and

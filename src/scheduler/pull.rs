@@ -2,7 +2,7 @@
 
 use super::*;
 
-impl<T: Send + 'static, M: Mechanism> Scheduler<T, M> {
+impl<T: Send + 'static, M: Mechanism> SchedulerOn<T, M> {
     /// Pull mode (SPEC F23): deposits a request with its payload without waiting. An executor
     /// receives it from [`next`](Self::next) with its assignment.
     ///
@@ -140,8 +140,8 @@ impl<T: Send + 'static, M: Mechanism> Scheduler<T, M> {
     /// # Ok::<(), fairway::Error>(())
     /// ```
     #[inline]
-    pub fn next(&self, class: ClassId) -> Next<'_, T, M> {
-        Next::new(Holder::Borrowed(self), class)
+    pub fn next(&self, class: ClassId) -> NextOn<'_, T, M> {
+        NextOn::new(Holder::Borrowed(self), class)
     }
 
     /// [`next`](Self::next) with a `'static` future that owns a handle to the scheduler (for
@@ -156,8 +156,8 @@ impl<T: Send + 'static, M: Mechanism> Scheduler<T, M> {
     ///
     /// The future panics if polled again after it resolved to a job.
     #[inline]
-    pub fn next_owned(&self, class: ClassId) -> Next<'static, T, M> {
-        Next::new(Holder::Owned(self.clone()), class)
+    pub fn next_owned(&self, class: ClassId) -> NextOn<'static, T, M> {
+        NextOn::new(Holder::Owned(self.clone()), class)
     }
 
     /// Pull mode: blocks the calling thread for the next request of `class`; as

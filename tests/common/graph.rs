@@ -4,8 +4,9 @@
 #![allow(dead_code)]
 
 use fairway::graph::{
-    Admission, Dependency, Gate, Graph, GraphEngine, JobHandle, JobKey, JobOutcome, JobSpec,
+    Admission, Dependency, Gate, GraphEngine, JobHandle, JobKey, JobOutcome, JobSpec,
 };
+use fairway::oracle::GraphOn;
 use fairway::{ClassId, Code, Reason, TenantId};
 
 /// Instantiates each generic rule test for the lock-free graph and the mutex graph.
@@ -13,10 +14,10 @@ use fairway::{ClassId, Code, Reason, TenantId};
 macro_rules! both_graphs {
     ($($name:ident),* $(,)?) => {
         mod lockfree {
-            $( #[test] fn $name() { super::$name::<fairway::LockFreeGraph>(); } )*
+            $( #[test] fn $name() { super::$name::<fairway::oracle::LockFreeGraph>(); } )*
         }
         mod mutex {
-            $( #[test] fn $name() { super::$name::<fairway::MutexGraph>(); } )*
+            $( #[test] fn $name() { super::$name::<fairway::oracle::MutexGraph>(); } )*
         }
     };
 }
@@ -45,7 +46,7 @@ pub fn spec(key: u64, deps: &[Dependency]) -> JobSpec<'_> {
 }
 
 /// Submits [`spec`]`(key, deps)` and expects it admitted.
-pub fn admit<E: GraphEngine>(g: &Graph<E>, key: u64, deps: &[Dependency]) -> JobHandle {
+pub fn admit<E: GraphEngine>(g: &GraphOn<E>, key: u64, deps: &[Dependency]) -> JobHandle {
     match g.submit(&spec(key, deps)).unwrap() {
         Admission::Admitted(h) => h,
         other => panic!("job {key} not admitted: {other:?}"),
@@ -53,7 +54,7 @@ pub fn admit<E: GraphEngine>(g: &Graph<E>, key: u64, deps: &[Dependency]) -> Job
 }
 
 /// Runs every ready job of class [`CPU`] to success, in the order they come; returns them.
-pub fn drain<E: GraphEngine>(g: &Graph<E>) -> Vec<JobHandle> {
+pub fn drain<E: GraphEngine>(g: &GraphOn<E>) -> Vec<JobHandle> {
     let mut ran = Vec::new();
     while let Some(job) = g.try_next(CPU) {
         ran.push(job.handle());

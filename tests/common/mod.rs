@@ -2,26 +2,24 @@
 //! polling helpers with counting wakers.
 #![allow(dead_code, unused_macros)]
 
-/// Instantiates each generic test `name::<M>()` for the lock-free engine, the tenant-ring engine
-/// and the std-mutex baseline, as `lockfree::name`, `ring::name` and `baseline::name`.
+/// Instantiates each generic test `name::<M>()` for the engine (what `Scheduler` runs on) and
+/// for the oracle's std-mutex twin, as `engine::name` and `oracle::name`.
 macro_rules! both_engines {
     ($($name:ident),* $(,)?) => {
-        mod lockfree {
-            $( #[test] fn $name() { super::$name::<fairway::LockFree>(); } )*
+        mod engine {
+            $( #[test] fn $name() { super::$name::<fairway::oracle::Ring>(); } )*
         }
-        mod ring {
-            $( #[test] fn $name() { super::$name::<fairway::Ring>(); } )*
-        }
-        mod baseline {
-            $( #[test] fn $name() { super::$name::<fairway::Baseline>(); } )*
+        mod oracle {
+            $( #[test] fn $name() { super::$name::<fairway::oracle::Baseline>(); } )*
         }
     };
 }
 
 use fairway::admission::{AdmissionRequest, ClassSpec, Ledger, LedgerConfig};
+use fairway::oracle::{Mechanism, SchedulerOn};
 use fairway::{
-    AdmittedRequest, Assignment, CancellationToken, ClassId, Error, ManualClock, Mechanism,
-    RequestId, Scheduler, TenantId,
+    AdmittedRequest, Assignment, CancellationToken, ClassId, Error, ManualClock, RequestId,
+    Scheduler, TenantId,
 };
 use std::future::Future;
 use std::pin::Pin;
@@ -63,7 +61,7 @@ pub fn granted<F: Future<Output = Result<Assignment, Error>> + Unpin>(f: &mut F)
 pub struct Harness<M: Mechanism> {
     pub clock: Arc<ManualClock>,
     pub ledger: Ledger,
-    pub sched: Scheduler<u64, M>,
+    pub sched: SchedulerOn<u64, M>,
     next_id: AtomicUsize,
 }
 
@@ -144,7 +142,7 @@ impl<M: Mechanism> Harness<M> {
 }
 
 /// A queued request under test: its future and its request id.
-pub type Pending<'a, M> = (Pin<Box<fairway::Enqueue<'a, u64, M>>>, RequestId);
+pub type Pending<'a, M> = (Pin<Box<fairway::oracle::EnqueueOn<'a, u64, M>>>, RequestId);
 
 /// Queues a request and checks it did not complete at once.
 pub fn queue<'a, M: Mechanism>(h: &'a Harness<M>, req: AdmittedRequest) -> Pending<'a, M> {

@@ -2,6 +2,7 @@
 //! `both_graphs!` list in `graph_rules.rs` names them).
 
 use super::*;
+use fairway::oracle::GraphEngine;
 
 fn handles(a: Admission<Vec<JobHandle>>) -> Vec<JobHandle> {
     match a {

@@ -10,22 +10,23 @@
 //!
 //! Workload: one class of 4 cells; each thread is one tenant and loops admit → enqueue (the
 //! future polled with `yield_now` between polls) → about 200 ns of work → release. The
-//! *frozen* run has 8 threads; thread 0 is armed at the engine's pause point (the baseline's
-//! critical section, the lock-free engine's dispatch token, the ring engine's tenant turn) and
+//! *frozen* run has 8 threads; thread 0 is armed at the engine's pause point (the mutex twins'
+//! critical section, the engine's tenant turn) and
 //! parks there the first time it reaches it, still holding what it holds. Once it is parked,
 //! the grants of the 7 other threads are counted over a window. The *reference* run is the
 //! same 7 threads without thread 0. Runs are interleaved (reference, frozen, per engine, per
 //! repetition); the row reports the median ratio and its range.
 //!
-//! The tenant-ring engine (`fairway::Ring`) runs the same scheduler workload; thread 0 is
+//! The engine (what `fairway::Scheduler` runs on) runs the same scheduler workload; thread 0 is
 //! frozen at `ring.turn_owned`, the first time it holds a tenant's turn (any tenant's: a
 //! release or an enqueue runs the turn it claims, whichever tenant that is), so the most it
 //! can hold up is that tenant and the cells it already holds.
 //!
-//! A control row follows: the lock-free engine with thread 0 parked *outside* the engine while
+//! A control row follows: the engine with thread 0 parked *outside* the engine while
 //! holding one granted cell — the most F24 lets a stopped thread delay — which shows what an
 //! engine meeting F24 could reach here, and that the measurement can see it.
 
+use fairway::oracle::{Baseline, Mechanism, ParkingLotMutex, Ring, StdMutex};
 use std::future::Future;
 use std::pin::pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -33,7 +34,7 @@ use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use fairway::internals::pause::Gate;
-use fairway::{Assignment, Baseline, LockFree, Mechanism, ParkingLotMutex, Ring, StdMutex};
+use fairway::Assignment;
 use fairway_bench_support::sched::Fixture;
 use fairway_bench_support::Named;
 
@@ -251,14 +252,12 @@ fn main() {
         }
     }
     let window = Duration::from_millis(window_ms);
-    let mut lockfree = Row::new::<LockFree>("lockfree.token_held");
     let mut std_mutex = Row::new::<Baseline<StdMutex>>("baseline.locked");
     let mut parking = Row::new::<Baseline<ParkingLotMutex>>("baseline.locked");
-    let mut control = Row::new::<LockFree>(OUTSIDE);
+    let mut control = Row::new::<Ring>(OUTSIDE);
     let mut ring = Row::new::<Ring>("ring.turn_owned");
     for _ in 0..reps {
-        control.measure::<LockFree>(window);
-        lockfree.measure::<LockFree>(window);
+        control.measure::<Ring>(window);
         std_mutex.measure::<Baseline<StdMutex>>(window);
         parking.measure::<Baseline<ParkingLotMutex>>(window);
         ring.measure::<Ring>(window);
@@ -267,7 +266,7 @@ fn main() {
         "P14: {CELLS} cells, {OTHERS} other tenants' threads, window {window_ms} ms, {reps} \
          interleaved repetitions"
     );
-    for row in [&lockfree, &std_mutex, &parking, &ring] {
+    for row in [&ring, &std_mutex, &parking] {
         row.print();
     }
     println!("control (not a P14 row): thread 0 parked outside the engine, holding one cell");

@@ -14,6 +14,7 @@
 //! fills. Building, setting up a batch's producers and dependents, and cleaning up
 //! after a batch are outside the timed region; allocations are counted inside it only.
 
+use fairway::oracle::GraphOn;
 use std::time::{Duration, Instant};
 
 use crate::alloc::thread_allocs;
@@ -35,7 +36,7 @@ const P8_BATCH: u64 = (CELLS / 5) as u64;
 /// Dependents per P9 batch.
 const P9_BATCH: u64 = 128;
 
-fn fresh<E: GraphEngine>() -> Graph<E> {
+fn fresh<E: GraphEngine>() -> GraphOn<E> {
     let ledger = Ledger::new(LedgerConfig::new(vec![ClassSpec::new("cpu")], 4)).unwrap();
     Graph::builder(ledger)
         .class(CELLS)
@@ -57,7 +58,7 @@ fn spec(key: u64, deps: &[Dependency]) -> JobSpec<'_> {
     }
 }
 
-fn admit<E: GraphEngine>(g: &Graph<E>, key: u64, deps: &[Dependency]) -> JobHandle {
+fn admit<E: GraphEngine>(g: &GraphOn<E>, key: u64, deps: &[Dependency]) -> JobHandle {
     match g.submit(&spec(key, deps)).unwrap() {
         Admission::Admitted(h) => h,
         other => panic!("not admitted: {other:?}"),
@@ -66,7 +67,7 @@ fn admit<E: GraphEngine>(g: &Graph<E>, key: u64, deps: &[Dependency]) -> JobHand
 
 /// A graph and the next unused key; rebuilt when `need` more keys would not fit.
 struct Keys<E: GraphEngine> {
-    g: Graph<E>,
+    g: GraphOn<E>,
     next: u64,
 }
 
@@ -82,7 +83,7 @@ impl<E: GraphEngine> Keys<E> {
     }
 }
 
-fn collect<E: GraphEngine>(g: &Graph<E>, handles: &mut Vec<JobHandle>) {
+fn collect<E: GraphEngine>(g: &GraphOn<E>, handles: &mut Vec<JobHandle>) {
     while let Some(job) = g.try_next(CPU) {
         g.complete(job, JobOutcome::Succeeded).unwrap();
     }
@@ -143,7 +144,7 @@ pub fn p9<E: GraphEngine>(run_for: Duration) -> Measured {
 /// (`perf/callgrind.sh graph-p8-...`).
 #[inline(never)]
 fn p8_timed<E: GraphEngine, const RUN: bool>(
-    g: &Graph<E>,
+    g: &GraphOn<E>,
     running: &mut Vec<RunningJob>,
     pulled: &mut Vec<RunningJob>,
 ) {
@@ -163,7 +164,7 @@ fn p8_timed<E: GraphEngine, const RUN: bool>(
 /// P9's timed region: `n` submits with the four dependencies `deps`.
 #[inline(never)]
 fn p9_timed<E: GraphEngine>(
-    g: &Graph<E>,
+    g: &GraphOn<E>,
     base: u64,
     n: u64,
     deps: &[Dependency],

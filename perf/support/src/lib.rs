@@ -4,8 +4,6 @@
 //!
 //! * [`alloc`]: a counting global allocator (per-thread counts).
 //! * [`latency`]: the clock ([`quanta`]) and latency histograms in nanoseconds.
-//! * [`ring`]: the bounded MPMC queue peers (fairway's `Ring`, crossbeam's `ArrayQueue`, a
-//!   `VecDeque` under a std or parking_lot mutex) and the threaded ring workload.
 //! * [`graph`]: the dependency graph's P8 and P9 workloads on either graph engine.
 //! * [`pool`]: one cell taken and given back, fairway's `FixedCellPool` and tokio's `Semaphore`.
 //! * [`sched`]: the scheduler engines, the fixture, and the workloads: single-thread operations
@@ -13,11 +11,9 @@
 //!   multi-tenant mix, the open-loop latency workload and the P11 fairness run.
 
 pub mod alloc;
-pub mod arena;
 pub mod graph;
 pub mod latency;
 pub mod pool;
-pub mod ring;
 pub mod sched;
 
 /// Something measured side by side with its peers, with its label in reports.

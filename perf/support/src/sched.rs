@@ -2,10 +2,10 @@
 //!
 //! # Engines
 //!
-//! [`LockFree`] (grants under a class-wide try-token) and [`Ring`] (grants through an atomic
-//! ring of tenant turns) against the same policy under one mutex, [`Baseline<StdMutex>`] and
-//! [`Baseline<ParkingLotMutex>`]; [`engines`] lists them with their workloads as function
-//! pointers, in report (and interleaving) order.
+//! fairway's engine ([`Ring`]: grants through an atomic ring of tenant turns, labelled
+//! `lock-free` in the rows) against its mutex twins, the same policy under one mutex,
+//! [`Baseline<StdMutex>`] and [`Baseline<ParkingLotMutex>`]; [`engines`] lists them with their
+//! workloads as function pointers, in report (and interleaving) order.
 //!
 //! # Single-thread operations (criterion benches, `fairway-perf`, `perf/callgrind.sh`)
 //!
@@ -53,10 +53,10 @@ use std::time::{Duration, Instant};
 
 use crossbeam_utils::Backoff;
 use fairway::admission::{AdmissionRequest, ClassSpec, Ledger, LedgerConfig, Limits};
-use fairway::{
-    AdmittedRequest, Assignment, Baseline, ClassId, Code, Enqueue, LockFree, Mechanism,
-    ParkingLotMutex, RequestId, Ring, Scheduler, StdMutex, TenantId,
+use fairway::oracle::{
+    Baseline, EnqueueOn, Mechanism, ParkingLotMutex, Ring, SchedulerOn, StdMutex,
 };
+use fairway::{AdmittedRequest, Assignment, ClassId, Code, RequestId, Scheduler, TenantId};
 
 use crate::alloc::thread_allocs;
 use crate::latency::{Latency, Timer};
@@ -65,12 +65,8 @@ use crate::{Measured, Named, OpUser, SingleOp};
 /// Tenants of the fixture and of the mix.
 pub const TENANTS: u32 = 16;
 
-impl Named for LockFree {
-    const NAME: &'static str = "lock-free";
-}
-
 impl Named for Ring {
-    const NAME: &'static str = "ring";
+    const NAME: &'static str = "lock-free";
 }
 
 impl Named for Baseline<StdMutex> {
@@ -93,7 +89,7 @@ pub struct Fixture<M: Mechanism> {
     /// The ledger the scheduler is bound to.
     pub ledger: Ledger,
     /// The scheduler (payloads are `u64`, for the pull mode).
-    pub sched: Scheduler<u64, M>,
+    pub sched: SchedulerOn<u64, M>,
     /// The next fresh request id.
     next_id: AtomicU64,
     /// The id count the workload was sized for (see [`ids`](Self::ids)).
@@ -193,7 +189,7 @@ fn index_waker(index: usize) -> Waker {
 pub struct Cycle<'a, M: Mechanism> {
     f: &'a Fixture<M>,
     held: Option<Assignment>,
-    backlog: Vec<Enqueue<'a, u64, M>>,
+    backlog: Vec<EnqueueOn<'a, u64, M>>,
     wakers: Vec<Waker>,
     next: u64,
 }
@@ -291,7 +287,7 @@ impl<M: Mechanism> SingleOp for FastPath<M> {
 pub struct Cancel<'a, M: Mechanism> {
     f: &'a Fixture<M>,
     held: Option<Assignment>,
-    queued: Vec<Enqueue<'a, u64, M>>,
+    queued: Vec<EnqueueOn<'a, u64, M>>,
     pick: u64,
     next: u64,
 }
@@ -359,7 +355,7 @@ impl<M: Mechanism> Drop for Cancel<'_, M> {
 /// P13: nothing queued, the cheapest request the public API allows: admit (one tenant, no
 /// priority, no deadline), `try_enqueue` (grant), release (which refunds the permit), on engine
 /// `M`.
-pub struct AdmitRefund<M: Mechanism = LockFree> {
+pub struct AdmitRefund<M: Mechanism = Ring> {
     f: Fixture<M>,
     request: AdmissionRequest,
 }
@@ -454,12 +450,12 @@ impl<M: Mechanism> SingleOp for PullCycle<M> {
 /// P13's request through an owned enqueue future (`enqueue_owned`, the form a host spawns):
 /// nothing queued; admit, enqueue, one poll (granted), drop the future, release, refund.
 pub struct OwnedFast {
-    f: Fixture<LockFree>,
+    f: Fixture<Ring>,
     request: AdmissionRequest,
 }
 
 impl Named for OwnedFast {
-    const NAME: &'static str = "lock-free owned enqueue";
+    const NAME: &'static str = "owned enqueue";
 }
 
 impl OwnedFast {
@@ -1040,16 +1036,14 @@ impl EngineRuns {
     }
 }
 
-/// The engines in report order: lock-free (the first ratio's numerator), std Mutex,
-/// parking_lot, then ring (measured against the same baselines, in the same interleaving).
-/// The lock-free engine stays first, so `engines()[0]` and the per-workload throughput ratios
-/// of `--compare` (first backend over each other) keep their meaning.
-pub fn engines() -> [EngineRuns; 4] {
+/// The engines in report order: fairway's (the first ratio's numerator), then its mutex twins,
+/// std Mutex and parking_lot, so `engines()[0]` and the per-workload throughput ratios of
+/// `--compare` (first backend over each other) keep their meaning.
+pub fn engines() -> [EngineRuns; 3] {
     [
-        EngineRuns::of::<LockFree>(),
+        EngineRuns::of::<Ring>(),
         EngineRuns::of::<Baseline<StdMutex>>(),
         EngineRuns::of::<Baseline<ParkingLotMutex>>(),
-        EngineRuns::of::<Ring>(),
     ]
 }
 
@@ -1083,7 +1077,7 @@ mod tests {
             (e.admit_refund)(run);
             (e.pull_cycle)(run);
         }
-        AdmitRefund::<LockFree>::new().run(100);
+        AdmitRefund::<Ring>::new().run(100);
         UncontendedCas::default().run(100);
     }
 

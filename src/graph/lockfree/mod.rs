@@ -231,7 +231,8 @@ const READY_ONE: u64 = 1;
 /// One running job in `Gauges::ready_running`.
 const RUNNING_ONE: u64 = 1 << 32;
 
-/// The lock-free graph engine (the product).
+/// The graph's lock-free store (what [`Graph`](super::Graph) runs on).
+#[doc(hidden)]
 pub struct LockFreeGraph {
     nodes: Box<[Node]>,
     dep_keys: Box<[AtomicU64]>,

@@ -2,7 +2,7 @@
 //! the turn holder that would grant the same request, and the deadline sweep against a turn.
 //! After each: exactly one outcome per request, the cell back and counted free, nothing queued.
 
-use super::engine::RingClass;
+use super::class::RingClass;
 use crate::admission::{AdmissionRequest, ClassSpec, Ledger, LedgerConfig};
 use crate::clock::Clock;
 use crate::engine::{ClassEngine, ClassSetup, Ended, Enqueued, Polled, Ticket};

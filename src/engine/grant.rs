@@ -141,6 +141,7 @@ impl Core {
     /// Queues a request of `tenant`; returns its slot. Every grant this call makes (its own
     /// request's, or others' on turns it is handed) is passed to `on_grant` with the time `now`
     /// used for aging (F14).
+    #[cfg(any(test, feature = "pause-points"))]
     pub(crate) fn enqueue(
         &self,
         tenant: u32,
@@ -325,6 +326,7 @@ impl Core {
 
     /// Cancels a queued request (SPEC F33): `false` unless it was still queued. A tombstone on
     /// an idle tenant is unlinked at once.
+    #[cfg(test)]
     pub(crate) fn cancel(&self, index: u32, now: u64, on_grant: &mut impl FnMut(u32)) -> bool {
         self.end(index, CANCELLED, now, on_grant)
     }
@@ -359,6 +361,7 @@ impl Core {
     }
 
     /// The taker of a grant frees its slot. `false` if `index` is not granted.
+    #[cfg(any(test, feature = "pause-points"))]
     pub(crate) fn take(&self, index: u32) -> bool {
         // Acquire: pairs with the grant CAS (Release); Relaxed would do for the slot's reuse,
         // which the free list's own ordering publishes.
@@ -412,6 +415,7 @@ impl Core {
 
     /// Runs one turn handed back by another call, if one waits (a free credit beside a ready
     /// tenant). What a waiting request's poll does (SPEC F18). Returns whether it ran one.
+    #[cfg(any(test, feature = "pause-points"))]
     pub(crate) fn help(&self, now: u64, on_grant: &mut impl FnMut(u32)) -> bool {
         self.help_at(|| now, on_grant)
     }

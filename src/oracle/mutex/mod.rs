@@ -1,10 +1,10 @@
-//! The mutex baseline: the same policy under one lock per class (SPEC Q02).
+//! The scheduler's mutex twin: the same policy under one lock per class (SPEC Q02).
 //!
 //! This is a competent implementation, not a strawman: every operation is one short critical
 //! section, wakers are woken and cancelled payloads dropped only after the lock is released
 //! (SPEC F35), and nothing allocates after build. It is the comparison in every bench and the
 //! oracle of the differential tests. Cancelled entries stay in the policy as tombstones until
-//! their turn, exactly as in the lock-free engine (SPEC F11's lazy removal), so both engines
+//! their turn, exactly as in the engine (SPEC F11's lazy removal), so both
 //! rotate tenants identically; a compaction removes them when they fill the slots.
 //!
 //! # Locks
@@ -13,25 +13,30 @@
 //! [`BaselineLock`] type), held for every operation.
 
 mod judges;
+pub(crate) mod key;
 mod lock;
 
 use judges::{end_queued, unqueue, After, EndJudge, GrantJudge};
 pub use lock::{BaselineLock, ParkingLotMutex, StdMutex};
 
-use super::lockfree::PASS_BUDGET;
-use super::{ClassEngine, ClassSetup, Ended, Enqueued, Polled, Pulled, Ticket, Undelivered};
+use crate::engine::{
+    is_refusal, ClassEngine, ClassSetup, Ended, Enqueued, Polled, Pulled, Ticket, Undelivered,
+};
+
+/// Candidates one critical section may grant or reject (SPEC F19).
+pub(crate) const PASS_BUDGET: u32 = 64;
 use crate::admission::{ExecutionPermit, Ledger, Permit};
 use crate::cancel::CancellationToken;
 use crate::clock::Clock;
 use crate::policy::{EntryMeta, Judge, Policy, Verdict};
 use crate::pool::{ClassPool, Lease};
-use crate::raw::arena::Key;
 use crate::raw::idset::IdSet;
 use crate::stats::ClassStats;
 use crate::Reason;
 use crate::{CellId, ClassId, Code, Error, TenantId};
 use arrayvec::ArrayVec;
 use core::task::{Context, Poll, Waker};
+use key::Key;
 use std::collections::VecDeque;
 use std::sync::Arc;
 
@@ -203,7 +208,7 @@ impl<T: Send> Inner<T> {
             s.token = None;
             // A slot whose generation is exhausted is retired, never reused (SPEC F21).
             let next = s.generation.checked_add(1);
-            if let Some(g) = next.filter(|&g| g <= crate::raw::arena::MAX_GENERATION) {
+            if let Some(g) = next.filter(|&g| g <= key::MAX_GENERATION) {
                 s.generation = g;
                 self.free_slots.push(index);
             }
@@ -373,7 +378,7 @@ impl<T: Send + 'static, L: BaselineLock> ClassEngine<T> for BaselineClass<T, L> 
         let inner = Inner {
             slots: (0..slots)
                 .map(|_| Slot {
-                    generation: crate::raw::arena::first_generation(),
+                    generation: key::first_generation(),
                     stage: Stage::Free,
                     queued_ref: false,
                     owner_ref: false,
@@ -510,7 +515,7 @@ impl<T: Send + 'static, L: BaselineLock> ClassEngine<T> for BaselineClass<T, L> 
             Ok((Enqueued::Queued(key), None))
         });
         let (enqueued, after) = res.inspect_err(|(e, _)| {
-            if super::is_refusal(e) {
+            if is_refusal(e) {
                 self.stats.count_refused_at_enqueue(false);
             }
         })?;

@@ -230,6 +230,7 @@ impl Turns {
     /// producer announced work while the turn was ending. The tenant goes back to the ring's
     /// tail (DRR order) or to idle. Returns a turn the caller must run if the returned credit
     /// or the requeued tenant met its counterpart in `ctl`.
+    #[cfg(test)]
     pub(crate) fn end_turn(
         &self,
         turn: Turn,
@@ -361,6 +362,7 @@ impl Turns {
     }
 
     /// The state word of `tenant` now.
+    #[cfg(test)]
     pub(crate) fn state(&self, tenant: u32) -> u32 {
         // Acquire: pairs with the Release RMWs on the word.
         self.state[tenant as usize].load(Ordering::Acquire)

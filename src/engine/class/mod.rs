@@ -45,7 +45,7 @@ use super::grant::Core;
 use crate::admission::{ExecutionPermit, Ledger, Permit};
 use crate::cancel::CancellationToken;
 use crate::clock::Clock;
-use crate::engine::lockfree::exec::ExecWaiters;
+use crate::engine::waiters::ExecWaiters;
 use crate::engine::Undelivered;
 use crate::engine::{ClassEngine, ClassSetup, Ended, Enqueued, LeaseAges, Polled, Pulled, Ticket};
 use crate::pool::{ClassPool, Lease};

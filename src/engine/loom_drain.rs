@@ -1,0 +1,222 @@
+//! loom models of the engine's two wait/wake handshakes through the shared waiter slots
+//! (`waiters.rs`): a drainer waiting in `poll_drained` while other threads make the last changes
+//! it waits for (SPEC F47), and an executor waiting in `poll_next` while a producer's request is
+//! granted to it (F23). A waiter whose wake-up is lost parks forever, which loom reports as a
+//! deadlock, so a lost wake-up fails the model.
+
+use super::class::RingClass;
+use crate::admission::{AdmissionRequest, ClassSpec, Ledger, LedgerConfig};
+use crate::clock::Clock;
+use crate::engine::{ClassEngine, ClassSetup, Enqueued, Pulled, Ticket};
+use crate::pool::{FixedCellPool, Lease};
+use crate::sync::model::{model, Outcomes};
+use crate::sync::Arc;
+use crate::{ClassId, RequestId, TenantId};
+use core::task::Poll;
+
+/// A clock that never moves (the models are about interleavings).
+struct Frozen;
+
+impl Clock for Frozen {
+    fn now(&self) -> u64 {
+        0
+    }
+}
+
+fn class(cells: u32) -> Arc<RingClass<u32>> {
+    let ledger = Ledger::new(LedgerConfig::new(vec![ClassSpec::new("a")], 2)).unwrap();
+    let engine = RingClass::new(ClassSetup {
+        class: ClassId(0),
+        ids: std::sync::Arc::new(crate::raw::idset::IdSet::new(8).unwrap()),
+        ledger,
+        cells,
+        queue_capacity: 2,
+        max_tenants: 2,
+        starvation_after: u64::MAX,
+        pool: crate::pool::ClassPool::Fixed(FixedCellPool::new(ClassId(0), cells).unwrap()),
+        clock: std::sync::Arc::new(Frozen),
+    })
+    .unwrap();
+    Arc::new(engine)
+}
+
+/// Enqueues a future-mode request of tenant 0 (its queue slot is the engine's to refund, the
+/// rest of the permit goes back at once).
+fn enqueue(engine: &RingClass<u32>, id: u64) -> Enqueued {
+    let permit = engine
+        .ledger()
+        .admit(AdmissionRequest::new(RequestId(id), TenantId(0)))
+        .unwrap();
+    let ticket = Ticket::from_permit(&permit);
+    drop(permit.detach_queue_slot());
+    match engine.enqueue(ticket, None, None) {
+        Ok(e) => e,
+        Err((e, _)) => panic!("setup enqueue refused: {e:?}"),
+    }
+}
+
+/// Takes the free cell (setup only).
+fn hold(engine: &RingClass<u32>, id: u64) -> Lease {
+    match enqueue(engine, id) {
+        Enqueued::Granted(lease) => {
+            engine.ledger().refund_queue_slot(TenantId(0), ClassId(0));
+            lease
+        }
+        Enqueued::Queued(_) => panic!("setup expected a fast grant"),
+    }
+}
+
+/// Waits for the class to drain the way `Scheduler::drain` does (parks until woken).
+fn drain(engine: &RingClass<u32>) {
+    let mut slot = None;
+    loom::future::block_on(core::future::poll_fn(|cx| {
+        engine.poll_drained(cx, &mut slot)
+    }));
+    if let Some(i) = slot {
+        engine.forget_waiter(i);
+    }
+}
+
+/// After the drain resolved: nothing queued, every cell back, every queue slot refunded.
+fn assert_drained(engine: &RingClass<u32>, cells: u32) {
+    assert_eq!(
+        (engine.queue_depth(), engine.available_cells()),
+        (0, cells),
+        "(queued, free) after the drain"
+    );
+    assert!(
+        engine.ledger().usage().is_zero(),
+        "a queue slot left reserved"
+    );
+}
+
+/// The last release of a closed class wakes the drainer.
+#[test]
+fn f47_drain_racing_the_last_release_is_never_lost() {
+    model(|| {
+        let engine = class(1);
+        let held = hold(&engine, 1);
+        engine.close();
+        let releaser = {
+            let engine = engine.clone();
+            loom::thread::spawn(move || engine.release(held))
+        };
+        drain(&engine);
+        assert_drained(&engine, 1);
+        releaser.join().unwrap();
+    });
+}
+
+/// A queued request cancelled while its class drains, racing the release of the cell it waited
+/// for: whichever comes last wakes the drainer, and the drain never resolves before both.
+#[test]
+fn f47_drain_racing_a_cancel_and_a_release_is_never_lost() {
+    model(|| {
+        let engine = class(1);
+        let held = hold(&engine, 1);
+        let Enqueued::Queued(key) = enqueue(&engine, 2) else {
+            panic!("setup expected to queue");
+        };
+        engine.close();
+        let canceller = {
+            let engine = engine.clone();
+            loom::thread::spawn(move || {
+                // Cancelled while queued, or granted first (then its cell goes straight back).
+                if engine.cancel(key).is_err() {
+                    let lease = engine.withdraw(key, crate::engine::Ended::Cancelled);
+                    engine.release(lease.expect("granted: the lease comes back"));
+                } else {
+                    drop(engine.withdraw(key, crate::engine::Ended::Cancelled));
+                }
+            })
+        };
+        let releaser = {
+            let engine = engine.clone();
+            loom::thread::spawn(move || engine.release(held))
+        };
+        drain(&engine);
+        assert_drained(&engine, 1);
+        canceller.join().unwrap();
+        releaser.join().unwrap();
+        // Poll readiness once more: a drained class stays drained.
+        let mut slot = None;
+        let polled = engine.poll_drained(
+            &mut core::task::Context::from_waker(core::task::Waker::noop()),
+            &mut slot,
+        );
+        assert_eq!(polled, Poll::Ready(()));
+    });
+}
+
+/// Pull mode: a producer hands a payload and its permit to the class while an executor asks for
+/// work. The executor gets the payload exactly once, with a lease; the permit is refunded exactly
+/// once (SPEC F51); a waiting executor is always woken (F23).
+#[test]
+fn f23_pull_enqueue_racing_executor_delivers_once() {
+    let outcomes: &'static Outcomes = Box::leak(Box::new(Outcomes::new()));
+    model(move || {
+        let engine = class(1);
+        let permit = engine
+            .ledger()
+            .admit(AdmissionRequest::new(RequestId(1), TenantId(1)))
+            .unwrap();
+        let producer = {
+            let engine = engine.clone();
+            loom::thread::spawn(move || {
+                let ticket = Ticket::from_permit(&permit);
+                match engine.enqueue(ticket, Some((permit, 7)), None) {
+                    Ok(Enqueued::Queued(_)) => {}
+                    Ok(Enqueued::Granted(_)) => panic!("pull mode took the fast path"),
+                    Err((e, _)) => panic!("enqueue refused: {e:?}"),
+                }
+            })
+        };
+        let executor = {
+            let engine = engine.clone();
+            loom::thread::spawn(move || {
+                let (pulled, outcome) = match engine.try_next() {
+                    Some(p) => (p, "taken-by-try-next"),
+                    None => {
+                        let mut slot = None;
+                        let mut polls = 0;
+                        let p = loom::future::block_on(core::future::poll_fn(|cx| {
+                            polls += 1;
+                            engine.poll_next(cx, &mut slot)
+                        }));
+                        if let Some(i) = slot {
+                            engine.forget_waiter(i);
+                        }
+                        let p: Pulled<u32> = p.expect("class is live");
+                        (
+                            p,
+                            if polls == 1 {
+                                "taken-on-first-poll"
+                            } else {
+                                "taken-after-wake"
+                            },
+                        )
+                    }
+                };
+                assert_eq!(pulled.payload, 7);
+                assert!(engine.try_next().is_none(), "delivered twice");
+                engine.release(pulled.lease);
+                drop(pulled.permit);
+                outcome
+            })
+        };
+        producer.join().unwrap();
+        let outcome = executor.join().unwrap();
+        assert!(
+            engine.ledger().usage().is_zero(),
+            "permit not refunded: {:?}",
+            engine.ledger().usage()
+        );
+        assert_eq!((engine.queue_depth(), engine.available_cells()), (0, 1));
+        outcomes.hit(outcome);
+    });
+    outcomes.assert_exactly(&[
+        "taken-after-wake",
+        "taken-by-try-next",
+        "taken-on-first-poll",
+    ]);
+}
