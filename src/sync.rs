@@ -146,6 +146,31 @@ pub(crate) mod model {
         }
     }
 
+    /// `loom::thread::spawn` on a 1 MiB stack, for models whose threads run the engine's grant
+    /// path inside a graph call: deeper than the default stack of a modelled thread holds.
+    #[track_caller]
+    pub(crate) fn spawn_deep<F, T>(f: F) -> loom::thread::JoinHandle<T>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        loom::thread::Builder::new()
+            .stack_size(1 << 20)
+            .spawn(f)
+            .expect("a modelled thread spawns")
+    }
+
+    /// [`model`] with `f` run on a [`spawn_deep`] thread that the model's main thread joins:
+    /// for models that build a graph (its scheduler's classes are built on the calling stack)
+    /// or call into one from the main thread.
+    pub(crate) fn model_deep(f: impl Fn() + Sync + Send + 'static) {
+        let f = std::sync::Arc::new(f);
+        model(move || {
+            let f = f.clone();
+            spawn_deep(move || f()).join().expect("the model's body");
+        });
+    }
+
     /// Runs `f` under loom's exhaustive scheduler (bounded by `LOOM_MAX_PREEMPTIONS`).
     pub(crate) fn model(f: impl Fn() + Sync + Send + 'static) {
         loom::model::Builder::new().check(f);

@@ -8,14 +8,14 @@
 use super::loom_support::spec;
 use super::{Admission, Dependency, Gate, Graph, JobKey, JobOutcome};
 use crate::admission::{ClassSpec, Ledger, LedgerConfig};
-use crate::sync::model::{model, Outcomes};
+use crate::sync::model::{model_deep, Outcomes};
 use crate::{ClassId, Reason};
 
 #[test]
 fn loom_graph_ready_hand_off_races_shutdown() {
     let outcomes = std::sync::Arc::new(Outcomes::new());
     let seen = outcomes.clone();
-    model(move || {
+    model_deep(move || {
         let ledger = Ledger::new(LedgerConfig::new(vec![ClassSpec::new("cpu")], 1)).unwrap();
         let g = Graph::builder(ledger)
             .class(1)
@@ -39,7 +39,7 @@ fn loom_graph_ready_hand_off_races_shutdown() {
         };
         let completer = {
             let g = g.clone();
-            loom::thread::spawn(move || {
+            crate::sync::model::spawn_deep(move || {
                 g.complete(running, JobOutcome::Succeeded).unwrap();
                 // Whether the dependent was queued by this hand-off before the shutdown.
                 g.scheduler().queue_depth(ClassId(0)).unwrap()
@@ -47,7 +47,7 @@ fn loom_graph_ready_hand_off_races_shutdown() {
         };
         let stopper = {
             let g = g.clone();
-            loom::thread::spawn(move || g.shutdown())
+            crate::sync::model::spawn_deep(move || g.shutdown())
         };
         let queued_after_complete = completer.join().unwrap();
         stopper.join().unwrap();

@@ -10,12 +10,12 @@
 use super::loom_support::spec;
 use super::{Admission, Dependency, Gate, Graph, JobKey, JobOutcome};
 use crate::admission::{ClassSpec, Ledger, LedgerConfig};
-use crate::sync::model::{model, Outcomes};
+use crate::sync::model::{model_deep, Outcomes};
 use crate::sync::{Arc, AtomicBool, Ordering};
 use crate::ClassId;
 use core::future::Future;
 use core::pin::Pin;
-use core::task::{Context, Poll};
+use core::task::Context;
 
 fn graph(nodes: u32, edges: u32) -> Graph {
     let ledger = Ledger::new(LedgerConfig::new(vec![ClassSpec::new("cpu")], 1)).unwrap();
@@ -44,7 +44,7 @@ fn block_on_counting<F: Future>(f: F) -> (F::Output, u32) {
 fn loom_graph_wait_batch_against_completion() {
     let outcomes = std::sync::Arc::new(Outcomes::new());
     let seen = outcomes.clone();
-    model(move || {
+    model_deep(move || {
         let g = graph(1, 1);
         let Ok(Admission::Admitted(a)) = g.submit(&spec(1, &[])) else {
             panic!("not admitted");
@@ -52,7 +52,9 @@ fn loom_graph_wait_batch_against_completion() {
         let running = g.try_next(ClassId(0)).expect("a free cell");
         let completer = {
             let g = g.clone();
-            loom::thread::spawn(move || g.complete(running, JobOutcome::Succeeded).unwrap())
+            crate::sync::model::spawn_deep(move || {
+                g.complete(running, JobOutcome::Succeeded).unwrap()
+            })
         };
         let ended_first = g.outcome(a).unwrap().is_some();
         assert_eq!(g.wait_batch(&[a]).unwrap(), [JobOutcome::Succeeded]);
@@ -68,7 +70,7 @@ fn loom_graph_wait_batch_against_completion() {
 fn loom_graph_waiting_submit_against_freed_room() {
     let outcomes = std::sync::Arc::new(Outcomes::new());
     let seen = outcomes.clone();
-    model(move || {
+    model_deep(move || {
         let g = graph(1, 1);
         let Ok(Admission::Admitted(a)) = g.submit(&spec(1, &[])) else {
             panic!("not admitted");
@@ -77,7 +79,7 @@ fn loom_graph_waiting_submit_against_freed_room() {
         let freed = Arc::new(AtomicBool::new(false));
         let freer = {
             let (g, freed) = (g.clone(), freed.clone());
-            loom::thread::spawn(move || {
+            crate::sync::model::spawn_deep(move || {
                 g.complete(running, JobOutcome::Succeeded).unwrap();
                 assert_eq!(g.take_outcome(a).unwrap(), Some(JobOutcome::Succeeded));
                 freed.store(true, Ordering::SeqCst);
@@ -102,7 +104,7 @@ fn loom_graph_waiting_submit_against_freed_room() {
 fn loom_graph_waiting_submit_against_a_refused_submit() {
     let outcomes = std::sync::Arc::new(Outcomes::new());
     let seen = outcomes.clone();
-    model(move || {
+    model_deep(move || {
         // Two nodes and one edge: the producer and its dependent take the edge; one node is
         // free. A plain submit of a job with a dependency takes that node, finds no edge, gives
         // the node back and is refused — while a waiting submit of a job without dependencies
@@ -121,7 +123,7 @@ fn loom_graph_waiting_submit_against_a_refused_submit() {
         };
         let refused = {
             let g = g.clone();
-            loom::thread::spawn(move || {
+            crate::sync::model::spawn_deep(move || {
                 let on_1 = [Dependency {
                     key: JobKey::new(1),
                     gate: Gate::Sequential,
