@@ -92,8 +92,8 @@ enum Stage {
     Done,
 }
 
-/// Future returned by [`Scheduler::enqueue`] (borrowing the scheduler) and
-/// [`Scheduler::enqueue_owned`] (`Enqueue<'static, ..>`, holding a clone of it, for
+/// Future returned by [`Scheduler::enqueue`](super::Scheduler::enqueue) (borrowing the scheduler) and
+/// [`Scheduler::enqueue_owned`](super::Scheduler::enqueue_owned) (`Enqueue<'static, ..>`, holding a clone of it, for
 /// `tokio::spawn`); resolves to an [`Assignment`].
 ///
 /// # Cancel safety
@@ -311,8 +311,8 @@ impl<T: Send + 'static, M: Mechanism> Drop for EnqueueOn<'_, T, M> {
     }
 }
 
-/// Future returned by [`Scheduler::next`] (borrowing the scheduler) and
-/// [`Scheduler::next_owned`] (`Next<'static, ..>`): the next pull-mode job of a class.
+/// Future returned by [`Scheduler::next`](super::Scheduler::next) (borrowing the scheduler) and
+/// [`Scheduler::next_owned`](super::Scheduler::next_owned) (`Next<'static, ..>`): the next pull-mode job of a class.
 ///
 /// # Cancel safety
 ///
@@ -393,7 +393,7 @@ impl<T: Send + 'static, M: Mechanism> Drop for NextOn<'_, T, M> {
     }
 }
 
-/// Future returned by [`Scheduler::drain`]: resolves once every class is drained.
+/// Future returned by [`Scheduler::drain`](super::Scheduler::drain): resolves once every class is drained.
 ///
 /// # Cancel safety
 ///
