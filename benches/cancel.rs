@@ -40,7 +40,6 @@ fn cancel(c: &mut Criterion) {
     add::<Ring>(&mut g);
     add::<Baseline<StdMutex>>(&mut g);
     add::<Baseline<ParkingLotMutex>>(&mut g);
-    add::<Ring>(&mut g);
     g.finish();
 }
 

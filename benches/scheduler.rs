@@ -1,4 +1,4 @@
-//! The scheduler's cycle on each engine: lock-free, tenant ring, and the same policy under a
+//! The scheduler's cycle on the engine (the tenant ring) and on the same policy under a
 //! std or parking_lot mutex (PERF P1, P3, P13).
 //!
 //! Groups (16 tenants, priorities 0..4, every third request with a deadline):
@@ -6,7 +6,7 @@
 //!   releases the cell, which grants the request the policy picks, accepts the grant and
 //!   enqueues a fresh request in its place (PERF P1; `fairway_bench_support::sched::Cycle`).
 //! * `scheduler/1-thread fast path`: `try_enqueue` granting a free cell at once, then release.
-//! * `scheduler/1-thread admit→refund`: the P13 row, lock-free only, beside one uncontended CAS.
+//! * `scheduler/1-thread admit→refund`: the P13 row, the engine only, beside one uncontended CAS.
 //! * `scheduler/2-thread submit+next`: pull mode on 4 cells; thread 0 submits, thread 1 takes
 //!   each job with `try_next` and releases its cell; an iteration is one job (PERF P3).
 
@@ -90,15 +90,14 @@ fn single<O: SingleOp + Named + Default>(g: &mut BenchmarkGroup<'_, WallTime>) {
 }
 
 fn scheduler(c: &mut Criterion) {
-    type Lf = Ring;
     type Std = Baseline<StdMutex>;
     type Pl = Baseline<ParkingLotMutex>;
-    let cycles: [Add; 4] = [cycle::<Lf>, cycle::<Std>, cycle::<Pl>, cycle::<Ring>];
+    let cycles: [Add; 3] = [cycle::<Ring>, cycle::<Std>, cycle::<Pl>];
     group(c, "scheduler/1-thread queued cycle", &cycles);
     group(
         c,
         "scheduler/1-thread fast path",
-        &[fast::<Lf>, fast::<Std>, fast::<Pl>, fast::<Ring>],
+        &[fast::<Ring>, fast::<Std>, fast::<Pl>],
     );
     group(
         c,
@@ -108,7 +107,7 @@ fn scheduler(c: &mut Criterion) {
     group(
         c,
         "scheduler/2-thread submit+next",
-        &[pull::<Lf>, pull::<Std>, pull::<Pl>, pull::<Ring>],
+        &[pull::<Ring>, pull::<Std>, pull::<Pl>],
     );
 }
 
