@@ -10,11 +10,11 @@
 //! callers leave the CPU idle. A real wake-up that happens to land during a poll only counts
 //! toward the same threshold, so it costs at most one short sleep in a long run of them.
 
+use crate::sync::{AtomicBool, Ordering};
 use core::future::Future;
 use core::pin::pin;
 use core::task::{Context, Poll, Waker};
 use core::time::Duration;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::task::Wake;
 use std::thread::{self, Thread};

@@ -3,8 +3,8 @@
 //! A [`CancellationToken`] is the host's own cancellation signal for one request. The scheduler
 //! observes it; it keeps no second registry. Clones share one state.
 
+use crate::ids::RequestId;
 use crate::sync::{Arc, AtomicU32, AtomicWaker, Ordering, UnsafeCell};
-use crate::RequestId;
 use core::future::Future;
 use core::pin::Pin;
 use core::task::{Context, Poll, Waker};

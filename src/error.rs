@@ -100,7 +100,7 @@ pub enum Reason {
     DuplicateRequest,
     /// The id names no live queued request (SPEC F33).
     UnknownRequest,
-    /// The first reason given to [`CancellationToken::cancel`](crate::CancellationToken::cancel).
+    /// The first reason given to [`CancellationToken::cancel`](crate::cancel::CancellationToken::cancel).
     Host(&'static str),
     /// A blocking wait ran out of time.
     Timeout,

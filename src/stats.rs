@@ -313,7 +313,7 @@ mod tests {
         // (two cells, past one word of either).
         let ages = crate::engine::LeaseAges::new(70);
         for cell in [0, 69, 69] {
-            ages.count_fast_grant(crate::CellId(cell));
+            ages.count_fast_grant(crate::ids::CellId(cell));
         }
         s.record_grant_exclusive(0);
         s.record_grant_exclusive(1_000);

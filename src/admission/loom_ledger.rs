@@ -81,7 +81,7 @@ fn grant_returns_queue_slot_to_concurrent_admission() {
         assert!(ledger.usage().is_zero(), "{:?}", ledger.usage());
         outcomes.hit(match result {
             Ok(()) => "queued-after-grant",
-            Err(crate::Reason::TenantQueueSlots) => "refused-before-grant",
+            Err(crate::error::Reason::TenantQueueSlots) => "refused-before-grant",
             Err(_) => "unexpected-refusal",
         });
     });
@@ -134,7 +134,9 @@ fn f51_packed_word_reserves_and_refunds_fields_independently() {
         outcomes.hit(match result {
             Ok(()) => "admitted-after-refund",
             // By the tenant, or by the class when the tenant's word was already refunded.
-            Err(crate::Reason::TenantCpuUnits | crate::Reason::ClassCpuUnits) => "refused-cpu",
+            Err(crate::error::Reason::TenantCpuUnits | crate::error::Reason::ClassCpuUnits) => {
+                "refused-cpu"
+            }
             Err(_) => "unexpected-refusal",
         });
     });

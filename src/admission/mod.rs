@@ -62,10 +62,10 @@ mod tests;
 pub use permit::{ExecutionPermit, Permit};
 
 use crate::clock::{Clock, MonotonicClock};
+use crate::error::Reason;
 use crate::error::{Code, Error, Result};
 use crate::ids::{ClassId, Priority, RequestId, TenantId};
 use crate::sync::{Arc, AtomicU64, Ordering};
-use crate::Reason;
 use arrayvec::ArrayVec;
 use core::fmt;
 use core::time::Duration;

@@ -1,6 +1,6 @@
 use super::*;
 use crate::clock::ManualClock;
-use crate::Reason;
+use crate::error::Reason;
 use proptest::prelude::*;
 
 fn spec(name: &'static str, explicit_only: bool, limits: Limits) -> ClassSpec {

@@ -9,8 +9,8 @@
 //! holder's and none is lost. A snapshot sums the counts of every cell. Every access here is
 //! `Relaxed`: these are observations, and nothing is decided on them.
 
+use crate::ids::CellId;
 use crate::sync::{AtomicU64, Ordering};
-use crate::CellId;
 
 /// The word of a cell with no lease out.
 const IN_POOL: u64 = u64::MAX;

@@ -8,10 +8,10 @@ use super::class::RingClass;
 use crate::admission::{AdmissionRequest, ClassSpec, Ledger, LedgerConfig};
 use crate::clock::Clock;
 use crate::engine::{ClassEngine, ClassSetup, Enqueued, Pulled, Ticket};
+use crate::ids::{ClassId, RequestId, TenantId};
 use crate::pool::{FixedCellPool, Lease};
 use crate::sync::model::{model, Outcomes};
 use crate::sync::Arc;
-use crate::{ClassId, RequestId, TenantId};
 use core::task::Poll;
 
 /// A clock that never moves (the models are about interleavings).

@@ -6,10 +6,10 @@ use super::class::RingClass;
 use crate::admission::{AdmissionRequest, ClassSpec, Ledger, LedgerConfig};
 use crate::clock::Clock;
 use crate::engine::{ClassEngine, ClassSetup, Ended, Enqueued, Polled, Ticket};
+use crate::ids::{ClassId, RequestId, TenantId};
 use crate::pool::{FixedCellPool, Lease};
 use crate::sync::model::{model, Outcomes};
 use crate::sync::Arc;
-use crate::{ClassId, RequestId, TenantId};
 use core::task::{Context, Waker};
 
 /// A clock that never moves (deadlines of 0 have passed; none other has).

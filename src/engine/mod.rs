@@ -33,12 +33,13 @@ mod test_rng;
 use crate::admission::{ExecutionPermit, Ledger, Permit};
 use crate::cancel::CancellationToken;
 use crate::clock::Clock;
+use crate::error::Error;
+use crate::error::Reason;
+use crate::ids::{CellId, ClassId, RequestId};
 use crate::policy::{Policy, PolicyConfig};
 use crate::pool::{ClassPool, Lease, LeaseRequest};
 use crate::raw::idset::{IdSet, Slot};
 use crate::stats::{ClassSnapshot, ClassStats, Samples};
-use crate::Reason;
-use crate::{CellId, ClassId, Error, RequestId};
 use core::task::{Context, Poll};
 use std::sync::Arc;
 
@@ -387,7 +388,7 @@ pub(crate) fn is_refusal(e: &Error) -> bool {
 
 /// Maps how a queued request ended to the error its owner sees.
 pub fn ended_error(why: Ended, cancel_reason: Option<&'static str>) -> Error {
-    use crate::Code;
+    use crate::error::Code;
     match why {
         Ended::Cancelled => Error::new(
             Code::Cancelled,

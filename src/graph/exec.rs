@@ -148,7 +148,7 @@ impl<E: GraphEngine> GraphOn<E> {
         self.wake_waiters();
     }
 
-    fn accept(&self, job: crate::Job<Task>) -> Option<RunningJob> {
+    fn accept(&self, job: crate::scheduler::Job<Task>) -> Option<RunningJob> {
         if self.inner.engine.start(job.payload.node) {
             let graph: Arc<dyn EndAbandoned> = self.inner.clone();
             Some(RunningJob {

@@ -7,9 +7,9 @@
 use super::lockfree::{LockFreeGraph, Work};
 use super::loom_support::spec;
 use super::{Admission, Bounds, Dependency, Gate, GraphEngine, JobKey};
+use crate::error::Reason;
 use crate::sync::model::{model, Outcomes};
 use crate::sync::Arc;
-use crate::Reason;
 
 #[test]
 fn loom_graph_atomic_batch_is_never_seen_half_admitted() {

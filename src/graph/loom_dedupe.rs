@@ -6,9 +6,9 @@
 use super::lockfree::{LockFreeGraph, Work};
 use super::loom_support::{bounds, spec};
 use super::{Admission, GraphEngine, JobOutcome, NodeRef};
+use crate::error::Reason;
 use crate::sync::model::{model, Outcomes};
 use crate::sync::Arc;
-use crate::Reason;
 
 /// A running job of key 1 completes and its submitter takes the outcome (the last claim
 /// unless a join came first) while another thread submits key 1 again. The submission joins

@@ -9,9 +9,9 @@
 use super::lockfree::{LockFreeGraph, Work};
 use super::loom_support::{bounds, spec};
 use super::{Admission, Dependency, Gate, GraphEngine, JobKey, JobOutcome, NodeRef};
+use crate::error::{Code, Reason};
 use crate::sync::model::{model, Outcomes};
 use crate::sync::Arc;
-use crate::{Code, Reason};
 
 fn ready(g: &LockFreeGraph, work: &mut Work) -> Vec<u64> {
     let mut out = Vec::new();

@@ -6,9 +6,9 @@
 use super::lockfree::{LockFreeGraph, Work};
 use super::loom_support::{bounds, spec};
 use super::{Admission, Dependency, Gate, GraphEngine, JobKey, JobOutcome};
+use crate::error::{Code, Error, Reason};
 use crate::sync::model::{model, Outcomes};
 use crate::sync::Arc;
-use crate::{Code, Error, Reason};
 
 /// Keys that became ready in `work`.
 fn ready(g: &LockFreeGraph, work: &mut Work) -> Vec<u64> {

@@ -8,8 +8,9 @@
 use super::loom_support::spec;
 use super::{Admission, Dependency, Gate, Graph, JobKey, JobOutcome};
 use crate::admission::{ClassSpec, Ledger, LedgerConfig};
+use crate::error::Reason;
+use crate::ids::ClassId;
 use crate::sync::model::{model_deep, Outcomes};
-use crate::{ClassId, Reason};
 
 #[test]
 fn loom_graph_ready_hand_off_races_shutdown() {

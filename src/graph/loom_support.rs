@@ -1,7 +1,7 @@
 //! Set-up shared by the graph's loom models: small bounds and a job of tenant 0, class 0.
 
 use super::{Bounds, Dependency, JobKey, JobSpec};
-use crate::{ClassId, TenantId};
+use crate::ids::{ClassId, TenantId};
 
 /// Bounds of `nodes` nodes, `edges` edges and `keys` keys; one dependency per job, generations
 /// from 0 to their largest.

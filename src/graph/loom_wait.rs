@@ -10,9 +10,9 @@
 use super::loom_support::spec;
 use super::{Admission, Dependency, Gate, Graph, JobKey, JobOutcome};
 use crate::admission::{ClassSpec, Ledger, LedgerConfig};
+use crate::ids::ClassId;
 use crate::sync::model::{model_deep, Outcomes};
 use crate::sync::{Arc, AtomicBool, Ordering};
-use crate::ClassId;
 use core::future::Future;
 use core::pin::Pin;
 use core::task::Context;

@@ -256,9 +256,11 @@ pub use mutex::MutexGraph;
 pub use types::*;
 
 use crate::admission::{AdmissionRequest, Ledger};
+use crate::error::{Code, Error, Reason};
+use crate::ids::{ClassId, Priority, RequestId, TenantId};
 use crate::scheduler::{Assignment, ClassConfig, Scheduler};
 use crate::sync::{fence, AtomicBool, AtomicU32, Condvar, Mutex, Ordering};
-use crate::{AdmittedRequest, ClassId, Code, Error, Priority, Reason, RequestId, TenantId};
+use crate::scheduler::AdmittedRequest;
 use std::sync::Arc;
 
 mod sealed {

@@ -6,7 +6,8 @@ use super::rules::{self, Pin, CYCLE, DEPENDENCY_FAILED, DUPLICATE_KEY, SHUTDOWN,
 use super::{
     Admission, Bounds, Gate, GraphEngine, JobKey, JobOutcome, JobSpec, NodeRef, Occupancy, Ready,
 };
-use crate::{ClassId, Error, Priority, TenantId};
+use crate::error::Error;
+use crate::ids::{ClassId, Priority, TenantId};
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 
@@ -670,8 +671,8 @@ impl GraphEngine for MutexGraph {
             .collect();
         if known.len() + fresh.len() > self.bounds.max_deps as usize {
             return Err(Error::new(
-                crate::Code::InvalidArgument,
-                crate::Reason::TooManyDependencies,
+                crate::error::Code::InvalidArgument,
+                crate::error::Reason::TooManyDependencies,
             ));
         }
         if fresh.is_empty() {

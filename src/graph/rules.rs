@@ -3,7 +3,7 @@
 //! nothing else decides a gate.
 
 use super::{Gate, JobKey, JobSpec};
-use crate::{Code, Error, Reason};
+use crate::error::{Code, Error, Reason};
 
 /// The largest `max_deps` a graph can be built with: the lock-free engine keeps one job's
 /// dependency key slots in a stack buffer of this many entries, so no submit allocates.

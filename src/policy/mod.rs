@@ -52,8 +52,8 @@ pub(crate) const MAX_QUEUE_CAPACITY: u32 = 1 << 22;
 /// The most tenants a ledger (and each class's policy) may be built for (SPEC F01): 2^24.
 pub(crate) const MAX_TENANTS: u32 = 1 << 24;
 
-use crate::Reason;
-use crate::{Code, Error};
+use crate::error::Reason;
+use crate::error::{Code, Error};
 use heap::{Links, Order, NONE};
 
 /// Sizes and limits of one class's policy.

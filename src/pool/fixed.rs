@@ -45,10 +45,10 @@
 //! same weight as a double free, which `Lease` (affine, not `Clone`) rules out for real leases.
 
 use super::{CellPool, Lease, LeaseRequest, PoolCounters};
+use crate::error::Reason;
 use crate::error::{Code, Error, Result};
 use crate::ids::{CellId, ClassId, RequestId};
 use crate::sync::{register_waker, AtomicU32, AtomicU64, AtomicWaker, Ordering};
-use crate::Reason;
 use core::fmt;
 use core::task::Waker;
 

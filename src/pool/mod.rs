@@ -23,9 +23,9 @@ mod tests;
 
 pub use fixed::FixedCellPool;
 
+use crate::error::Reason;
 use crate::error::{Code, Error, Result};
 use crate::ids::{CellId, ClassId, RequestId};
-use crate::Reason;
 use core::ops::Deref;
 use core::task::Waker;
 

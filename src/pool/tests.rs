@@ -1,6 +1,6 @@
 use super::*;
+use crate::error::Reason;
 use crate::sync::{Arc, AtomicBool, AtomicUsize, Ordering};
-use crate::Reason;
 use proptest::prelude::*;
 use std::collections::BTreeSet;
 use std::task::Wake;

@@ -112,10 +112,10 @@
 use core::fmt;
 
 use super::pack::Field;
+use crate::error::Error;
 use crate::sync::AtomicU32;
 use crate::sync::AtomicU64;
 use crate::sync::Ordering::{self, Acquire, Relaxed, Release, SeqCst};
-use crate::Error;
 
 #[cfg(all(test, loom))]
 #[path = "loom_idset.rs"]

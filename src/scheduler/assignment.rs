@@ -2,9 +2,9 @@
 
 use super::CellReturn;
 use crate::admission::ExecutionPermit;
+use crate::ids::{CellId, ClassId, RequestId, TenantId};
 use crate::pool::{Lease, LeaseRequest};
 use crate::raw::idset::Slot;
-use crate::{CellId, ClassId, RequestId, TenantId};
 use core::fmt;
 use core::time::Duration;
 use std::sync::Arc;

@@ -1,7 +1,7 @@
 //! What a configuration allocates, read before building it (SPEC F01, F02).
 
 use super::{Builder, ClassConfig, Mechanism, Ring};
-use crate::Error;
+use crate::error::Error;
 
 impl ClassConfig {
     /// The most cells a class may have: 2^20 (1,048,576).

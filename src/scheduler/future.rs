@@ -7,10 +7,11 @@ use super::{
 use crate::admission::ExecutionPermit;
 use crate::cancel::CancellationToken;
 use crate::engine::{ended_error, ClassEngine, Ended, Enqueued, Polled, Ticket};
+use crate::error::Reason;
+use crate::error::{Code, Error};
+use crate::ids::ClassId;
 use crate::pool::Lease;
 use crate::raw::idset::Slot;
-use crate::Reason;
-use crate::{ClassId, Code, Error};
 use core::fmt;
 use core::future::Future;
 use core::ops::Deref;

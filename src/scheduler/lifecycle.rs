@@ -216,7 +216,7 @@ impl<T: Send + 'static, M: Mechanism> SchedulerOn<T, M> {
     ///   leased, or restored already);
     /// - the pool's own error for a host pool that cannot restore cells (the default of
     ///   [`CellPool::restore`]).
-    pub fn restore_cell(&self, class: ClassId, cell: crate::CellId) -> Result<(), Error> {
+    pub fn restore_cell(&self, class: ClassId, cell: crate::ids::CellId) -> Result<(), Error> {
         self.shared.class(class)?.restore_cell(cell)
     }
 
@@ -279,11 +279,11 @@ pub struct QuarantinedCells<'a> {
 }
 
 impl Iterator for QuarantinedCells<'_> {
-    type Item = crate::CellId;
+    type Item = crate::ids::CellId;
 
-    fn next(&mut self) -> Option<crate::CellId> {
+    fn next(&mut self) -> Option<crate::ids::CellId> {
         while self.next < self.end {
-            let cell = crate::CellId(self.next);
+            let cell = crate::ids::CellId(self.next);
             self.next += 1;
             if self.pool.is_quarantined(cell) {
                 return Some(cell);

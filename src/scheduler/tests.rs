@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::admission::{AdmissionRequest, ClassSpec, LedgerConfig};
-use crate::{RequestId, TenantId};
+use crate::ids::{RequestId, TenantId};
 use core::future::Future;
 use core::pin::pin;
 use core::task::{Context, Poll, Waker};

@@ -127,9 +127,9 @@
 //! # Ok::<(), fairway::Error>(())
 //! ```
 
+use crate::error::{Code, Error, Reason};
 use crate::raw::pack::Field;
 use crate::sync::{AtomicU32, AtomicU64, Ordering};
-use crate::{Code, Error, Reason};
 use crossbeam_utils::CachePadded;
 
 #[cfg(loom)]

@@ -14,8 +14,8 @@ use core::task::Waker;
 
 use super::life::OUT_ONE;
 use super::RingClass;
+use crate::error::{Error, Reason};
 use crate::pool::Lease;
-use crate::{Error, Reason};
 
 /// Work a call collects while it runs a turn, done once the turn has ended.
 pub(super) struct After {

@@ -17,9 +17,9 @@ use super::RingClass;
 use crate::admission::Permit;
 use crate::cancel::CancellationToken;
 use crate::engine::{Enqueued, Ticket};
+use crate::error::{Code, Error, Reason};
 use crate::pool::Lease;
 use crate::sync::Ordering;
-use crate::{Code, Error, Reason};
 
 impl<T: Send + 'static> RingClass<T> {
     /// [`ClassEngine::enqueue`](crate::engine::ClassEngine::enqueue): the fast path, else counts the

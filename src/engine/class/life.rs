@@ -16,9 +16,10 @@ use super::super::grant::{CLOSED, QUEUED};
 use super::after::After;
 use super::slot::{F_QUARANTINED, F_SHUTDOWN};
 use super::RingClass;
+use crate::error::{Code, Error, Reason};
+use crate::ids::CellId;
 use crate::pool::Lease;
 use crate::sync::Ordering;
-use crate::{CellId, Code, Error, Reason};
 
 /// `life`: live queued requests (bits 0..24).
 pub(super) const QUEUED_ONE: u64 = 1;

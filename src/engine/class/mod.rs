@@ -48,12 +48,13 @@ use crate::clock::Clock;
 use crate::engine::waiters::ExecWaiters;
 use crate::engine::Undelivered;
 use crate::engine::{ClassEngine, ClassSetup, Ended, Enqueued, LeaseAges, Polled, Pulled, Ticket};
+use crate::error::{Code, Error, Reason};
+use crate::ids::{CellId, ClassId};
 use crate::pool::{ClassPool, Lease};
 use crate::raw::idset::IdSet;
 use crate::raw::scq::Scq;
 use crate::stats::ClassStats;
 use crate::sync::{AtomicBool, AtomicU32, AtomicU64};
-use crate::{CellId, ClassId, Code, Error, Reason};
 
 mod after;
 mod enqueue;

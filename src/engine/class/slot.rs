@@ -20,10 +20,11 @@ use super::RingClass;
 use crate::admission::ExecutionPermit;
 use crate::cancel::CancellationToken;
 use crate::engine::{Ended, Polled, Ticket};
+use crate::error::{Code, Error, Reason};
+use crate::ids::TenantId;
 use crate::pool::Lease;
 use crate::stats::saturating_add;
 use crate::sync::{AtomicU32, AtomicWaker, Ordering, UnsafeCell};
-use crate::{Code, Error, Reason, TenantId};
 
 /// Fate: nothing decided yet.
 pub(super) const PENDING: u32 = 0;

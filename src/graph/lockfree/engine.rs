@@ -404,8 +404,8 @@ impl GraphEngine for LockFreeGraph {
             .count();
         if known + fresh > self.bounds.max_deps as usize {
             return Err(Error::new(
-                crate::Code::InvalidArgument,
-                crate::Reason::TooManyDependencies,
+                crate::error::Code::InvalidArgument,
+                crate::error::Reason::TooManyDependencies,
             ));
         }
         if fresh == 0 {

@@ -32,8 +32,9 @@ use super::{
     Admission, Bounds, Dependency, Gate, GraphEngine, JobKey, JobOutcome, JobSpec, NodeRef,
     Occupancy, Ready, Version,
 };
+use crate::error::Error;
+use crate::ids::{ClassId, Priority, TenantId};
 use crate::sync::{AtomicBool, AtomicU32, AtomicU64, Ordering, UnsafeCell};
-use crate::{ClassId, Error, Priority, TenantId};
 use std::collections::HashSet;
 // The topology lock is loom's under `cfg(loom)`, so models that contend for it explore it.
 #[cfg(loom)]

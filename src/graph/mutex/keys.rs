@@ -2,11 +2,11 @@
 //! and witnesses (SPEC D01, D20–D24), with the lock-free engine's semantics and order.
 
 use super::{Edge, MKey, NodeRef, St, State, Why, Work};
+use crate::error::Error;
 use crate::graph::keys::{
     fresh_incarnation, gen_of_version, CANCELLED_REMOVED, EXHAUSTED, SUPERSEDED, UNKNOWN_KEY,
 };
 use crate::graph::{JobOutcome, Version, Witness};
-use crate::Error;
 
 /// Waiter edges of a key: dependent and gate.
 type Waiters = Vec<Edge>;
@@ -101,7 +101,7 @@ impl State {
     pub(super) fn retire_end(
         &mut self,
         node: NodeRef,
-        error: crate::Error,
+        error: crate::error::Error,
         admitted: bool,
         work: &mut Work,
         failed: &mut Vec<NodeRef>,

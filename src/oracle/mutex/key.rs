@@ -119,10 +119,11 @@ mod tests {
     /// retired there and `enqueue` failed `queue-full` below capacity).
     mod engines {
         use crate::admission::{AdmissionRequest, ClassSpec, Ledger, LedgerConfig};
+        use crate::cancel::CancellationToken;
+        use crate::error::Code;
+        use crate::ids::{ClassId, RequestId, TenantId};
         use crate::oracle::{Baseline, Mechanism, StdMutex};
-        use crate::{
-            AdmittedRequest, CancellationToken, ClassId, Code, RequestId, Scheduler, TenantId,
-        };
+        use crate::scheduler::{AdmittedRequest, Scheduler};
         use core::future::Future;
         use core::pin::pin;
         use core::task::{Context, Poll, Waker};
