@@ -2,13 +2,12 @@
 # Instructions per operation of single-thread rows, counted by callgrind (deterministic, so it
 # judges costs too small for wall time on a shared VM: PERF.md, Method).
 #
-#   perf/callgrind.sh [--ops N] ROW [ROW...]     rows: cycle fast cancel-1 cancel-4096
-#                                                ring-cycle ring-fast ring-cancel-1
-#                                                ring-cancel-4096 std-cycle pl-cycle
-#                                                admit-refund owned-fast cas pool tokio
+#   perf/callgrind.sh [--ops N] ROW [ROW...]     rows: cycle fast pull-cycle admit-refund
+#                                                cancel-1 cancel-4096 (the engine), std-cycle
+#                                                std-pull-cycle std-admit-refund pl-cycle (the
+#                                                mutex twins), owned-fast cas pool tokio
 #   perf/callgrind.sh --p7                       P7's O(1) check: cancel-4096 vs cancel-1,
 #                                                ≤ 1.05x instructions (exit status 1 if not)
-#   perf/callgrind.sh --p7-ring                  the same check on the ring engine
 #   FAIRWAY_PERF_BIN=path perf/callgrind.sh ...  count in that binary instead of building one
 #
 # Each row is built and warmed outside the measured region; `fairway-perf --instr ROW` then runs
@@ -25,7 +24,6 @@ while [[ $# -gt 0 ]]; do
     case $1 in
         --ops) ops=$2; shift 2 ;;
         --p7) p7=true; rows=(cancel-1 cancel-4096); shift ;;
-        --p7-ring) p7=true; prefix=ring-; rows=(ring-cancel-1 ring-cancel-4096); shift ;;
         -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
         *) rows+=("$1"); shift ;;
     esac

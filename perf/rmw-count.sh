@@ -5,8 +5,9 @@
 # with a memory operand (locked implicitly), counts as one RMW. Prints, per row, the RMWs per
 # operation and the functions they ran in.
 #
-#   perf/rmw-count.sh [--ops N] ROW [ROW...]     rows as perf/callgrind.sh (cycle fast cancel-1
-#                                                cancel-4096 admit-refund owned-fast cas pool tokio)
+#   perf/rmw-count.sh [--ops N] ROW [ROW...]     rows as perf/callgrind.sh (cycle fast pull-cycle
+#                                                admit-refund cancel-1 cancel-4096 owned-fast cas
+#                                                pool tokio)
 #   FAIRWAY_PERF_BIN=path perf/rmw-count.sh ...  count in that binary instead of building one
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -172,3 +172,59 @@ fn loom_ring_f22_quarantine_of_the_last_cell_races_a_restore() {
         engine.release_then(lease, || {});
     });
 }
+
+/// Two producers race for the only (free) cell: one takes the fast path; the other either also
+/// does after the first released, or queues and is granted on that release (its owner parks
+/// until woken, so a lost grant deadlocks the model). Never both queued on a free cell, never
+/// both holding the cell at once (the pool has one).
+#[test]
+fn q01_two_producers_one_free_cell() {
+    let outcomes: &'static Outcomes = Box::leak(Box::new(Outcomes::new()));
+    model(move || {
+        let engine = rig(1);
+        let producers: Vec<_> = (1..=2u32)
+            .map(|t| {
+                let engine = engine.clone();
+                loom::thread::spawn(move || {
+                    let ticket = ticket(&engine, u64::from(t), t - 1, u64::MAX);
+                    match engine.enqueue(ticket, None, None) {
+                        Ok(Enqueued::Granted(lease)) => {
+                            engine
+                                .ledger()
+                                .refund_queue_slot(TenantId(t - 1), ClassId(0));
+                            engine.release(lease);
+                            true
+                        }
+                        Ok(Enqueued::Queued(key)) => {
+                            let polled = loom::future::block_on(core::future::poll_fn(|cx| {
+                                match engine.poll(key, cx) {
+                                    Polled::Pending => core::task::Poll::Pending,
+                                    other => core::task::Poll::Ready(other),
+                                }
+                            }));
+                            let Polled::Granted(lease, _) = polled else {
+                                panic!("the queued producer ended without a grant: {polled:?}");
+                            };
+                            engine.release(lease);
+                            false
+                        }
+                        Err((e, _)) => panic!("enqueue refused: {e:?}"),
+                    }
+                })
+            })
+            .collect();
+        let fast = producers
+            .into_iter()
+            .map(|h| h.join().unwrap())
+            .filter(|&f| f)
+            .count();
+        check_quiet(&engine);
+        assert_eq!(engine.snapshot().grants, 2);
+        outcomes.hit(match fast {
+            2 => "both-fast",
+            1 => "one-queued",
+            _ => panic!("both producers queued on a free cell"),
+        });
+    });
+    outcomes.assert_exactly(&["both-fast", "one-queued"]);
+}

@@ -258,9 +258,9 @@ pub use types::*;
 use crate::admission::{AdmissionRequest, Ledger};
 use crate::error::{Code, Error, Reason};
 use crate::ids::{ClassId, Priority, RequestId, TenantId};
+use crate::scheduler::AdmittedRequest;
 use crate::scheduler::{Assignment, ClassConfig, Scheduler};
 use crate::sync::{fence, AtomicBool, AtomicU32, Condvar, Mutex, Ordering};
-use crate::scheduler::AdmittedRequest;
 use std::sync::Arc;
 
 mod sealed {
