@@ -175,7 +175,7 @@ impl ClassStats {
     /// Records one grant after waiting `wait` nanoseconds, without a read-modify-write.
     ///
     /// The caller must be the only writer of the wait counters at this moment: it holds the
-    /// class's exclusive section (the lock-free engine's dispatch token, the baseline's lock),
+    /// class's exclusive section (the mutex twin's lock),
     /// whose acquisition (Acquire) and release (Release) order one holder's writes before the
     /// next one's reads. Readers (snapshots) load them separately (SPEC F62). Other threads record
     /// waited grants through [`record_grant_waited`](Self::record_grant_waited); grants that did

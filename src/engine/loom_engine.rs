@@ -151,7 +151,7 @@ fn loom_ring_engine_sweep_vs_turn() {
     outcomes.assert_exactly(&["expired", "granted"]);
 }
 
-/// As the token engine's model: the last usable cell is quarantined while another is restored
+/// The last usable cell is quarantined while another is restored
 /// (SPEC F22); the class ends alive with one usable cell and grants it.
 #[test]
 fn loom_ring_f22_quarantine_of_the_last_cell_races_a_restore() {

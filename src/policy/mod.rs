@@ -1,8 +1,10 @@
 //! The sequential scheduling policy of one class: who is granted next.
 //!
-//! Both engines drive this one piece of plain, single-threaded code — the lock-free engine while
-//! it holds the class's exclusive dispatch token, the mutex baseline under its lock — so a
-//! single-threaded history gives the same grant order on both (SPEC Q02). Everything here is
+//! The oracle's mutex twin drives this plain, single-threaded code under its lock. The engine
+//! keeps the same order in its per-tenant records (`engine/tenant.rs`), which are tested against
+//! this policy (`tenant_tests.rs`, `grant_tests.rs`) and, through the scheduler, by the
+//! differential test, so a single-threaded history gives the same grant order on both (SPEC
+//! Q02). Everything here is
 //! deterministic: the outputs depend only on the sequence of calls and their arguments.
 //!
 //! # Model
@@ -46,8 +48,8 @@ pub(crate) mod heap;
 /// The most cells a class may have (SPEC F01): 2^20. Checked before anything is allocated.
 pub(crate) const MAX_CELLS: u32 = 1 << 20;
 /// The largest `queue_capacity` of a class (SPEC F01): 2^22. A class has `2 * queue_capacity +
-/// cells` entry slots, so with [`MAX_CELLS`] at most 9,437,184, which the arena's 24-bit slot
-/// index and the lock-free engine's 24-bit counters hold.
+/// cells` entry slots, so with [`MAX_CELLS`] at most 9,437,184, which the twin's 24-bit slot
+/// index holds.
 pub(crate) const MAX_QUEUE_CAPACITY: u32 = 1 << 22;
 /// The most tenants a ledger (and each class's policy) may be built for (SPEC F01): 2^24.
 pub(crate) const MAX_TENANTS: u32 = 1 << 24;

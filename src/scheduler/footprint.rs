@@ -60,7 +60,7 @@ pub struct Footprint {
 }
 
 impl Footprint {
-    /// Bytes per entry slot of the lock-free engine, besides the payload
+    /// Bytes per entry slot of the engine, besides the payload
     /// ([`Mechanism::BYTES_PER_SLOT`] gives each engine's).
     pub const BYTES_PER_SLOT: u64 = <Ring as Mechanism>::BYTES_PER_SLOT;
     /// Bytes per cell of the set of live request ids (SPEC F34), which has the next power of two

@@ -163,8 +163,8 @@ impl<T: Send + 'static, M: Mechanism> SchedulerOn<T, M> {
         }
     }
 
-    /// Live queued requests of `class` (SPEC F60), from one atomic load (the lock-free engine)
-    /// or one short lock (the baselines); never allocates.
+    /// Live queued requests of `class` (SPEC F60), from one atomic load (the engine) or one
+    /// short lock (the oracle's twins); never allocates.
     ///
     /// # Errors
     ///

@@ -132,12 +132,12 @@ impl<T: Send + 'static, L: BaselineLock> Judge for EndJudge<'_, '_, T, L> {
     }
 }
 
-/// Ends a queued entry. The policy may still hold it as a tombstone (`queued_ref`), exactly as
-/// in the lock-free engine, so that both run the same rotation rules (SPEC F11's lazy removal);
+/// Ends a queued entry. The policy may still hold it as a tombstone (`queued_ref`), as the
+/// engine keeps one in its tenant's order, so that both run the same rotation rules (SPEC F11's lazy removal);
 /// callers that remove it from the policy clear `queued_ref` themselves.
 /// Takes a cancelled or withdrawn entry out of the policy at once and drops the queue's
-/// reference, as the lock-free engine does when its dispatch token is free (it always is in a
-/// sequential run, so the two engines' grant orders stay identical). The tenant keeps its ring
+/// reference, as the engine does for the same call in a sequential run (so the two grant
+/// orders stay identical). The tenant keeps its ring
 /// position (F11).
 pub(super) fn unqueue<T: Send>(policy: &mut Policy, inner: &mut Inner<T>, index: u32) {
     if policy.remove(index) {
