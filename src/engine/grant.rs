@@ -34,7 +34,7 @@ use crate::sync::{AtomicU32, AtomicU64, Ordering};
 pub(crate) const VACANT: u32 = 0;
 /// Entry slot: queued in its tenant's inbox or records.
 pub(crate) const QUEUED: u32 = 1;
-/// Entry slot: granted; the grant's taker frees it ([`Core::take`]).
+/// Entry slot: granted; the grant's taker frees it (`Core::take`).
 pub(crate) const GRANTED: u32 = 2;
 /// Entry slot: cancelled while queued; a tombstone until its tenant's owner unlinks it.
 pub(crate) const CANCELLED: u32 = 3;
@@ -276,7 +276,7 @@ impl Core {
     }
 
     /// Whether a call handed a turn back since the last time this said so (the caller then
-    /// wakes one waiter, who takes it through [`help`](Self::help)).
+    /// wakes one waiter, who takes it through `help`).
     pub(crate) fn take_handed_back(&self) -> bool {
         // Acquire / AcqRel: pair with the Release stores in `run` and `compact_waiting`, so the
         // caller's wakes happen after the hand-back's `ctl` RMW, and a woken poller's help (its
@@ -389,7 +389,7 @@ impl Core {
     /// Runs `turn`, and the turns its end hands on, within one F19-sized pass: at most
     /// [`TURN_CANDIDATES`] candidates offered (grants and dropped tombstones) across them, each
     /// turn counting at least one (SPEC F25). A turn handed on once the pass is spent is handed
-    /// back at once, for the next call on `ctl` or a poller's [`help`](Self::help) to run.
+    /// back at once, for the next call on `ctl` or a poller's `help` to run.
     fn run(&self, turn: Turn, now: u64, on_grant: &mut impl FnMut(u32)) {
         let mut pass = self.pass;
         let mut turn = turn;
@@ -420,7 +420,7 @@ impl Core {
         self.help_at(|| now, on_grant)
     }
 
-    /// [`help`](Self::help), asking `now` for the time only if a turn runs.
+    /// `help`, asking `now` for the time only if a turn runs.
     pub(crate) fn help_at(
         &self,
         now: impl FnOnce() -> u64,

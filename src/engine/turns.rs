@@ -76,7 +76,7 @@ pub(crate) const OWNED: u32 = 2;
 /// Tenant state: owned, and a producer announced work since the owner last looked.
 pub(crate) const OWNED_DIRTY: u32 = 3;
 
-/// A tenant's turn, with one cell credit. Must be ended with [`Turns::end_turn`]: dropping it
+/// A tenant's turn, with one cell credit. Must be ended with `Turns::end_turn`: dropping it
 /// would keep the tenant owned forever.
 #[must_use = "a turn must be ended with Turns::end_turn"]
 #[derive(Debug, PartialEq, Eq)]
@@ -240,7 +240,7 @@ impl Turns {
         self.end_turn_at(turn, granted, false, more)
     }
 
-    /// [`end_turn`](Self::end_turn), requeuing the tenant ahead of the ring if `front` (its DRR
+    /// `end_turn`, requeuing the tenant ahead of the ring if `front` (its DRR
     /// round was cut short by a busy cell, F12).
     pub(crate) fn end_turn_at(
         &self,
@@ -331,7 +331,7 @@ impl Turns {
     /// A *cleanup turn* without a credit: owns `tenant` if it is idle (not in the ring, not
     /// owned), so a canceller can unlink its tombstones at once instead of leaving them for a
     /// turn that may never come (the lost compaction of the token engine). End it with
-    /// [`end_turn`](Self::end_turn) like any turn; it returns no credit.
+    /// `end_turn` like any turn; it returns no credit.
     pub(crate) fn own_idle(&self, tenant: u32) -> Option<Turn> {
         // AcqRel: Acquire pairs with the Release of the previous owner's closing CAS (its
         // record is visible); Release orders this claim before the cleanup.

@@ -3,7 +3,7 @@
 //! # The problem
 //!
 //! The tenant-ring engine (DESIGN.md, "The lock-free engine") keeps a ring of tenant ids whose
-//! pop hands one thread that tenant's turn. In a Vyukov-style ring ([`Ring`](super::ring::Ring))
+//! pop hands one thread that tenant's turn. In a Vyukov-style ring
 //! a push first claims a position and then publishes the value; a consumer that reaches the
 //! claimed but unpublished slot cannot pass it, so one producer stalled in that window makes every
 //! later pop report "empty" — every tenant stalls behind one preempted thread.
@@ -56,7 +56,7 @@
 //! thread's operation succeeded. The state is `2n + 3` words allocated at construction; nothing
 //! allocates later. There is no `unsafe` code.
 //!
-//! Unlike [`Ring`](super::ring::Ring)'s, this ring's "empty" is exact (the ring is
+//! Unlike a Vyukov-style ring's, this ring's "empty" is exact (the ring is
 //! linearisable): a pop that returns `None` was, at some instant during the call, facing an
 //! empty ring; every push that returned before the pop started is seen.
 //!
@@ -81,7 +81,7 @@
 //! Cycles are 38 bits and compared modulo `2^38` (as a signed distance), so a thread stopped in
 //! the middle of an operation across `2^37` cycles of other threads' operations (`2^38 * n`
 //! positions; at least `2.7 * 10^11` operations) could misread its cycle — the ABA window every
-//! position-tagged ring has (for [`Ring`](super::ring::Ring), `2^31` laps). Positions are 64-bit
+//! position-tagged ring has (for the Vyukov-style ring fairway carried before, `2^31` laps). Positions are 64-bit
 //! counters and do not wrap in practice (`2^64` operations).
 
 use crossbeam_utils::CachePadded;
