@@ -55,9 +55,10 @@ mod imp {
 mod imp {
     pub(crate) use loom::cell::UnsafeCell;
     pub(crate) use loom::future::AtomicWaker;
-    pub(crate) use loom::sync::atomic::{
-        fence, AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering,
-    };
+    /// Only the tests count with it.
+    #[cfg(test)]
+    pub(crate) use loom::sync::atomic::AtomicUsize;
+    pub(crate) use loom::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
     pub(crate) use loom::sync::{Arc, Condvar, Mutex, MutexGuard};
 
     /// Registers `waker` in `cell` (the call is spelled differently by `atomic-waker` and loom).

@@ -5,65 +5,18 @@
 //! deadlock, so a lost wake-up fails the model.
 
 use super::class::RingClass;
-use crate::admission::{AdmissionRequest, ClassSpec, Ledger, LedgerConfig};
-use crate::clock::Clock;
-use crate::engine::{ClassEngine, ClassSetup, Enqueued, Pulled, Ticket};
-use crate::ids::{ClassId, RequestId, TenantId};
-use crate::pool::{FixedCellPool, Lease};
+use super::loom_engine::{hold, queue, rig_with};
+use crate::admission::AdmissionRequest;
+use crate::engine::{ClassEngine, Enqueued, Pulled, Ticket};
+use crate::ids::{RequestId, TenantId};
 use crate::sync::model::{model, Outcomes};
 use crate::sync::Arc;
 use core::task::Poll;
 
-/// A clock that never moves (the models are about interleavings).
-struct Frozen;
-
-impl Clock for Frozen {
-    fn now(&self) -> u64 {
-        0
-    }
-}
-
+/// A class of `cells` cells on the scheduler's own pool (the engine's other models use a
+/// host's).
 fn class(cells: u32) -> Arc<RingClass<u32>> {
-    let ledger = Ledger::new(LedgerConfig::new(vec![ClassSpec::new("a")], 2)).unwrap();
-    let engine = RingClass::new(ClassSetup {
-        class: ClassId(0),
-        ids: std::sync::Arc::new(crate::raw::idset::IdSet::new(8).unwrap()),
-        ledger,
-        cells,
-        queue_capacity: 2,
-        max_tenants: 2,
-        starvation_after: u64::MAX,
-        pool: crate::pool::ClassPool::Fixed(FixedCellPool::new(ClassId(0), cells).unwrap()),
-        clock: std::sync::Arc::new(Frozen),
-    })
-    .unwrap();
-    Arc::new(engine)
-}
-
-/// Enqueues a future-mode request of tenant 0 (its queue slot is the engine's to refund, the
-/// rest of the permit goes back at once).
-fn enqueue(engine: &RingClass<u32>, id: u64) -> Enqueued {
-    let permit = engine
-        .ledger()
-        .admit(AdmissionRequest::new(RequestId(id), TenantId(0)))
-        .unwrap();
-    let ticket = Ticket::from_permit(&permit);
-    drop(permit.detach_queue_slot());
-    match engine.enqueue(ticket, None, None) {
-        Ok(e) => e,
-        Err((e, _)) => panic!("setup enqueue refused: {e:?}"),
-    }
-}
-
-/// Takes the free cell (setup only).
-fn hold(engine: &RingClass<u32>, id: u64) -> Lease {
-    match enqueue(engine, id) {
-        Enqueued::Granted(lease) => {
-            engine.ledger().refund_queue_slot(TenantId(0), ClassId(0));
-            lease
-        }
-        Enqueued::Queued(_) => panic!("setup expected a fast grant"),
-    }
+    rig_with(cells, true)
 }
 
 /// Waits for the class to drain the way `Scheduler::drain` does (parks until woken).
@@ -114,9 +67,7 @@ fn f47_drain_racing_a_cancel_and_a_release_is_never_lost() {
     model(|| {
         let engine = class(1);
         let held = hold(&engine, 1);
-        let Enqueued::Queued(key) = enqueue(&engine, 2) else {
-            panic!("setup expected to queue");
-        };
+        let key = queue(&engine, 2, 0, u64::MAX);
         engine.close();
         let canceller = {
             let engine = engine.clone();

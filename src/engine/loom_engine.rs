@@ -21,7 +21,23 @@ impl Clock for Frozen {
     }
 }
 
-fn rig(cells: u32) -> Arc<RingClass<u32>> {
+/// A class of `cells` cells whose cells come from a `FixedCellPool` given as a host's pool
+/// (every release and acquire goes through the pool).
+pub(super) fn rig(cells: u32) -> Arc<RingClass<u32>> {
+    rig_with(cells, false)
+}
+
+/// `rig`, or with `built_in` the scheduler's own pool.
+pub(super) fn rig_with(cells: u32, built_in: bool) -> Arc<RingClass<u32>> {
+    let fixed = FixedCellPool::new(ClassId(0), cells).unwrap();
+    let pool = if built_in {
+        crate::pool::ClassPool::Fixed(fixed)
+    } else {
+        crate::pool::ClassPool::Host(
+            std::sync::Arc::new(fixed),
+            crate::pool::QuarantineSet::new(cells),
+        )
+    };
     let ledger = Ledger::new(LedgerConfig::new(vec![ClassSpec::new("a")], 2)).unwrap();
     let engine = RingClass::new(ClassSetup {
         class: ClassId(0),
@@ -31,10 +47,7 @@ fn rig(cells: u32) -> Arc<RingClass<u32>> {
         queue_capacity: 2,
         max_tenants: 2,
         starvation_after: u64::MAX,
-        pool: crate::pool::ClassPool::Host(
-            std::sync::Arc::new(FixedCellPool::new(ClassId(0), cells).unwrap()),
-            crate::pool::QuarantineSet::new(cells),
-        ),
+        pool,
         clock: std::sync::Arc::new(Frozen),
     })
     .unwrap();
@@ -42,7 +55,7 @@ fn rig(cells: u32) -> Arc<RingClass<u32>> {
 }
 
 /// A future-mode ticket of `tenant` (its queue slot left for the engine to refund).
-fn ticket(engine: &RingClass<u32>, id: u64, tenant: u32, deadline: u64) -> Ticket {
+pub(super) fn ticket(engine: &RingClass<u32>, id: u64, tenant: u32, deadline: u64) -> Ticket {
     let permit = engine
         .ledger()
         .admit(AdmissionRequest::new(RequestId(id), TenantId(tenant)))
@@ -53,7 +66,8 @@ fn ticket(engine: &RingClass<u32>, id: u64, tenant: u32, deadline: u64) -> Ticke
     ticket
 }
 
-fn hold(engine: &RingClass<u32>, id: u64) -> Lease {
+/// Takes the free cell for tenant 0 (setup only).
+pub(super) fn hold(engine: &RingClass<u32>, id: u64) -> Lease {
     match engine.enqueue(ticket(engine, id, 0, u64::MAX), None, None) {
         Ok(Enqueued::Granted(lease)) => {
             engine.ledger().refund_queue_slot(TenantId(0), ClassId(0));
@@ -66,7 +80,8 @@ fn hold(engine: &RingClass<u32>, id: u64) -> Lease {
     }
 }
 
-fn queue(engine: &RingClass<u32>, id: u64, tenant: u32, deadline: u64) -> u64 {
+/// Queues a future-mode request (setup only); its handle.
+pub(super) fn queue(engine: &RingClass<u32>, id: u64, tenant: u32, deadline: u64) -> u64 {
     match engine.enqueue(ticket(engine, id, tenant, deadline), None, None) {
         Ok(Enqueued::Queued(key)) => key,
         other => panic!("setup expected to queue, got {:?}", other.map_err(|e| e.0)),

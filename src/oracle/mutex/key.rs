@@ -36,8 +36,8 @@ std::thread_local! {
 }
 
 /// Test-only: entry slots of twins built on this thread while the returned
-/// guard lives start at generation `first` .
-#[cfg(test)]
+/// guard lives start at generation `first`.
+#[cfg(all(test, not(loom)))]
 #[must_use = "the first generation goes back to 0 when the guard drops"]
 pub(crate) fn start_generations_at(first: u64) -> impl Drop {
     struct Reset(u64);
@@ -61,13 +61,13 @@ pub(crate) struct Key {
 
 impl Key {
     /// The slot's index.
-    #[cfg(test)]
+    #[cfg(all(test, not(loom)))]
     pub(crate) const fn index(self) -> u32 {
         self.index
     }
 
     /// The generation of the allocation this key names.
-    #[cfg(test)]
+    #[cfg(all(test, not(loom)))]
     pub(crate) const fn generation(self) -> u64 {
         self.generation
     }
