@@ -30,7 +30,8 @@ pub use graph::Graph;
 pub use ids::{CellId, ClassId, Priority, RequestId, TenantId};
 pub use scheduler::{
     AdmittedRequest, Assignment, Builder, ClassConfig, ClassSnapshot, Drain, DropPolicy, Enqueue,
-    Footprint, Job, Next, QuarantinedCells, RequestHandle, Scheduler, SubmitError, TryEnqueueError,
+    Footprint, Job, Next, QuarantinedCells, RequestHandle, Scheduler, Submit, SubmitError,
+    TryEnqueueError,
 };
 
 /// The `hdrhistogram` crate, whose `Histogram` is [`ClassSnapshot::wait_histogram`]'s type:

@@ -16,6 +16,7 @@
 mod class;
 pub(crate) mod grant;
 mod lease_ages;
+pub(crate) mod rooms;
 pub(crate) mod tenant;
 pub(crate) mod turns;
 pub(crate) mod waiters;
@@ -346,6 +347,14 @@ pub trait ClassEngine<T: Send + 'static>: Send + Sync + Sized + 'static {
 
     /// The class's clock.
     fn clock(&self) -> &Arc<dyn Clock>;
+
+    /// Producers waiting for room in the queue (SPEC F23), told of every departure.
+    fn rooms(&self) -> &rooms::RoomWaiters;
+
+    /// Orders a producer that has just registered in [`rooms`](Self::rooms) against the
+    /// departures: an RMW on the queue count, or the engine's lock (see the `rooms` module
+    /// docs). The producer then submits once more.
+    fn order_room_waiter(&self);
 }
 
 /// Payloads of pull-mode requests that shutdown ended before delivery, kept until the host takes

@@ -18,5 +18,7 @@
 pub(crate) mod mutex;
 
 pub use crate::graph::{GraphEngine, GraphOn, LockFreeGraph, MutexGraph};
-pub use crate::scheduler::{Baseline, DrainOn, EnqueueOn, Mechanism, NextOn, Ring, SchedulerOn};
+pub use crate::scheduler::{
+    Baseline, DrainOn, EnqueueOn, Mechanism, NextOn, Ring, SchedulerOn, SubmitOn,
+};
 pub use mutex::{BaselineLock, ParkingLotMutex, StdMutex};

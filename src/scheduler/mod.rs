@@ -10,6 +10,7 @@ mod lifecycle;
 mod pull;
 mod request;
 mod shared;
+mod submit;
 #[cfg(all(test, not(loom)))]
 mod tests;
 
@@ -22,6 +23,7 @@ pub use future::{Drain, DrainOn, Enqueue, EnqueueOn, Next, NextOn};
 pub use lifecycle::QuarantinedCells;
 pub use request::{AdmittedRequest, Job, RequestHandle, SubmitError, TryEnqueueError};
 pub(crate) use shared::{CellReturn, Shared};
+pub use submit::{Submit, SubmitOn};
 
 use future::Holder;
 

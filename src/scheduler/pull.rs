@@ -44,23 +44,32 @@ impl<T: Send + 'static, M: Mechanism> SchedulerOn<T, M> {
         request: AdmittedRequest,
         payload: T,
     ) -> Result<RequestHandle, SubmitError<T>> {
+        self.submit_keeping(request, payload)
+            .map_err(|(error, back)| SubmitError {
+                error,
+                returned: back.map(|(r, payload)| (r.permit, payload)),
+            })
+    }
+
+    /// [`submit`](Self::submit), giving back the whole request (its token too) where it can.
+    pub(super) fn submit_keeping(
+        &self,
+        request: AdmittedRequest,
+        payload: T,
+    ) -> Result<RequestHandle, (Error, Option<(AdmittedRequest, T)>)> {
         let s = &*self.shared;
         let req = request;
         let (engine, live) = match s.check(&req) {
             Ok(e) => e,
-            Err(error) => {
-                return Err(SubmitError {
-                    error,
-                    returned: Some((req.permit, payload)),
-                })
-            }
+            Err(error) => return Err((error, Some((req, payload)))),
         };
         let class = req.permit.class();
         let ticket = Ticket {
             live: Some(live),
             ..Ticket::from_permit(&req.permit)
         };
-        let out = engine.enqueue(ticket, Some((req.permit, payload)), req.token.as_ref());
+        let AdmittedRequest { permit, token } = req;
+        let out = engine.enqueue(ticket, Some((permit, payload)), token.as_ref());
         if !matches!(out, Ok(Enqueued::Queued(_))) {
             s.forget_id(live);
         }
@@ -70,12 +79,15 @@ impl<T: Send + 'static, M: Mechanism> SchedulerOn<T, M> {
                 // Pull-mode requests always queue; give the cell straight back if an engine
                 // ever grants one directly.
                 engine.release(lease);
-                Err(SubmitError {
-                    error: Error::new(Code::Internal, Reason::PullGrantedDirectly),
-                    returned: None,
-                })
+                Err((
+                    Error::new(Code::Internal, Reason::PullGrantedDirectly),
+                    None,
+                ))
             }
-            Err((error, returned)) => Err(SubmitError { error, returned }),
+            Err((error, returned)) => Err((
+                error,
+                returned.map(|(permit, payload)| (AdmittedRequest { permit, token }, payload)),
+            )),
         }
     }
 

@@ -77,6 +77,8 @@ impl<T: Send + 'static> RingClass<T> {
             Ok(i) => i,
             Err(Full) => {
                 self.life_sub(QUEUED_ONE);
+                // A waiter whose submit met the count just given back must look again.
+                self.rooms.freed(ticket.tenant);
                 return refused(Error::new(Code::ResourceExhausted, Reason::QueueFull), pull);
             }
         };

@@ -88,6 +88,7 @@ impl<T: Send + 'static> RingClass<T> {
             self.end_handle(self.core.handle(index), CLOSED, fate, now);
         }
         self.exec.wake_all();
+        self.rooms.wake_all();
     }
 
     /// Admissions stopped, nothing queued, every lease back.
@@ -110,6 +111,7 @@ impl<T: Send + 'static> RingClass<T> {
         // AcqRel: pairs with the Acquire loads of `life`.
         self.life.fetch_or(DRAIN, Ordering::AcqRel);
         self.exec.wake_all();
+        self.rooms.wake_all();
     }
 
     /// [`ClassEngine::poll_drained`](crate::engine::ClassEngine::poll_drained).

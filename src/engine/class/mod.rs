@@ -45,6 +45,7 @@ use super::grant::Core;
 use crate::admission::{ExecutionPermit, Ledger, Permit};
 use crate::cancel::CancellationToken;
 use crate::clock::Clock;
+use crate::engine::rooms::RoomWaiters;
 use crate::engine::waiters::ExecWaiters;
 use crate::engine::Undelivered;
 use crate::engine::{ClassEngine, ClassSetup, Ended, Enqueued, LeaseAges, Polled, Pulled, Ticket};
@@ -82,6 +83,8 @@ pub struct RingClass<T> {
     /// Granted pull-mode entries waiting for an executor (each entry at most once).
     ready: Scq,
     exec: ExecWaiters,
+    /// Producers waiting for room in the queue (SPEC F23): told of every departure.
+    rooms: RoomWaiters,
     /// Pending future-mode requests' waiter slots (one claimed per pending owner, given up when
     /// it stops waiting), woken when a call hands a turn back (SPEC F25): any of them takes it.
     pending: ExecWaiters,
@@ -164,6 +167,7 @@ impl<T: Send + 'static> ClassEngine<T> for RingClass<T> {
             ready: Scq::new(slots as u32),
             exec: ExecWaiters::new(ExecWaiters::slots_for(s.cells)),
             pending: ExecWaiters::new(ExecWaiters::slots_for(s.cells)),
+            rooms: RoomWaiters::new(ExecWaiters::slots_for(s.cells)),
             unslotted: unslotted::Unslotted::new(slots),
             stats: ClassStats::new(),
             earliest: AtomicU64::new(u64::MAX),
@@ -278,6 +282,16 @@ impl<T: Send + 'static> ClassEngine<T> for RingClass<T> {
 
     fn clock(&self) -> &Arc<dyn Clock> {
         &self.clock
+    }
+
+    fn rooms(&self) -> &RoomWaiters {
+        &self.rooms
+    }
+
+    fn order_room_waiter(&self) {
+        // AcqRel, changing nothing: orders the waiter's registration against the departures'
+        // RMWs on `life` (see the `rooms` module docs).
+        self.life.fetch_add(0, crate::sync::Ordering::AcqRel);
     }
 }
 

@@ -120,6 +120,7 @@ impl<T: Send + 'static> RingClass<T> {
                 // uncounts it; counting after the CAS let `life`'s lease count go below zero
                 // for a moment (borrowing from the flags above it).
                 self.life_add(OUT_ONE.wrapping_sub(QUEUED_ONE));
+                self.rooms.freed(ticket.tenant);
                 // AcqRel: Release publishes the lease to the owner's Acquire load of the fate;
                 // Acquire, on failure, pairs with the owner's ABANDONED CAS.
                 match s.fate.compare_exchange(
@@ -200,6 +201,7 @@ impl<T: Send + 'static> RingClass<T> {
         // Release: publishes the error cell to the owner's Acquire load.
         s.fate.store(fate, Ordering::Release);
         self.life_sub(QUEUED_ONE);
+        self.rooms.freed(ticket.tenant);
         if self.is_pull(index) {
             // Nobody will take the content: its reference goes.
             self.core.unref(index);

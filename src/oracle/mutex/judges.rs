@@ -93,6 +93,8 @@ impl<T: Send + 'static, L: BaselineLock> Judge for GrantJudge<'_, '_, T, L> {
         let pull = s.pull;
         let waker = s.waker.take();
         self.inner.queued -= 1;
+        // Under the lock, which orders it against a waiter's submit (see `engine::rooms`).
+        self.class.rooms.freed(ticket.tenant);
         // At grant only the queue slot goes back (SPEC F45).
         self.class
             .ledger
@@ -157,6 +159,8 @@ pub(super) fn end_queued<T: Send + 'static, L: BaselineLock>(
     debug_assert_eq!(s.stage, Stage::Queued);
     s.stage = Stage::Ended(why);
     inner.queued -= 1;
+    // Under the lock, as in the grant above.
+    class.rooms.freed(s.ticket.tenant);
     class
         .ledger
         .refund_queue_slot(TenantId(s.ticket.tenant), class.class);

@@ -28,6 +28,7 @@ pub(crate) const PASS_BUDGET: u32 = 64;
 use crate::admission::{ExecutionPermit, Ledger, Permit};
 use crate::cancel::CancellationToken;
 use crate::clock::Clock;
+use crate::engine::rooms::RoomWaiters;
 use crate::error::Reason;
 use crate::error::{Code, Error};
 use crate::ids::{CellId, ClassId, TenantId};
@@ -171,6 +172,8 @@ pub struct BaselineClass<T: Send, L: BaselineLock> {
     ledger: Ledger,
     /// The scheduler's live request ids (SPEC F34).
     ids: Arc<IdSet>,
+    /// Producers waiting for room (SPEC F23), told of every departure under the lock.
+    rooms: RoomWaiters,
 }
 
 impl<T: Send> Inner<T> {
@@ -292,6 +295,7 @@ impl<T: Send + 'static, L: BaselineLock> BaselineClass<T, L> {
         inner.usable = inner.usable.saturating_sub(1);
         if inner.usable == 0 {
             inner.dead = true;
+            self.rooms.wake_all();
         }
     }
 
@@ -420,6 +424,7 @@ impl<T: Send + 'static, L: BaselineLock> ClassEngine<T> for BaselineClass<T, L> 
             undelivered: Undelivered::new(slots),
             ledger: s.ledger,
             ids: s.ids,
+            rooms: RoomWaiters::new(64),
         })
     }
 
@@ -723,6 +728,7 @@ impl<T: Send + 'static, L: BaselineLock> ClassEngine<T> for BaselineClass<T, L> 
             inner.exec_wakers(&mut exec);
         });
         exec.wake();
+        self.rooms.wake_all();
         self.dispatch();
     }
 
@@ -733,6 +739,7 @@ impl<T: Send + 'static, L: BaselineLock> ClassEngine<T> for BaselineClass<T, L> 
             inner.exec_wakers(&mut exec);
         });
         exec.wake();
+        self.rooms.wake_all();
         self.dispatch();
     }
 
@@ -789,6 +796,16 @@ impl<T: Send + 'static, L: BaselineLock> ClassEngine<T> for BaselineClass<T, L> 
 
     fn samples(&self) -> crate::stats::Samples {
         self.sample()
+    }
+
+    fn rooms(&self) -> &RoomWaiters {
+        &self.rooms
+    }
+
+    fn order_room_waiter(&self) {
+        // The lock, taken and given back: a departure changes the count under it and then reads
+        // the waiter count (see `engine::rooms`).
+        self.with(|_, _| ());
     }
 
     fn clock(&self) -> &Arc<dyn Clock> {
