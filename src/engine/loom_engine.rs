@@ -243,3 +243,49 @@ fn q01_two_producers_one_free_cell() {
     });
     outcomes.assert_exactly(&["both-fast", "one-queued"]);
 }
+
+/// SPEC F23, the waiting submit's handshake with a departure (`engine::rooms`): one cell held,
+/// the queue (2 slots) full of tenant 1's requests. A canceller ends one of them while a
+/// producer of tenant 0 registers as a waiter, orders itself, and submits once more. No room is
+/// missed: the producer's submit is queued, or it finds itself told of the room.
+#[test]
+fn loom_f23_a_departure_never_misses_a_registering_waiter() {
+    let outcomes = std::sync::Arc::new(Outcomes::new());
+    let tally = outcomes.clone();
+    model(move || {
+        let engine = rig(1);
+        let held = hold(&engine, 1);
+        let first = queue(&engine, 2, 1, u64::MAX);
+        let second = queue(&engine, 3, 1, u64::MAX);
+        let canceller = {
+            let engine = engine.clone();
+            loom::thread::spawn(move || engine.cancel(first).unwrap())
+        };
+        let id = engine.rooms().register(0, Waker::noop());
+        engine.order_room_waiter();
+        let queued = match engine.enqueue(ticket(&engine, 4, 0, u64::MAX), None, None) {
+            Ok(Enqueued::Queued(key)) => Some(key),
+            Err((e, _)) if e.reason() == crate::error::Reason::QueueFull => None,
+            other => panic!("unexpected {:?}", other.map_err(|e| e.0)),
+        };
+        canceller.join().unwrap();
+        let told = engine.rooms().take_notified(id, Waker::noop());
+        engine.rooms().leave(id);
+        match queued {
+            Some(key) => {
+                tally.hit("queued");
+                engine.cancel(key).unwrap();
+            }
+            None => {
+                // A refused ticket's queue slot is its caller's to refund.
+                engine.ledger().refund_queue_slot(TenantId(0), ClassId(0));
+                assert!(told, "the room freed by the cancel reached nobody");
+                tally.hit("told");
+            }
+        }
+        engine.cancel(second).unwrap();
+        engine.release(held);
+        check_quiet(&engine);
+    });
+    outcomes.assert_exactly(&["queued", "told"]);
+}
