@@ -189,14 +189,15 @@ impl Rooms {
             .iter()
             .position(|e| !e.notified && e.tenant == tenant);
         let at = own.or_else(|| {
-            let after = self.last_tenant;
-            let next = |e: &Entry| !e.notified && after.is_none_or(|t| e.tenant > t);
-            // The smallest waiting tenant above the last one served, else the smallest.
+            // The oldest waiter of the smallest waiting tenant above the last one served, else
+            // of the smallest waiting tenant.
             let lowest = |above: bool| {
                 self.entries
                     .iter()
                     .enumerate()
-                    .filter(|(_, e)| !e.notified && (!above || next(e)))
+                    .filter(|(_, e)| {
+                        !e.notified && (!above || self.last_tenant.is_none_or(|t| e.tenant > t))
+                    })
                     .min_by_key(|(i, e)| (e.tenant, *i))
                     .map(|(i, _)| i)
             };

@@ -21,6 +21,8 @@ pub type Submit<T = ()> = SubmitOn<T, Ring>;
 #[must_use = "futures do nothing unless polled; dropping this one drops the request"]
 pub struct SubmitOn<T: Send + 'static, M: Mechanism> {
     scheduler: SchedulerOn<T, M>,
+    /// The request's class, where it waits.
+    class: ClassId,
     /// The request and payload, until they are queued or given back.
     request: Option<(AdmittedRequest, T)>,
     /// This producer's place among the class's waiting producers, once it met `queue-full`.
@@ -42,8 +44,7 @@ impl<T: Send + 'static, M: Mechanism> fmt::Debug for SubmitOn<T, M> {
 
 impl<T: Send + 'static, M: Mechanism> SubmitOn<T, M> {
     fn engine(&self) -> Option<&M::Class<T>> {
-        let (request, _) = self.request.as_ref()?;
-        self.scheduler.shared.class(request.permit.class()).ok()
+        self.scheduler.shared.class(self.class).ok()
     }
 
     /// Leaves the class's waiting producers, if this one is among them.
@@ -73,11 +74,10 @@ impl<T: Send + 'static, M: Mechanism> Future for SubmitOn<T, M> {
                 .request
                 .take()
                 .expect("Submit polled after it resolved");
-            let class = request.permit.class();
             let tenant = request.permit.tenant().0;
             match this.scheduler.submit_keeping(request, payload) {
                 Ok(handle) => {
-                    this.leave_class(class);
+                    this.leave();
                     return Poll::Ready(Ok(handle));
                 }
                 Err((error, Some(back))) if error.reason() == Reason::QueueFull => {
@@ -95,23 +95,12 @@ impl<T: Send + 'static, M: Mechanism> Future for SubmitOn<T, M> {
                     just_registered = true;
                 }
                 Err((error, back)) => {
-                    this.leave_class(class);
+                    this.leave();
                     return Poll::Ready(Err(SubmitError {
                         error,
                         returned: back.map(|(r, payload)| (r.permit, payload)),
                     }));
                 }
-            }
-        }
-    }
-}
-
-impl<T: Send + 'static, M: Mechanism> SubmitOn<T, M> {
-    /// [`leave`](Self::leave) once the request has moved on (its class named by the caller).
-    fn leave_class(&mut self, class: ClassId) {
-        if let Some(id) = self.waiter.take() {
-            if let Ok(engine) = self.scheduler.shared.class(class) {
-                engine.rooms().leave(id);
             }
         }
     }
@@ -181,6 +170,7 @@ impl<T: Send + 'static, M: Mechanism> SchedulerOn<T, M> {
     pub fn submit_async(&self, request: AdmittedRequest, payload: T) -> SubmitOn<T, M> {
         SubmitOn {
             scheduler: self.clone(),
+            class: request.permit.class(),
             request: Some((request, payload)),
             waiter: None,
         }
