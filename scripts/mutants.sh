@@ -12,8 +12,11 @@
 #   --check       only apply each mutant and say whether it still applies; run nothing
 #
 # The copy and its build live under target/mutants/ (kept between runs, so rebuilds are
-# incremental). Suites, in order: rules (scheduler_rules + reliability), unit (--lib), churn,
-# differential, soak (their small defaults), graph (the graph's key, follow and fault tests, the
+# incremental; MUTANTS_WORK=DIR puts them elsewhere, so two runs can go side by side). A mutant's
+# optional `first:` line names the suites to run before the others (the ones expected to catch
+# it), and the report names the tests that failed in the suite that caught it. Suites, in
+# order: rules (scheduler_rules, reliability, submit_waiting, hand_back, hardening), unit (--lib),
+# churn, differential, soak (their small defaults), graph (the graph's key, follow and fault tests, the
 # embedding and idle-executor tests), loom (the models, release).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -31,7 +34,7 @@ while [ $# -gt 0 ]; do
   shift
 done
 
-WORK=$ROOT/target/mutants
+WORK=${MUTANTS_WORK:-$ROOT/target/mutants}
 TREE=$WORK/tree
 export CARGO_TARGET_DIR=$WORK/target
 mkdir -p "$TREE" "$WORK/logs"
@@ -42,7 +45,7 @@ git ls-files -co --exclude-standard -z | xargs -0 tar cf - | tar xf - -C "$TREE"
 SUITES=(rules unit churn differential soak graph loom)
 suite_cmd() {
   case "$1" in
-    rules) echo "cargo test --locked --test scheduler_rules --test reliability" ;;
+    rules) echo "cargo test --locked --test scheduler_rules --test reliability --test submit_waiting --test hand_back --test hardening" ;;
     unit) echo "cargo test --locked --lib" ;;
     churn) echo "cargo test --locked --test churn" ;;
     differential) echo "cargo test --locked --test differential" ;;
@@ -94,13 +97,39 @@ restore() {
   (cd "$ROOT" && git ls-files -co --exclude-standard -z -- src | xargs -0 tar cf -) | tar xf - -C "$TREE"
 }
 
+# The suites in the order a mutant runs them: those of its `first:` line, then the rest.
+suite_order() {
+  local first w order=""
+  first=$(awk -v id="$1" '/^## /{cur=$2} cur==id && /^first:/{sub(/^first: */,""); print}' \
+    "$ROOT/scripts/mutants.txt")
+  for w in $first; do order="$order $w"; done
+  for w in "${SUITES[@]}"; do case " $order " in *" $w "*) ;; *) order="$order $w" ;; esac; done
+  echo "$order"
+}
+
+# The tests that failed in a suite's log, comma separated (libtest's `test NAME ... FAILED`
+# lines, and a panic without a test name as `panic: FIRST LINE`).
+failed_tests() {
+  local names
+  names=$(grep -Eo '^test [^ ]+ \.\.\. FAILED' "$1" | awk '{print $2}' | sort -u | paste -sd, -)
+  if [ -z "$names" ]; then
+    names=$(grep -m1 -E "panicked at|error\[" "$1" | cut -c1-80)
+    [ -n "$names" ] && names="panic: $names"
+  fi
+  echo "${names:-no test named}"
+}
+
 # Runs the suites on the copy; prints "suite:result:seconds" words, stopping at the first catch
-# unless --all.
+# unless --all. The debug test binaries are built once, before the first suite that needs them
+# (so a mutant that loom catches first builds none).
 run_suites() {
-  local tag="$1" out=""
-  (cd "$TREE" && cargo test --locked --no-run --lib --tests >"$WORK/logs/$tag-build.log" 2>&1)
-  if [ $? -ne 0 ]; then echo "build:failed-to-build:0"; return; fi
-  for s in "${SUITES[@]}"; do
+  local tag="$1" out="" built=0
+  for s in $(suite_order "$tag"); do
+    if [ "$s" != loom ] && [ "$built" = 0 ]; then
+      (cd "$TREE" && cargo test --locked --no-run --lib --tests >"$WORK/logs/$tag-build.log" 2>&1)
+      if [ $? -ne 0 ]; then echo "$out build:failed-to-build:0"; return; fi
+      built=1
+    fi
     local t0 rc secs res
     t0=$(date +%s)
     (cd "$TREE" && eval "timeout --kill-after=10 $LIMIT $(suite_cmd "$s")") \
@@ -146,7 +175,10 @@ for id in $IDS; do
   for w in $r; do
     IFS=: read -r s res secs <<<"$w"
     if [ "$res" != pass ]; then
-      if [ "$caught" = "not caught" ]; then caught="$s ($res, ${secs}s)"; else caught="$caught, $s ($res, ${secs}s)"; fi
+      what="$s ($res, ${secs}s"
+      [ "$res" = fail ] && what="$what: $(failed_tests "$WORK/logs/$id-$s.log")"
+      what="$what)"
+      if [ "$caught" = "not caught" ]; then caught="$what"; else caught="$caught, $what"; fi
     fi
   done
   ROWS+=("$(printf '%-4s %-70s %s' "$id" "$desc" "$caught")")

@@ -105,10 +105,21 @@ fn other_tenant_while_paused<M: Mechanism>(point: &'static str) -> Observed {
     observed
 }
 
+/// Runs a pause-point test's body bounded by `TEST_LIMIT`, named after the test (libtest names
+/// the thread): a thread that never comes back from a pause point fails the test instead of
+/// hanging the run.
+fn bounded<T: Send + 'static>(body: impl FnOnce() -> T + Send + 'static) -> T {
+    let test = std::thread::current()
+        .name()
+        .unwrap_or("a pause-point test")
+        .to_owned();
+    common::within(common::TEST_LIMIT, &test, body)
+}
+
 #[test]
 fn f24_std_mutex_baseline_grants_nobody_while_the_lock_holder_is_paused() {
     assert_eq!(
-        other_tenant_while_paused::<Baseline<StdMutex>>("baseline.locked"),
+        bounded(|| other_tenant_while_paused::<Baseline<StdMutex>>("baseline.locked")),
         Observed {
             granted_while_paused: false,
             still_paused: true
@@ -119,7 +130,7 @@ fn f24_std_mutex_baseline_grants_nobody_while_the_lock_holder_is_paused() {
 #[test]
 fn f24_parking_lot_baseline_grants_nobody_while_the_lock_holder_is_paused() {
     assert_eq!(
-        other_tenant_while_paused::<Baseline<ParkingLotMutex>>("baseline.locked"),
+        bounded(|| other_tenant_while_paused::<Baseline<ParkingLotMutex>>("baseline.locked")),
         Observed {
             granted_while_paused: false,
             still_paused: true
@@ -262,37 +273,37 @@ fn ring_other_tenant_granted_while_paused(point: &'static str, action: Action) {
 
 #[test]
 fn f24_ring_credit_taken_paused_other_tenant_granted_within_100ms() {
-    ring_other_tenant_granted_while_paused("ring.credit_taken", Action::Release);
+    bounded(|| ring_other_tenant_granted_while_paused("ring.credit_taken", Action::Release));
 }
 
 #[test]
 fn f24_ring_turn_owned_paused_other_tenant_granted_within_100ms() {
-    ring_other_tenant_granted_while_paused("ring.turn_owned", Action::Release);
+    bounded(|| ring_other_tenant_granted_while_paused("ring.turn_owned", Action::Release));
 }
 
 #[test]
 fn f24_ring_scq_pop_claimed_paused_other_tenant_granted_within_100ms() {
-    ring_other_tenant_granted_while_paused("scq.pop.claimed", Action::Release);
+    bounded(|| ring_other_tenant_granted_while_paused("scq.pop.claimed", Action::Release));
 }
 
 #[test]
 fn f24_ring_sweep_held_paused_other_tenant_granted_within_100ms() {
-    ring_other_tenant_granted_while_paused("ring.sweep_held", Action::Release);
+    bounded(|| ring_other_tenant_granted_while_paused("ring.sweep_held", Action::Release));
 }
 
 #[test]
 fn f24_ring_announce_paused_other_tenant_granted_within_100ms() {
-    ring_other_tenant_granted_while_paused("ring.announce", Action::Enqueue);
+    bounded(|| ring_other_tenant_granted_while_paused("ring.announce", Action::Enqueue));
 }
 
 #[test]
 fn f24_ring_scq_push_claimed_paused_other_tenant_granted_within_100ms() {
-    ring_other_tenant_granted_while_paused("scq.push.claimed", Action::Enqueue);
+    bounded(|| ring_other_tenant_granted_while_paused("scq.push.claimed", Action::Enqueue));
 }
 
 #[test]
 fn f24_ring_cancel_marked_paused_other_tenant_granted_within_100ms() {
-    ring_other_tenant_granted_while_paused("ring.cancel_marked", Action::Cancel);
+    bounded(|| ring_other_tenant_granted_while_paused("ring.cancel_marked", Action::Cancel));
 }
 
 /// Pull mode under F24: a thread of tenant 0 is parked at `point` while releasing a cell
@@ -375,7 +386,7 @@ fn try_next_while_paused<M: Mechanism>(point: &'static str) -> (bool, Duration) 
 /// holder is parked.
 #[test]
 fn f24_ring_try_next_is_handed_other_tenants_jobs_while_a_turn_holder_is_paused() {
-    let (handed, slowest) = try_next_while_paused::<Ring>("ring.turn_owned");
+    let (handed, slowest) = bounded(|| try_next_while_paused::<Ring>("ring.turn_owned"));
     assert!(
         handed,
         "tenant 1's job handed over while the turn holder is parked"

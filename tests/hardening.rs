@@ -469,7 +469,8 @@ fn f45_queue_slots_return_at_grant_1000_cells<M: Mechanism>() {
 
 // ---- F32: cancellation in pull mode and without a token -------------------------------------
 
-/// A pull job whose token is cancelled while it is queued is never delivered.
+/// A pull job whose token is cancelled while it is queued is never delivered, and never takes a
+/// cell: it ends as cancelled when its turn comes.
 fn f32_cancelled_pull_job_is_not_delivered<M: Mechanism>() {
     let (ledger, sched) = tracked_world::<M>(1);
     let drops = Arc::new(AtomicUsize::new(0));
@@ -490,6 +491,12 @@ fn f32_cancelled_pull_job_is_not_delivered<M: Mechanism>() {
     let s = sched.snapshot(ClassId(0)).unwrap();
     assert_eq!((s.cells_available, s.queue_depth), (1, 0));
     assert_eq!(outcomes(&s), 2);
+    // Ended at its grant as cancelled: it never took the cell (the one grant is the held one).
+    assert_eq!(
+        (s.grants, s.cancellations),
+        (1, 1),
+        "the cancelled job was granted a cell"
+    );
 }
 
 /// A pull job whose token is cancelled after its grant, before an executor takes it, is not

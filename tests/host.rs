@@ -96,10 +96,27 @@ fn x02_blocking_adapter_needs_no_runtime() {
                     .release();
             }
         }
-        while sched.snapshot(ClassId(0)).unwrap().queue_depth > 0 {
+        // Bounded waits: a stuck executor fails the test naming what it waits for.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            let depth = sched.snapshot(ClassId(0)).unwrap().queue_depth;
+            if depth == 0 {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the two executors left {depth} jobs queued for 60 s"
+            );
             std::thread::yield_now();
         }
         sched.shutdown();
+        while !workers.iter().all(|w| w.is_finished()) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "an executor still blocked in next_blocking 60 s after shutdown"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
         let done: u32 = workers.into_iter().map(|w| w.join().unwrap()).sum();
         // Jobs still in flight at shutdown are refused at acceptance and refunded.
         assert!(done <= 50);

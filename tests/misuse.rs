@@ -14,8 +14,26 @@ use fairway::{
 };
 use std::time::Duration;
 
+thread_local! {
+    /// Rows asserted by the test running on this thread (each test has a thread of its own).
+    static ROWS: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// Prints `MISUSE product=<product> rows=<n>` for the CI summary when the test passes (run with
+/// `--nocapture` to see it).
+struct Tally(&'static str);
+
+impl Drop for Tally {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            println!("MISUSE product={} rows={}", self.0, ROWS.get());
+        }
+    }
+}
+
 #[track_caller]
 fn row<T: std::fmt::Debug>(what: &str, r: Result<T, Error>, code: Code, reason: Reason) {
+    ROWS.set(ROWS.get() + 1);
     match r {
         Err(e) => assert_eq!(
             (e.code(), e.reason()),
@@ -26,8 +44,18 @@ fn row<T: std::fmt::Debug>(what: &str, r: Result<T, Error>, code: Code, reason: 
     }
 }
 
+/// A configuration at a limit, accepted.
+#[track_caller]
+fn accepted<T>(what: &str, r: Result<T, Error>) {
+    ROWS.set(ROWS.get() + 1);
+    if let Err(e) = r {
+        panic!("{what}: refused at its limit: {e}");
+    }
+}
+
 #[track_caller]
 fn config_row<T: std::fmt::Debug>(what: &str, r: Result<T, Error>, field: &str) {
+    ROWS.set(ROWS.get() + 1);
     match r {
         Err(e) => {
             assert_eq!(
@@ -57,7 +85,8 @@ fn admitted(l: &Ledger, id: u64, tenant: u32, class: u16) -> AdmittedRequest {
 }
 
 #[test]
-fn q_misuse_ledger_configuration_and_admission() {
+fn q06_misuse_ledger_configuration_and_admission() {
+    let _tally = Tally("ledger");
     config_row(
         "no classes",
         Ledger::new(LedgerConfig::new(vec![], 1)),
@@ -88,7 +117,8 @@ fn q_misuse_ledger_configuration_and_admission() {
 }
 
 #[test]
-fn q_misuse_scheduler_configuration_and_calls() {
+fn q06_misuse_scheduler_configuration_and_calls() {
+    let _tally = Tally("scheduler");
     let l = ledger(2, 2);
     config_row(
         "a class of zero cells",
@@ -194,7 +224,8 @@ fn job(key: u64, deps: &[Dependency]) -> JobSpec<'_> {
 }
 
 #[test]
-fn q_misuse_graph_configuration() {
+fn q06_misuse_graph_configuration() {
+    let _tally = Tally("graph-config");
     let b = || Graph::builder(ledger(1, 2)).class(1);
     config_row("nodes 0", b().nodes(0).build().map(drop), "nodes");
     config_row("edges 0", b().edges(0).build().map(drop), "edges");
@@ -211,7 +242,8 @@ fn q_misuse_graph_configuration() {
 }
 
 #[test]
-fn q_misuse_graph_calls() {
+fn q06_misuse_graph_calls() {
+    let _tally = Tally("graph");
     let g = graph();
     let before = g.occupancy();
     let dep = |k| Dependency::on(JobKey::new(k), Gate::OnSuccess);
@@ -321,7 +353,8 @@ fn q_misuse_graph_calls() {
 }
 
 #[test]
-fn q_misuse_version_directory() {
+fn q06_misuse_version_directory() {
+    let _tally = Tally("versions");
     let b = VersionDirectory::builder;
     config_row("keys 0", b().keys(0).build().map(drop), "keys");
     config_row("versions 0", b().versions(0).build().map(drop), "versions");
@@ -349,5 +382,145 @@ fn q_misuse_version_directory() {
         root.lookup(4),
         Code::InvalidArgument,
         Reason::KeyRange,
+    );
+}
+
+/// Every configuration limit at 0 or 1, at its maximum and one past it (SPEC Q06): the limits the
+/// builders document are accepted, one past each is refused naming the field. Maxima whose
+/// build would allocate gigabytes are checked through `Builder::footprint`, which validates
+/// without allocating.
+#[test]
+fn q06_configs_at_and_past_every_limit() {
+    use fairway::graph::Version;
+    use fairway::ClassConfig;
+    let _tally = Tally("limits");
+    // The ledger.
+    let specs = |n: usize| -> Vec<ClassSpec> {
+        (0..n)
+            .map(|i| ClassSpec::new(Box::leak(format!("c{i}").into_boxed_str())))
+            .collect()
+    };
+    accepted("one tenant", Ledger::new(LedgerConfig::new(specs(1), 1)));
+    config_row(
+        "max_tenants past the limit",
+        Ledger::new(LedgerConfig::new(specs(1), LedgerConfig::MAX_TENANTS + 1)),
+        "max_tenants",
+    );
+    config_row(
+        "65,537 classes",
+        Ledger::new(LedgerConfig::new(specs(65_537), 1)),
+        "classes",
+    );
+    config_row(
+        "two classes of one name",
+        Ledger::new(LedgerConfig::new(
+            vec![ClassSpec::new("a"), ClassSpec::new("a")],
+            1,
+        )),
+        "classes.name",
+    );
+    // The scheduler.
+    let l = ledger(1, 2);
+    let b = |cells, queue| Scheduler::builder(l.clone()).class(cells, queue);
+    accepted("one cell, one queue slot", b(1, 1).build().map(drop));
+    accepted(
+        "the most cells",
+        b(ClassConfig::MAX_CELLS, 1).footprint().map(drop),
+    );
+    config_row(
+        "one cell past the most",
+        b(ClassConfig::MAX_CELLS + 1, 1).footprint().map(drop),
+        "cells",
+    );
+    config_row(
+        "one cell past the most, built",
+        b(ClassConfig::MAX_CELLS + 1, 1).build().map(drop),
+        "cells",
+    );
+    accepted(
+        "the largest queue",
+        b(1, ClassConfig::MAX_QUEUE_CAPACITY).footprint().map(drop),
+    );
+    config_row(
+        "one queue slot past the largest",
+        b(1, ClassConfig::MAX_QUEUE_CAPACITY + 1)
+            .footprint()
+            .map(drop),
+        "queue_capacity",
+    );
+    config_row(
+        "one queue slot past the largest, built",
+        b(1, ClassConfig::MAX_QUEUE_CAPACITY + 1).build().map(drop),
+        "queue_capacity",
+    );
+    config_row(
+        "starvation after zero",
+        b(1, 1).starvation_after(Duration::ZERO).build().map(drop),
+        "starvation_after",
+    );
+    config_row(
+        "more classes than the ledger",
+        b(1, 1).class(1, 1).build().map(drop),
+        "classes",
+    );
+    // The graph.
+    let g = || Graph::builder(ledger(1, 2)).class(1);
+    accepted(
+        "one node, one edge, one key, one dependency",
+        g().nodes(1).edges(1).keys(1).max_deps(1).build().map(drop),
+    );
+    config_row(
+        "nodes past 2^23",
+        g().nodes((1 << 23) + 1).build().map(drop),
+        "nodes",
+    );
+    config_row(
+        "edges past 2^30",
+        g().edges((1 << 30) + 1).build().map(drop),
+        "edges",
+    );
+    config_row(
+        "keys past 2^30",
+        g().keys((1 << 30) + 1).build().map(drop),
+        "keys",
+    );
+    accepted(
+        "the largest generation",
+        g().max_generation(Version::MAX_GENERATION)
+            .build()
+            .map(drop),
+    );
+    config_row(
+        "a generation past the largest",
+        g().max_generation(Version::MAX_GENERATION + 1)
+            .build()
+            .map(drop),
+        "max_generation",
+    );
+    // The version directory.
+    let v = VersionDirectory::builder;
+    accepted(
+        "one key, one version",
+        v().keys(1).versions(1).build().map(drop),
+    );
+    config_row(
+        "keys past 2^32",
+        v().keys((1 << 32) + 1).build().map(drop),
+        "keys",
+    );
+    config_row(
+        "versions at 2^32 - 1",
+        v().versions((1 << 32) - 1).build().map(drop),
+        "versions",
+    );
+    accepted("two root epochs", v().root_epochs(2).build().map(drop));
+    accepted(
+        "65,535 root epochs",
+        v().root_epochs(65_535).build().map(drop),
+    );
+    config_row(
+        "65,536 root epochs",
+        v().root_epochs(65_536).build().map(drop),
+        "root_epochs",
     );
 }

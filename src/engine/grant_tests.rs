@@ -763,3 +763,90 @@ fn f30_ring_a_freed_slot_moves_its_generation_on() {
         );
     }
 }
+
+/// The cap's reserve at its boundary (SPEC F24): a tenant at its cap gets a slot only while
+/// more than the caller's reserve is free — with exactly the reserve free it is refused, with
+/// one more it is not.
+#[test]
+fn f24_ring_a_capped_tenant_leaves_exactly_the_reserve_free() {
+    for cap in [1, 3, 64, 65] {
+        let slots = 2 * cap + 4;
+        let core = Core::new(1, slots, 2, STARVE).with_tenant_cap(cap);
+        let taken: Vec<u32> = (0..cap)
+            .map(|_| core.alloc(0, 1, u32::MAX).unwrap())
+            .collect();
+        let free = slots - cap;
+        assert!(
+            core.alloc(0, 1, free).is_err(),
+            "cap {cap}: a tenant at its cap took a slot with only the reserve of {free} free"
+        );
+        let extra = core.alloc(0, 1, free - 1).unwrap_or_else(|_| {
+            panic!(
+                "cap {cap}: refused with {free} free over a reserve of {}",
+                free - 1
+            )
+        });
+        core.unref(extra);
+        for i in taken {
+            core.unref(i);
+        }
+    }
+}
+
+/// References at the count's limit (SPEC F30): a slot takes references up to its count's
+/// capacity and refuses the next one — the count never carries into the generation, so the
+/// holders' handle stays current.
+#[test]
+fn f30_ring_a_reference_past_the_count_limit_is_refused() {
+    let core = Core::new(1, 2, 1, STARVE);
+    let index = core.alloc(0, 1, 0).unwrap();
+    let handle = core.handle(index);
+    let limit = REF_MASK as u32;
+    for n in 1..limit {
+        assert_eq!(
+            core.try_ref(handle),
+            Some(index),
+            "reference {} refused",
+            n + 1
+        );
+    }
+    assert_eq!(
+        core.try_ref(handle),
+        None,
+        "a reference past the {limit} the count holds"
+    );
+    assert!(
+        core.is_current(handle),
+        "the count carried into the generation"
+    );
+    for _ in 0..limit {
+        core.unref(index);
+    }
+    assert!(
+        !core.is_current(handle),
+        "the last reference freed the slot"
+    );
+}
+
+/// A cancelled backlog costs its tenant's next turn one pass (SPEC F31, amortised): 1,000
+/// tombstones ahead of one live request — past a turn's 64 candidates — are compacted by the
+/// turn the released cell meets, which grants the live request on that same release, frees
+/// every tombstone's slot and leaves nothing of tenant 0 linked.
+#[test]
+fn f31_ring_a_cancelled_backlog_is_compacted_by_the_next_turn() {
+    const DEAD: u32 = 1_000;
+    let core = Core::new(1, DEAD + 8, 2, STARVE);
+    let got = RefCell::new(Vec::new());
+    let (_, live, _) = tombstones_ahead_of_live(&core, DEAD, 1, &got);
+    assert_eq!(
+        got.take(),
+        live,
+        "the release behind {DEAD} tombstones granted nothing: they were offered one by one"
+    );
+    let vacant = (0..DEAD + 8).filter(|&i| core.state(i) == VACANT).count() as u32;
+    assert!(
+        vacant >= DEAD,
+        "{} tombstones' slots still held after the turn",
+        DEAD - vacant
+    );
+}

@@ -134,6 +134,35 @@ fn loom_ring_engine_cancel_vs_turn_holder() {
     outcomes.assert_exactly(&["cancelled", "granted"]);
 }
 
+/// An end's fate publishes what the ender did first (SPEC F33, F47): one cell, held; tenant
+/// 1's request queued and cancelled on another thread while its owner polls. An owner that
+/// sees `Cancelled` sees the request's quota already refunded — the ledger as it was before the
+/// request was admitted — as a host that checks its usage after an outcome expects.
+#[test]
+fn loom_ring_engine_an_ended_fate_publishes_the_refund() {
+    model(|| {
+        let engine = rig(1);
+        let _held = hold(&engine, 1);
+        let before = engine.ledger().usage();
+        let key = queue(&engine, 2, 1, u64::MAX);
+        let canceller = {
+            let engine = engine.clone();
+            loom::thread::spawn(move || engine.cancel(key).is_ok())
+        };
+        if let Polled::Ended(Ended::Cancelled) = poll_once(&engine, key) {
+            assert_eq!(
+                engine.ledger().usage(),
+                before,
+                "the owner saw its request cancelled before the refund"
+            );
+        }
+        assert!(
+            canceller.join().unwrap(),
+            "the queued request was cancelled"
+        );
+    });
+}
+
 /// The deadline sweep (behind its try-token) against a turn: one cell, held; tenant 1's
 /// request, whose deadline has passed, queued. A releaser (which sweeps first if it gets the
 /// token, then runs its turn) races an executor's poll (whose help sweeps). The request ends

@@ -95,6 +95,49 @@ fn on_thread<R: Send + 'static>(
     thread::spawn(move || f(&w))
 }
 
+/// A slot's reuse vs a holder still using it (SPEC F30: the last reference frees the slot):
+/// one slot, held by two references, each holder reading the slot's data and then letting go;
+/// whoever finds the slot free afterwards takes it again and writes its data. The last drop
+/// must order the other holder's read before that write (loom reports the write racing the
+/// read if the last drop does not acquire).
+#[test]
+fn loom_f30_a_freed_slot_is_rewritten_only_after_every_holder_let_go() {
+    use crate::sync::UnsafeCell;
+    struct Slot {
+        core: Core,
+        data: UnsafeCell<u64>,
+    }
+    // SAFETY: `data` is read by holders of a reference and written only by the thread that
+    // took the slot off the free list, after every holder let go (what the model checks).
+    unsafe impl Sync for Slot {}
+    model(|| {
+        let s = Arc::new(Slot {
+            core: Core::new(1, 1, 1, 1_000),
+            data: UnsafeCell::new(7),
+        });
+        let index = s.core.alloc(0, 2, 0).expect("the one slot is free");
+        let holders: Vec<_> = (0..2)
+            .map(|_| {
+                let s = s.clone();
+                thread::spawn(move || {
+                    // SAFETY: this thread holds a reference: nobody writes the data now.
+                    let seen = s.data.with(|d| unsafe { *d });
+                    s.core.unref(index);
+                    if let Ok(again) = s.core.alloc(0, 1, 0) {
+                        // SAFETY: the slot came off the free list: every holder let go.
+                        s.data.with_mut(|d| unsafe { *d = 8 });
+                        s.core.unref(again);
+                    }
+                    seen
+                })
+            })
+            .collect();
+        for h in holders {
+            assert_eq!(h.join().unwrap(), 7, "a holder read the slot's next use");
+        }
+    });
+}
+
 /// Enqueue vs the owner's closing re-check: one cell, held; tenant 0's first request waits.
 /// A releaser's turn grants it and ends the turn while a producer enqueues a second request of
 /// tenant 0 (publication, then announcement). Either the owner saw the second request (or the

@@ -9,15 +9,33 @@ use fairway::graph::{
 use fairway::oracle::GraphOn;
 use fairway::{ClassId, Code, Reason, TenantId};
 
-/// Instantiates each generic rule test for the lock-free graph and the mutex graph.
+#[path = "bound.rs"]
+mod bound;
+#[allow(unused_imports)] // not every test file waits
+pub use bound::{join_within, within, TEST_LIMIT};
+
+/// Instantiates each generic rule test for the lock-free graph and the mutex graph, each
+/// bounded by [`TEST_LIMIT`] (a hang fails naming the test).
 #[allow(unused_macros)] // `tests/graph_callbacks.rs` runs its two tests by hand.
 macro_rules! both_graphs {
     ($($name:ident),* $(,)?) => {
         mod lockfree {
-            $( #[test] fn $name() { super::$name::<fairway::oracle::LockFreeGraph>(); } )*
+            $( #[test] fn $name() {
+                crate::graph_common::within(
+                    crate::graph_common::TEST_LIMIT,
+                    concat!("lockfree::", stringify!($name)),
+                    super::$name::<fairway::oracle::LockFreeGraph>,
+                );
+            } )*
         }
         mod mutex {
-            $( #[test] fn $name() { super::$name::<fairway::oracle::MutexGraph>(); } )*
+            $( #[test] fn $name() {
+                crate::graph_common::within(
+                    crate::graph_common::TEST_LIMIT,
+                    concat!("mutex::", stringify!($name)),
+                    super::$name::<fairway::oracle::MutexGraph>,
+                );
+            } )*
         }
     };
 }

@@ -3,14 +3,27 @@
 #![allow(dead_code, unused_macros)]
 
 /// Instantiates each generic test `name::<M>()` for the engine (what `Scheduler` runs on) and
-/// for the oracle's std-mutex twin, as `engine::name` and `oracle::name`.
+/// for the oracle's std-mutex twin, as `engine::name` and `oracle::name`, each bounded by
+/// [`TEST_LIMIT`] (a hang fails naming the test).
 macro_rules! both_engines {
     ($($name:ident),* $(,)?) => {
         mod engine {
-            $( #[test] fn $name() { super::$name::<fairway::oracle::Ring>(); } )*
+            $( #[test] fn $name() {
+                crate::common::within(
+                    crate::common::TEST_LIMIT,
+                    concat!("engine::", stringify!($name)),
+                    super::$name::<fairway::oracle::Ring>,
+                );
+            } )*
         }
         mod oracle {
-            $( #[test] fn $name() { super::$name::<fairway::oracle::Baseline>(); } )*
+            $( #[test] fn $name() {
+                crate::common::within(
+                    crate::common::TEST_LIMIT,
+                    concat!("oracle::", stringify!($name)),
+                    super::$name::<fairway::oracle::Baseline>,
+                );
+            } )*
         }
     };
 }
@@ -27,6 +40,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
+
+mod bound;
+#[allow(unused_imports)] // not every test file waits
+pub use bound::{join_within, within, TEST_LIMIT};
 
 /// A waker that counts its wakes.
 #[derive(Default)]
@@ -191,31 +208,6 @@ pub fn grant_order<M: Mechanism>(
                 held = r.expect("granted");
             }
             n => panic!("one release granted {n} requests"),
-        }
-    }
-}
-
-/// Runs `f` on a thread of its own and waits at most `limit` for it: a test that would hang
-/// fails instead, naming `what` it was doing. A panic in `f` is passed on.
-pub fn within<T: Send + 'static>(
-    limit: Duration,
-    what: &str,
-    f: impl FnOnce() -> T + Send + 'static,
-) -> T {
-    let (tx, rx) = std::sync::mpsc::channel();
-    let worker = std::thread::spawn(move || {
-        let r = f();
-        let _ = tx.send(());
-        r
-    });
-    match rx.recv_timeout(limit) {
-        Ok(()) => worker.join().expect("finished"),
-        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => match worker.join() {
-            Ok(r) => r,
-            Err(panic) => std::panic::resume_unwind(panic),
-        },
-        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
-            panic!("{what}: not finished after {limit:?} (hung?)")
         }
     }
 }
