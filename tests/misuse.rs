@@ -12,6 +12,7 @@ use fairway::{
     AdmittedRequest, CancellationToken, CellId, ClassId, Code, Error, Reason, RequestId, Scheduler,
     TenantId,
 };
+use std::future::Future;
 use std::time::Duration;
 
 thread_local! {
@@ -522,5 +523,172 @@ fn q06_configs_at_and_past_every_limit() {
         "65,536 root epochs",
         v().root_epochs(65_536).build().map(drop),
         "root_epochs",
+    );
+}
+
+/// Foreign, mismatched, duplicate and stale inputs to the scheduler, and every entry point after
+/// shutdown (SPEC Q06): each is a typed error, the ledger keeps nothing reserved, and the
+/// request a stale handle once named is not touched.
+#[test]
+fn q06_misuse_scheduler_handles_identities_and_after_shutdown() {
+    let _tally = Tally("scheduler-handles");
+    let (l1, l2) = (ledger(1, 2), ledger(1, 2));
+    let build = |l: &Ledger| {
+        Scheduler::builder(l.clone())
+            .payload::<u32>()
+            .class(1, 8)
+            .build()
+            .unwrap()
+    };
+    let (s1, s2) = (build(&l1), build(&l2));
+    row(
+        "a permit of another ledger",
+        s1.try_enqueue(admitted(&l2, 1, 0, 0))
+            .map(drop)
+            .map_err(|e| e.error),
+        Code::PermissionDenied,
+        Reason::ForeignAdmission,
+    );
+    row(
+        "a permit of another ledger, pull mode",
+        s1.submit(admitted(&l2, 2, 0, 0), 0).map_err(|e| e.error),
+        Code::PermissionDenied,
+        Reason::ForeignAdmission,
+    );
+    let permit = l1
+        .admit(AdmissionRequest::new(RequestId(3), TenantId(0)))
+        .unwrap();
+    row(
+        "a token of another request",
+        s1.try_enqueue(AdmittedRequest::new(
+            permit,
+            CancellationToken::new(RequestId(4)),
+        ))
+        .map(drop)
+        .map_err(|e| e.error),
+        Code::InvalidArgument,
+        Reason::CancellationIdentity,
+    );
+    // One cell, held: what follows queues.
+    let held = s1.try_enqueue(admitted(&l1, 5, 0, 0)).unwrap();
+    let queued = s1.submit(admitted(&l1, 6, 1, 0), 60).unwrap();
+    row(
+        "the id of a request still queued",
+        s1.submit(admitted(&l1, 6, 1, 0), 61).map_err(|e| e.error),
+        Code::AlreadyExists,
+        Reason::DuplicateRequest,
+    );
+    row(
+        "the id of a request still running",
+        s1.try_enqueue(admitted(&l1, 5, 1, 0))
+            .map(drop)
+            .map_err(|e| e.error),
+        Code::AlreadyExists,
+        Reason::DuplicateRequest,
+    );
+    row(
+        "a handle of another scheduler",
+        s2.cancel(queued),
+        Code::PermissionDenied,
+        Reason::ForeignHandle,
+    );
+    // The queued job is granted and run: its handle is stale now.
+    held.release();
+    let job = s1.try_next(ClassId(0)).unwrap().expect("the queued job");
+    job.assignment.release();
+    let later = s1.submit(admitted(&l1, 7, 1, 0), 70).unwrap();
+    row(
+        "a handle of a request that ran",
+        s1.cancel(queued),
+        Code::NotFound,
+        Reason::UnknownRequest,
+    );
+    let next = s1
+        .try_next(ClassId(0))
+        .unwrap()
+        .expect("the stale cancel touched nothing");
+    assert_eq!(next.payload, 70);
+    next.assignment.release();
+    row(
+        "a handle of a request that ran, twice",
+        s1.cancel(later),
+        Code::NotFound,
+        Reason::UnknownRequest,
+    );
+    // After shutdown every entry point answers `unavailable / shutdown`, and gives back what
+    // it was handed where it has a way to.
+    s1.shutdown();
+    row(
+        "try_enqueue after shutdown",
+        s1.try_enqueue(admitted(&l1, 8, 0, 0))
+            .map(drop)
+            .map_err(|e| e.error),
+        Code::Unavailable,
+        Reason::Shutdown,
+    );
+    row(
+        "enqueue_blocking after shutdown",
+        s1.enqueue_blocking(admitted(&l1, 9, 0, 0)).map(drop),
+        Code::Unavailable,
+        Reason::Shutdown,
+    );
+    row(
+        "submit_blocking after shutdown",
+        s1.submit_blocking(admitted(&l1, 10, 0, 0), 1)
+            .map(drop)
+            .map_err(|e| e.error),
+        Code::Unavailable,
+        Reason::Shutdown,
+    );
+    let mut waiting = s1.submit_async(admitted(&l1, 11, 0, 0), 2);
+    let polled = std::pin::Pin::new(&mut waiting)
+        .poll(&mut std::task::Context::from_waker(std::task::Waker::noop()));
+    match polled {
+        std::task::Poll::Ready(r) => row(
+            "submit_async after shutdown",
+            r.map(drop).map_err(|e| e.error),
+            Code::Unavailable,
+            Reason::Shutdown,
+        ),
+        std::task::Poll::Pending => panic!("submit_async after shutdown: still waiting"),
+    }
+    assert!(
+        s1.try_next(ClassId(0)).unwrap().is_none(),
+        "nothing is delivered after shutdown"
+    );
+    assert!(l1.usage().is_zero(), "{:?}", l1.usage());
+    assert!(l2.usage().is_zero(), "{:?}", l2.usage());
+}
+
+/// Witnesses (SPEC Q06, D23): one of another graph is `permission-denied / foreign-handle`; one
+/// whose key was advanced or removed is `not-found / stale-witness`.
+#[test]
+fn q06_misuse_graph_witnesses() {
+    let _tally = Tally("graph-witnesses");
+    let (g, other) = (graph(), graph());
+    g.submit(&job(1, &[])).unwrap();
+    let running = g.try_next(ClassId(0)).unwrap();
+    let w = g.witness(&running);
+    g.check_witness(&w).expect("a running job's own witness");
+    row(
+        "another graph's witness",
+        other.check_witness(&w),
+        Code::PermissionDenied,
+        Reason::ForeignHandle,
+    );
+    g.advance(JobKey::new(1)).unwrap();
+    row(
+        "a witness of a superseded version",
+        g.check_witness(&w),
+        Code::NotFound,
+        Reason::StaleWitness,
+    );
+    let _ = g.complete(running, JobOutcome::Succeeded);
+    g.remove(JobKey::new(1)).unwrap();
+    row(
+        "a witness of a removed key",
+        g.check_witness(&w),
+        Code::NotFound,
+        Reason::StaleWitness,
     );
 }
