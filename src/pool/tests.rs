@@ -82,6 +82,30 @@ fn acquires_every_cell_across_words() {
     assert_eq!(p.counters(), counters(CELLS, CELLS, 0, 0));
 }
 
+/// Whatever word a request's scan starts at, it wraps round to every other word (SPEC F16: an
+/// acquire answers "no capacity" only when no cell is free): the one free cell sits in the
+/// first word, and requests whose scans start in each of the later words find it.
+#[test]
+fn f16_a_scan_wraps_round_to_the_first_word() {
+    const CELLS: u32 = 200;
+    let p = pool(CELLS);
+    let mut leases: Vec<Lease> = (0..CELLS)
+        .map(|i| p.try_acquire_now(&req(u64::from(i), 0)).unwrap().unwrap())
+        .collect();
+    let first = leases.iter().position(|l| l.cell().0 == 0).unwrap();
+    p.release(leases.swap_remove(first));
+    for id in 1_000..1_064u64 {
+        let lease = p
+            .try_acquire_now(&req(id, 0))
+            .unwrap()
+            .unwrap_or_else(|| panic!("request {id}: cell 0 is free, the scan said none"));
+        assert_eq!(lease.cell().0, 0);
+        p.release(lease);
+    }
+    leases.into_iter().for_each(|l| p.release(l));
+    assert_eq!(p.counters(), counters(CELLS, CELLS, 0, 0));
+}
+
 #[test]
 fn f03_quarantined_cells_never_return() {
     let p = pool(3);
