@@ -12,7 +12,7 @@
 use arrayvec::ArrayVec;
 use core::task::Waker;
 
-use super::life::OUT_ONE;
+use super::life::Change;
 use super::RingClass;
 use crate::error::{Error, Reason};
 use crate::pool::Lease;
@@ -120,7 +120,7 @@ impl<T: Send + 'static> RingClass<T> {
     /// was handed back.
     fn finish_counts(&self, after: &mut After) {
         if after.outs > 0 {
-            self.life_sub(u64::from(after.outs) * OUT_ONE);
+            self.life_change(Change::back(after.outs));
         }
         self.wake_if_handed_back();
     }

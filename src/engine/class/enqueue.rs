@@ -11,8 +11,8 @@
 use super::super::grant::{Full, CLOSED};
 use super::super::tenant::Meta;
 use super::after::After;
-use super::life::{DEAD, OUT_ONE, QUEUED_MASK, QUEUED_ONE, SHUT, STOPPED};
-use super::slot::{F_QUARANTINED, F_SHUTDOWN, PENDING};
+use super::life::Change;
+use super::slot::PENDING;
 use super::RingClass;
 use crate::admission::Permit;
 use crate::cancel::CancellationToken;
@@ -46,25 +46,17 @@ impl<T: Send + 'static> RingClass<T> {
                 Err(e) => return Err((e, pull)),
             }
         }
-        // AcqRel: Acquire reads the flags; Release keeps `life`'s RMWs uniform.
-        let cap = u64::from(self.queue_capacity);
-        let counted = self
-            .life
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |l| {
-                (l & STOPPED == 0 && l & QUEUED_MASK < cap).then_some(l + QUEUED_ONE)
-            });
-        let queued = match counted {
-            Ok(l) => (l & QUEUED_MASK) as u32 + 1,
-            Err(_) => 0,
+        let queued = match self.try_count_queued(self.queue_capacity) {
+            Ok(queued) => queued,
+            Err(l) => {
+                let e = if l.stopped() {
+                    l.stop_error()
+                } else {
+                    Error::new(Code::ResourceExhausted, Reason::QueueFull)
+                };
+                return refused(e, pull);
+            }
         };
-        if let Err(l) = counted {
-            let e = if l & STOPPED != 0 {
-                Self::stop_error(l)
-            } else {
-                Error::new(Code::ResourceExhausted, Reason::QueueFull)
-            };
-            return refused(e, pull);
-        }
         // The other tenants may still queue `queue_capacity - queued` live requests: a tenant at
         // its cap of slots gets one only while more than that are free.
         let reserve = self.queue_capacity.saturating_sub(queued);
@@ -76,7 +68,7 @@ impl<T: Send + 'static> RingClass<T> {
         }) {
             Ok(i) => i,
             Err(Full) => {
-                self.life_sub(QUEUED_ONE);
+                self.life_change(Change::UNQUEUE);
                 // A waiter whose submit met the count just given back must look again.
                 self.rooms.freed(ticket.tenant);
                 return refused(Error::new(Code::ResourceExhausted, Reason::QueueFull), pull);
@@ -118,14 +110,7 @@ impl<T: Send + 'static> RingClass<T> {
         self.note_deadline(ticket.deadline);
         // An RMW, not a load: ordered against the RMW that set SHUT/DEAD, after which the
         // closer's scan sees this entry queued; otherwise this call ends it itself.
-        // AcqRel: as above.
-        let l = self.life.fetch_add(0, Ordering::AcqRel);
-        if l & (SHUT | DEAD) != 0 {
-            let fate = if l & SHUT != 0 {
-                F_SHUTDOWN
-            } else {
-                F_QUARANTINED
-            };
+        if let Some(fate) = self.life_sync().ending_fate() {
             self.end_handle(handle, CLOSED, fate, now);
         }
         Ok(Enqueued::Queued(handle))
@@ -134,14 +119,9 @@ impl<T: Send + 'static> RingClass<T> {
     /// The enqueue fast path: nothing queued and a credit free (no tenant ready): granted at
     /// once. `Ok(None)`: the request must queue.
     pub(super) fn try_fast(&self, ticket: &Ticket) -> Result<Option<Lease>, Error> {
-        // AcqRel: Acquire reads the flags; Release keeps `life`'s RMWs uniform.
-        match self
-            .life
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |l| {
-                (l & (STOPPED | QUEUED_MASK) == 0).then_some(l + OUT_ONE)
-            }) {
-            Ok(_) => self.fast_with_count(ticket),
-            Err(l) if l & STOPPED != 0 => Err(Self::stop_error(l)),
+        match self.try_count_fast_out() {
+            Ok(()) => self.fast_with_count(ticket),
+            Err(l) if l.stopped() => Err(l.stop_error()),
             Err(_) => Ok(None),
         }
     }
@@ -149,7 +129,7 @@ impl<T: Send + 'static> RingClass<T> {
     /// The fast path after counting a lease out: take the credit and the lease.
     fn fast_with_count(&self, ticket: &Ticket) -> Result<Option<Lease>, Error> {
         if !self.core.take_free_credit() {
-            self.life_sub(OUT_ONE);
+            self.life_change(Change::BACK);
             return Ok(None);
         }
         let now = self.clock.now();

@@ -39,7 +39,6 @@
 use core::task::{Context, Poll};
 use std::sync::Arc;
 
-use self::life::QUEUED_MASK;
 use self::slot::Slot;
 use super::grant::Core;
 use crate::admission::{ExecutionPermit, Ledger, Permit};
@@ -253,7 +252,7 @@ impl<T: Send + 'static> ClassEngine<T> for RingClass<T> {
     }
 
     fn queue_depth(&self) -> u32 {
-        (self.life() & QUEUED_MASK) as u32
+        self.life().queued()
     }
 
     fn available_cells(&self) -> u32 {
@@ -291,7 +290,7 @@ impl<T: Send + 'static> ClassEngine<T> for RingClass<T> {
     fn order_room_waiter(&self) {
         // AcqRel, changing nothing: orders the waiter's registration against the departures'
         // RMWs on `life` (see the `rooms` module docs).
-        self.life.fetch_add(0, crate::sync::Ordering::AcqRel);
+        self.life_sync();
     }
 }
 

@@ -8,7 +8,6 @@
 
 use core::task::{Context, Poll};
 
-use super::life::{DRAIN, QUEUED_MASK, SHUT};
 use super::RingClass;
 use crate::engine::Pulled;
 
@@ -58,7 +57,7 @@ impl<T: Send + 'static> RingClass<T> {
             return Poll::Ready(Some(p));
         }
         // A dead class is not the end: a restore reopens it (SPEC F22), so its executors wait.
-        if l & (SHUT | DRAIN) != 0 && l & QUEUED_MASK == 0 {
+        if l.stream_over() {
             return Poll::Ready(None);
         }
         Poll::Pending

@@ -15,7 +15,7 @@ use core::task::Context;
 
 use super::super::grant::{CANCELLED, CLOSED, EXPIRED};
 use super::after::After;
-use super::life::{OUT_ONE, QUEUED_ONE};
+use super::life::Change;
 use super::RingClass;
 use crate::admission::ExecutionPermit;
 use crate::cancel::CancellationToken;
@@ -98,7 +98,7 @@ impl<T: Send + 'static> RingClass<T> {
             // A pull request whose token was cancelled is not handed to an executor (SPEC
             // F32, F46): it ends here and its credit goes back.
             after.credits += 1;
-            self.life_add(OUT_ONE);
+            self.life_change(Change::OUT);
             after.outs += 1;
             self.book_end(index, F_CANCELLED, after);
             self.core.unref(index);
@@ -119,7 +119,7 @@ impl<T: Send + 'static> RingClass<T> {
                 // fate CAS succeeds the owner may release the lease at once, and its release
                 // uncounts it; counting after the CAS let `life`'s lease count go below zero
                 // for a moment (borrowing from the flags above it).
-                self.life_add(OUT_ONE.wrapping_sub(QUEUED_ONE));
+                self.life_change(Change::GRANT);
                 self.rooms.freed(ticket.tenant);
                 // AcqRel: Release publishes the lease to the owner's Acquire load of the fate;
                 // Acquire, on failure, pairs with the owner's ABANDONED CAS.
@@ -160,7 +160,7 @@ impl<T: Send + 'static> RingClass<T> {
                 }
             }
             Err(e) => {
-                self.life_add(OUT_ONE);
+                self.life_change(Change::OUT);
                 after.acquire_failed(&e);
                 // SAFETY: the fate is PENDING: nobody reads the error before it changes.
                 unsafe { s.error.with_mut(|x| *x = Some(e)) };
@@ -200,7 +200,7 @@ impl<T: Send + 'static> RingClass<T> {
         }
         // Release: publishes the error cell to the owner's Acquire load.
         s.fate.store(fate, Ordering::Release);
-        self.life_sub(QUEUED_ONE);
+        self.life_change(Change::UNQUEUE);
         self.rooms.freed(ticket.tenant);
         if self.is_pull(index) {
             // Nobody will take the content: its reference goes.
