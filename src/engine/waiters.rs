@@ -207,3 +207,54 @@ impl ExecWaiters {
         }
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+    use std::sync::Arc;
+    use std::task::Wake;
+
+    struct Count(AtomicUsize);
+
+    impl Wake for Count {
+        fn wake(self: Arc<Self>) {
+            self.wake_by_ref();
+        }
+        fn wake_by_ref(self: &Arc<Self>) {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    /// `wake_all` wakes every waiting executor (SPEC F23), those past the waiter slots on the
+    /// overflow list too: 100 executors on 63 slots, each woken exactly once; one that left
+    /// (`forget`) is not woken.
+    #[test]
+    fn f23_wake_all_reaches_executors_past_the_waiter_slots() {
+        let waiters = ExecWaiters::new(ExecWaiters::slots_for(1));
+        let counts: Vec<Arc<Count>> = (0..100)
+            .map(|_| Arc::new(Count(AtomicUsize::new(0))))
+            .collect();
+        let mut slots: Vec<Option<usize>> = vec![None; counts.len()];
+        for (c, slot) in counts.iter().zip(&mut slots) {
+            let waker = Waker::from(c.clone());
+            waiters.register_in(slot, &Context::from_waker(&waker));
+        }
+        assert!(
+            slots.iter().filter(|s| s.unwrap() >= 63).count() == 37,
+            "37 executors past the 63 slots"
+        );
+        let gone = slots[99].take().unwrap();
+        waiters.forget(gone);
+        waiters.wake_all();
+        for (i, c) in counts.iter().enumerate() {
+            let woken = c.0.load(std::sync::atomic::Ordering::Relaxed);
+            let want = usize::from(i != 99);
+            assert_eq!(
+                woken, want,
+                "executor {i} (slot {:?}) woken {woken} times",
+                slots[i]
+            );
+        }
+    }
+}
