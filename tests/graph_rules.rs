@@ -686,8 +686,12 @@ fn d41_cap_bounds_bodies_and_releases_on_return_and_unwind() {
             })
         })
         .collect();
-    for t in threads {
-        t.join().unwrap();
+    for (i, t) in threads.into_iter().enumerate() {
+        join_within(
+            t,
+            TEST_LIMIT,
+            &format!("thread {i} of 6 running bodies under a cap of 2 (a permit never came back?)"),
+        );
     }
     assert!(peak.load(Ordering::SeqCst) <= 2);
     assert_eq!(peak.load(Ordering::SeqCst), 2, "the cap was never reached");

@@ -181,8 +181,15 @@ fn v03_concurrent_batches_and_captures_never_show_a_torn_state() {
                 start.wait();
                 let mut kept = std::collections::VecDeque::new();
                 let mut last_epoch = 0;
+                let began = std::time::Instant::now();
                 loop {
                     let done = writers_done.load(Ordering::Acquire) == 2;
+                    // A writer that panicked never counts itself done: fail, do not spin on.
+                    assert!(
+                        began.elapsed() < std::time::Duration::from_secs(120),
+                        "v03: {} of 2 writers done after 120 s",
+                        writers_done.load(Ordering::Acquire)
+                    );
                     let root = d.capture();
                     assert!(root.epoch() >= last_epoch, "epochs went back");
                     last_epoch = root.epoch();
