@@ -35,6 +35,7 @@
 use core::ops::{Index, IndexMut};
 
 use crate::policy::heap::{self, Links, Order, NONE};
+use crate::policy::rank::{self, Rank};
 use crate::policy::NO_DEADLINE;
 use crate::sync::{AtomicU32, Ordering, UnsafeCell};
 
@@ -81,7 +82,18 @@ impl Node {
     };
 }
 
-/// The within-tenant order (F13), as the policy's.
+impl Node {
+    #[inline(always)]
+    fn rank(&self) -> Rank {
+        Rank {
+            priority: self.priority,
+            deadline: self.deadline,
+            seq: self.seq,
+        }
+    }
+}
+
+/// The within-tenant order (F13): the policy's [`Rank`].
 struct ByRank;
 
 impl Order<Node> for ByRank {
@@ -95,7 +107,7 @@ impl Order<Node> for ByRank {
     }
     #[inline(always)]
     fn before(a: &Node, b: &Node) -> bool {
-        (b.priority, a.deadline, a.seq) < (a.priority, b.deadline, b.seq)
+        a.rank().before(b.rank())
     }
 }
 
@@ -330,12 +342,14 @@ impl Owner<'_> {
             return None;
         }
         let oldest = self.rec.fifo_head;
-        let waited = now.saturating_sub(self.view[oldest as usize].enqueued_at);
-        Some(if waited >= self.tenants.starvation_after {
-            oldest
-        } else {
-            self.rec.root
-        })
+        let at = self.view[oldest as usize].enqueued_at;
+        Some(rank::pick(
+            self.rec.root,
+            oldest,
+            at,
+            now,
+            self.tenants.starvation_after,
+        ))
     }
 
     /// Unlinks `index`, which must be linked in this tenant, from its heap and FIFO in

@@ -44,6 +44,7 @@
 //! entry instead of up to six.
 
 pub(crate) mod heap;
+pub(crate) mod rank;
 
 /// The most cells a class may have (SPEC F01): 2^20. Checked before anything is allocated.
 pub(crate) const MAX_CELLS: u32 = 1 << 20;
@@ -156,7 +157,18 @@ impl Node {
     };
 }
 
-/// The within-tenant order (F13): higher priority, then earlier deadline, then earlier sequence.
+impl Node {
+    #[inline(always)]
+    fn rank(&self) -> rank::Rank {
+        rank::Rank {
+            priority: self.priority,
+            deadline: self.deadline,
+            seq: self.seq,
+        }
+    }
+}
+
+/// The within-tenant order (F13, [`rank`]).
 struct ByRank;
 
 impl Order<Node> for ByRank {
@@ -170,7 +182,7 @@ impl Order<Node> for ByRank {
     }
     #[inline(always)]
     fn before(a: &Node, b: &Node) -> bool {
-        (b.priority, a.deadline, a.seq) < (a.priority, b.deadline, b.seq)
+        a.rank().before(b.rank())
     }
 }
 
@@ -592,12 +604,8 @@ impl Policy {
         let ten = &self.tenants[t as usize];
         debug_assert!(ten.count != 0);
         let oldest = ten.fifo_head;
-        let waited = now.saturating_sub(self.nodes[oldest as usize].enqueued_at);
-        if waited >= self.starvation_after {
-            oldest
-        } else {
-            ten.root
-        }
+        let at = self.nodes[oldest as usize].enqueued_at;
+        rank::pick(ten.root, oldest, at, now, self.starvation_after)
     }
 
     /// Removes queued entry `index` from its tenant's heap and FIFO and from the deadline heap.
