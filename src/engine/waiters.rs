@@ -211,7 +211,7 @@ impl ExecWaiters {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use std::sync::atomic::AtomicUsize;
+    use crate::sync::AtomicUsize;
     use std::sync::Arc;
     use std::task::Wake;
 
@@ -222,7 +222,8 @@ mod tests {
             self.wake_by_ref();
         }
         fn wake_by_ref(self: &Arc<Self>) {
-            self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            // Relaxed: a test counter, read after `wake_all` returned on this thread.
+            self.0.fetch_add(1, Ordering::Relaxed);
         }
     }
 
@@ -248,7 +249,7 @@ mod tests {
         waiters.forget(gone);
         waiters.wake_all();
         for (i, c) in counts.iter().enumerate() {
-            let woken = c.0.load(std::sync::atomic::Ordering::Relaxed);
+            let woken = c.0.load(Ordering::Relaxed);
             let want = usize::from(i != 99);
             assert_eq!(
                 woken, want,
