@@ -111,3 +111,43 @@ fn loom_graph_racing_submits_of_one_identity_admit_one() {
     // The loser reserved the first free slot and gave it back: the winner holds the second.
     outcomes.assert_exactly(&["first-slot", "second-slot"]);
 }
+
+/// Two handles of one ended job (the submitter's and a joiner's) take its outcome on two
+/// threads, and each then submits a new job, which may reuse the freed slot (SPEC D02: the last
+/// take frees it). Whichever take is last, the other's read of the outcome happened before the
+/// slot is set up again: the claims' RMWs are one release sequence, so a reuse never races a
+/// take still reading the old outcome.
+#[test]
+fn d02_the_last_take_frees_the_slot_only_after_every_other_take_read_the_outcome() {
+    model(|| {
+        let g = Arc::new(LockFreeGraph::new(bounds(1, 1, 4)));
+        let mut w = Work::default();
+        let Ok(Admission::Admitted(p)) = g.submit(&spec(1, &[]), &mut w) else {
+            panic!("not admitted");
+        };
+        let Ok(Admission::DedupeJoined(j)) = g.submit(&spec(1, &[]), &mut w) else {
+            panic!("the second submit of a live identity did not join");
+        };
+        assert_eq!(j, p);
+        assert!(g.pop_ready(&mut w).is_some());
+        g.admitted(p, &mut w);
+        assert!(g.start(p));
+        g.complete(p, JobOutcome::Succeeded, &mut w).unwrap();
+        let taker = |key: u64| {
+            let g = g.clone();
+            loom::thread::spawn(move || {
+                let mut w = Work::default();
+                assert_eq!(g.outcome(p, true).unwrap(), Some(JobOutcome::Succeeded));
+                matches!(
+                    g.submit(&spec(key, &[]), &mut w),
+                    Ok(Admission::Admitted(_))
+                )
+            })
+        };
+        let a = taker(2);
+        let b = taker(3);
+        let admitted = usize::from(a.join().unwrap()) + usize::from(b.join().unwrap());
+        assert!(admitted <= 1, "one node slot served {admitted} jobs");
+        assert!(g.outcome(p, false).is_err(), "the old handle is not stale");
+    });
+}

@@ -248,3 +248,65 @@ fn loom_graph_discovery_races_the_producer_completing() {
     eprintln!("discovery: {outcomes:?}");
     outcomes.assert_exactly(&["ended-by-producer", "ended-by-own-completion"]);
 }
+
+/// A dependent links to a key whose producer is being published at the same time (SPEC D11):
+/// the linker may find no producer, then, under the topology lock, find it live. Whatever it
+/// saw, its gate is counted exactly once when the producer ends — linked onto the producer's
+/// list, or parked as a waiter and adopted by the publication — and never parked on a key that
+/// already names its producer, whose waiters nobody reads.
+#[test]
+fn d11_a_dependent_linking_while_its_producer_publishes_is_released_once() {
+    model(|| {
+        let g = Arc::new(LockFreeGraph::new(bounds(3, 2, 4)));
+        let publisher = {
+            let g = g.clone();
+            loom::thread::spawn(move || {
+                let mut w = Work::default();
+                let Ok(Admission::Admitted(p)) = g.submit(&spec(1, &[]), &mut w) else {
+                    panic!("producer not admitted");
+                };
+                (p, ready(&g, &mut w))
+            })
+        };
+        let linker = {
+            let g = g.clone();
+            loom::thread::spawn(move || {
+                let mut w = Work::default();
+                let deps = [Dependency {
+                    key: JobKey::new(1),
+                    gate: Gate::Sequential,
+                    pin: None,
+                }];
+                let Ok(Admission::Admitted(d)) = g.submit(&spec(2, &deps), &mut w) else {
+                    panic!("dependent not admitted");
+                };
+                (d, ready(&g, &mut w))
+            })
+        };
+        let (p, by_publisher) = publisher.join().unwrap();
+        let (d, by_linker) = linker.join().unwrap();
+        assert_eq!(
+            by_publisher,
+            vec![1],
+            "the producer is ready once published"
+        );
+        assert!(
+            by_linker.is_empty(),
+            "the dependent ran before its producer"
+        );
+        // Run the producer to its end: the dependent's gate must be counted now.
+        let mut w = Work::default();
+        g.admitted(p, &mut w);
+        assert!(g.start(p));
+        g.complete(p, JobOutcome::Succeeded, &mut w).unwrap();
+        let released = ready(&g, &mut w);
+        assert_eq!(
+            released,
+            vec![2],
+            "the dependent's gate was not counted when its producer ended: its edge is lost"
+        );
+        assert_eq!(g.outcome(d, false).unwrap(), None);
+        let o = g.occupancy();
+        assert_eq!((o.edges_used, o.waiting), (0, 0));
+    });
+}

@@ -243,6 +243,8 @@ mod loom_support;
 mod loom_wait;
 mod mutex;
 pub(crate) mod rules;
+#[cfg(all(test, not(loom)))]
+mod tests;
 mod types;
 
 pub use builder::GraphBuilder;
