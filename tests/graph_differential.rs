@@ -8,13 +8,12 @@
 //!
 //! Fixed seeds by default; `FAIRWAY_GRAPH_DIFF_CASES` raises the number of cases.
 
-use fairway::admission::{ClassSpec, Ledger, LedgerConfig};
-use fairway::graph::{
-    Admission, DedupeHook, Dependency, Gate, Graph, GraphEngine, Identity, JobHandle, JobKey,
-    JobOutcome, JobSpec, Occupancy, RunningJob,
-};
-use fairway::{ClassId, Code, Error, Reason, TenantId};
-use std::collections::HashMap;
+#[path = "common/graph_ops.rs"]
+mod graph_ops;
+
+use fairway::graph::{Admission, Gate, JobOutcome};
+use fairway::Reason;
+use graph_ops::{run, Op, Seen};
 
 struct Rng(u64);
 
@@ -28,29 +27,6 @@ impl Rng {
 
     fn below(&mut self, n: u64) -> u64 {
         self.next() % n
-    }
-}
-
-#[derive(Debug, Clone)]
-enum Op {
-    Submit(u64, Vec<(u64, Gate)>),
-    Pull,
-    Complete(usize, bool),
-    Take(u64),
-    Discover(usize, Vec<(u64, Gate)>),
-    Batch(Vec<(u64, Vec<(u64, Gate)>)>),
-    /// Submit key `.0` through a hook that names the job of key `.1`, if one is held.
-    Hooked(u64, u64),
-    /// Take the outcome of the `.0`-th joiner still held.
-    TakeJoiner(usize),
-}
-
-/// A hook that names the handle it was given, if any.
-struct Alias(Option<JobHandle>);
-
-impl DedupeHook for Alias {
-    fn probe(&self, _: &Identity) -> Option<JobHandle> {
-        self.0
     }
 }
 
@@ -95,180 +71,6 @@ fn ops(seed: u64, n: usize) -> Vec<Op> {
             _ => Op::Take(r.below(12)),
         })
         .collect()
-}
-
-/// What an operation showed.
-#[derive(Debug, Clone, PartialEq)]
-enum Seen {
-    Submitted(Result<&'static str, Error>),
-    Pulled(Option<JobKey>),
-    Completed(Option<JobKey>),
-    Taken(Option<Result<Option<JobOutcome>, Error>>),
-    Discovered(Option<Result<Admission<()>, Error>>),
-    Batched(Result<&'static str, Error>),
-}
-
-/// What a submit showed; keeps the handle of an admitted job by key and a joiner's handle.
-fn submitted(
-    r: Result<Admission<JobHandle>, Error>,
-    key: u64,
-    handles: &mut HashMap<u64, JobHandle>,
-    joiners: &mut Vec<JobHandle>,
-) -> Seen {
-    Seen::Submitted(r.map(|a| match a {
-        Admission::Admitted(h) => {
-            handles.insert(key, h);
-            "admitted"
-        }
-        Admission::Backpressured => "backpressured",
-        Admission::DedupeJoined(h) => {
-            joiners.push(h);
-            "joined"
-        }
-    }))
-}
-
-fn run<E: GraphEngine>(ops: &[Op]) -> Vec<(Seen, Occupancy)> {
-    let ledger = Ledger::new(LedgerConfig::new(vec![ClassSpec::new("cpu")], 1)).unwrap();
-    let g = Graph::builder(ledger)
-        .class(3)
-        .nodes(8)
-        .edges(10)
-        .keys(16)
-        .max_deps(4)
-        .build_with::<E>()
-        .unwrap();
-    let mut handles: HashMap<u64, JobHandle> = HashMap::new();
-    let mut running: Vec<RunningJob> = Vec::new();
-    let mut joiners: Vec<JobHandle> = Vec::new();
-    let mut out = Vec::new();
-    for op in ops {
-        let seen = match op {
-            Op::Submit(key, deps) => {
-                let deps: Vec<Dependency> = deps
-                    .iter()
-                    .map(|&(k, gate)| Dependency {
-                        key: JobKey::new(k),
-                        gate,
-                        pin: None,
-                    })
-                    .collect();
-                let r = g.submit(&JobSpec {
-                    key: JobKey::new(*key),
-                    tenant: TenantId(0),
-                    class: ClassId(0),
-                    priority: 0,
-                    deps: &deps,
-                });
-                submitted(r, *key, &mut handles, &mut joiners)
-            }
-            Op::Hooked(key, alias) => {
-                let hook = Alias(handles.get(alias).copied());
-                let r = g.submit_with(
-                    &JobSpec {
-                        key: JobKey::new(*key),
-                        tenant: TenantId(0),
-                        class: ClassId(0),
-                        priority: 0,
-                        deps: &[],
-                    },
-                    &hook,
-                );
-                submitted(r, *key, &mut handles, &mut joiners)
-            }
-            Op::TakeJoiner(i) => Seen::Taken(if joiners.is_empty() {
-                None
-            } else {
-                let i = i % joiners.len();
-                let r = g.take_outcome(joiners[i]);
-                if matches!(r, Ok(Some(_))) {
-                    joiners.remove(i);
-                }
-                Some(r)
-            }),
-            Op::Pull => {
-                let j = g.try_next(ClassId(0));
-                let k = j.as_ref().map(|j| j.key());
-                running.extend(j);
-                Seen::Pulled(k)
-            }
-            Op::Complete(i, ok) => {
-                if running.is_empty() {
-                    Seen::Completed(None)
-                } else {
-                    let j = running.remove(i % running.len());
-                    let k = j.key();
-                    let outcome = if *ok {
-                        JobOutcome::Succeeded
-                    } else {
-                        JobOutcome::Failed(Error::new(Code::Internal, Reason::Failed))
-                    };
-                    g.complete(j, outcome).unwrap();
-                    Seen::Completed(Some(k))
-                }
-            }
-            Op::Discover(i, deps) => {
-                let deps: Vec<Dependency> = deps
-                    .iter()
-                    .map(|&(k, gate)| Dependency {
-                        key: JobKey::new(k),
-                        gate,
-                        pin: None,
-                    })
-                    .collect();
-                Seen::Discovered(if running.is_empty() {
-                    None
-                } else {
-                    let j = &running[i % running.len()];
-                    Some(g.discover(j, &deps))
-                })
-            }
-            Op::Batch(jobs) => {
-                let deps: Vec<Vec<Dependency>> = jobs
-                    .iter()
-                    .map(|(_, d)| {
-                        d.iter()
-                            .map(|&(k, gate)| Dependency {
-                                key: JobKey::new(k),
-                                gate,
-                                pin: None,
-                            })
-                            .collect()
-                    })
-                    .collect();
-                let specs: Vec<JobSpec<'_>> = jobs
-                    .iter()
-                    .zip(&deps)
-                    .map(|((key, _), d)| JobSpec {
-                        key: JobKey::new(*key),
-                        tenant: TenantId(0),
-                        class: ClassId(0),
-                        priority: 0,
-                        deps: d,
-                    })
-                    .collect();
-                Seen::Batched(g.submit_batch_atomic(&specs, None).map(|a| match a {
-                    Admission::Admitted(hs) => {
-                        for ((key, _), h) in jobs.iter().zip(hs) {
-                            handles.insert(*key, h);
-                        }
-                        "admitted"
-                    }
-                    Admission::Backpressured => "backpressured",
-                    Admission::DedupeJoined(_) => "joined",
-                }))
-            }
-            Op::Take(key) => Seen::Taken(handles.get(key).copied().map(|h| {
-                let r = g.take_outcome(h);
-                if matches!(r, Ok(Some(_))) {
-                    handles.remove(key);
-                }
-                r
-            })),
-        };
-        out.push((seen, g.occupancy()));
-    }
-    out
 }
 
 #[test]

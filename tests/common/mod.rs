@@ -42,6 +42,7 @@ use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
 mod bound;
+pub mod sched_ops;
 #[allow(unused_imports)] // not every test file waits
 pub use bound::{join_within, within, TEST_LIMIT};
 
