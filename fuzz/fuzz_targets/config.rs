@@ -1,8 +1,9 @@
 //! Builder and configuration validation: libFuzzer's bytes choose a ledger, a scheduler, a graph
 //! and a version directory configuration, each value small or at a documented limit (0, 1, the
 //! maximum, one past it). Every refusal must be `invalid-argument / configuration` naming a
-//! field; a scheduler configuration whose footprint is accepted must build on both engines (when
-//! it is small enough to allocate here) and its footprint must agree with the build's refusal;
+//! field; a scheduler's footprint must be accepted exactly when every value is in its documented
+//! range, and then it must build on both engines (when small enough to allocate here), while a
+//! refused footprint must be the build's refusal too;
 //! the graph and the version directory must build exactly when every value is in its documented
 //! range.
 #![no_main]
@@ -89,7 +90,20 @@ fn scheduler(u: &mut Unstructured<'_>, ledger: Ledger) {
             .fold(b, |b, &(cells, cap)| b.class(cells, cap))
             .starvation_after(after)
     };
-    match builder().footprint() {
+    let in_range = !classes.is_empty()
+        && classes.len() == ledger.class_count()
+        && classes.iter().all(|&(cells, cap)| {
+            (1..=ClassConfig::MAX_CELLS).contains(&cells) && cap <= ClassConfig::MAX_QUEUE_CAPACITY
+        })
+        && !after.is_zero();
+    let footprint = builder().footprint();
+    assert_eq!(
+        footprint.is_ok(),
+        in_range,
+        "classes {classes:?} on a ledger of {} classes, starvation after {after:?}: {footprint:?}",
+        ledger.class_count()
+    );
+    match footprint {
         Err(e) => {
             refused("scheduler footprint", &e);
             let built = builder().build().map(drop);

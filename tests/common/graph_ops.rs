@@ -49,6 +49,17 @@ pub enum Seen {
     Batched(Result<&'static str, Error>),
 }
 
+/// The dependencies `(key, gate)` name, unpinned.
+fn dependencies(deps: &[(u64, Gate)]) -> Vec<Dependency> {
+    deps.iter()
+        .map(|&(k, gate)| Dependency {
+            key: JobKey::new(k),
+            gate,
+            pin: None,
+        })
+        .collect()
+}
+
 /// What a submit showed; keeps the handle of an admitted job by key and a joiner's handle.
 fn submitted(
     r: Result<Admission<JobHandle>, Error>,
@@ -113,14 +124,7 @@ pub fn run_sized<E: GraphEngine>(sizes: Sizes, ops: &[Op]) -> Vec<(Seen, Occupan
     for op in ops {
         let seen = match op {
             Op::Submit(key, deps) => {
-                let deps: Vec<Dependency> = deps
-                    .iter()
-                    .map(|&(k, gate)| Dependency {
-                        key: JobKey::new(k),
-                        gate,
-                        pin: None,
-                    })
-                    .collect();
+                let deps = dependencies(deps);
                 let r = g.submit(&JobSpec {
                     key: JobKey::new(*key),
                     tenant: TenantId(0),
@@ -176,14 +180,7 @@ pub fn run_sized<E: GraphEngine>(sizes: Sizes, ops: &[Op]) -> Vec<(Seen, Occupan
                 }
             }
             Op::Discover(i, deps) => {
-                let deps: Vec<Dependency> = deps
-                    .iter()
-                    .map(|&(k, gate)| Dependency {
-                        key: JobKey::new(k),
-                        gate,
-                        pin: None,
-                    })
-                    .collect();
+                let deps = dependencies(deps);
                 Seen::Discovered(if running.is_empty() {
                     None
                 } else {
@@ -192,18 +189,8 @@ pub fn run_sized<E: GraphEngine>(sizes: Sizes, ops: &[Op]) -> Vec<(Seen, Occupan
                 })
             }
             Op::Batch(jobs) => {
-                let deps: Vec<Vec<Dependency>> = jobs
-                    .iter()
-                    .map(|(_, d)| {
-                        d.iter()
-                            .map(|&(k, gate)| Dependency {
-                                key: JobKey::new(k),
-                                gate,
-                                pin: None,
-                            })
-                            .collect()
-                    })
-                    .collect();
+                let deps: Vec<Vec<Dependency>> =
+                    jobs.iter().map(|(_, d)| dependencies(d)).collect();
                 let specs: Vec<JobSpec<'_>> = jobs
                     .iter()
                     .zip(&deps)
