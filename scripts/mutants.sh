@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Applies the seeded bugs of scripts/mutants.txt one at a time to a copy of the tree and reports
-# which test suite caught each and how fast. Run by hand; each suite runs under a time limit,
-# and a suite that hits it counts as catching the bug by hanging.
+# which test suite caught each and how fast. Run by hand; each suite runs under a time limit.
+# A suite that hits it with no test failed counts as catching the bug only by hanging (`hang`);
+# one in which a test had already failed an assertion counts as caught by it (`fail+limit`).
 #
 #   scripts/mutants.sh [--all] [--only M03,M07] [--limit SECONDS] [--no-control]
 #
@@ -15,9 +16,9 @@
 # incremental; MUTANTS_WORK=DIR puts them elsewhere, so two runs can go side by side). A mutant's
 # optional `first:` line names the suites to run before the others (the ones expected to catch
 # it), and the report names the tests that failed in the suite that caught it. Suites, in
-# order: rules (scheduler_rules, reliability, submit_waiting, hand_back, hardening), unit (--lib),
-# churn, differential, soak (their small defaults), graph (the graph's key, follow and fault tests, the
-# embedding and idle-executor tests), loom (the models, release).
+# order: rules (scheduler_rules, reliability, submit_waiting, hand_back, hardening), unit
+# (--lib), churn, differential, soak (their small defaults), graph (the graph's key, follow and
+# fault tests, the embedding and idle-executor tests), loom (the models, release).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -136,7 +137,14 @@ run_suites() {
       >"$WORK/logs/$tag-$s.log" 2>&1
     rc=$?
     secs=$(( $(date +%s) - t0 ))
-    case $rc in 0) res=pass ;; 124|137) res=hang ;; *) res=fail ;; esac
+    # A suite that reaches its limit after a test failed an assertion caught the bug by that
+    # assertion (other tests may loop under the same bug): `fail`, with the note `+limit`.
+    case $rc in
+      0) res=pass ;;
+      124|137)
+        if grep -qE '^test [^ ]+ \.\.\. FAILED' "$WORK/logs/$tag-$s.log"; then res=fail+limit; else res=hang; fi ;;
+      *) res=fail ;;
+    esac
     out="$out $s:$res:$secs"
     if [ "$res" != pass ] && [ "$ALL" = 0 ]; then break; fi
   done
@@ -176,7 +184,7 @@ for id in $IDS; do
     IFS=: read -r s res secs <<<"$w"
     if [ "$res" != pass ]; then
       what="$s ($res, ${secs}s"
-      [ "$res" = fail ] && what="$what: $(failed_tests "$WORK/logs/$id-$s.log")"
+      case "$res" in fail*) what="$what: $(failed_tests "$WORK/logs/$id-$s.log")" ;; esac
       what="$what)"
       if [ "$caught" = "not caught" ]; then caught="$what"; else caught="$caught, $what"; fi
     fi

@@ -24,6 +24,8 @@ mod engine;
 mod index;
 mod keys;
 mod link;
+#[cfg(all(test, loom))]
+mod loom_publish;
 
 use index::{Found, Index, KeyRef, KeySlot};
 
