@@ -1,7 +1,13 @@
-//! Shared parts of the fuzz targets: a reader of libFuzzer's bytes and the version directory's
-//! sequential model.
+//! The fuzz targets' checks, one module per target (`fuzz_targets/<name>.rs` hands each libFuzzer
+//! input to `<name>::check`), and what they share: readers of the input bytes and the version
+//! directory's sequential model. `tests/fuzz_seeds.rs` includes this file to replay the seed
+//! corpora under `cargo test` on stable.
 #![allow(missing_docs)]
 
+pub mod config;
+pub mod graph;
+pub mod scheduler;
+pub mod versions;
 pub mod versions_model;
 
 use arbitrary::Unstructured;
