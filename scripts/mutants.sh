@@ -39,9 +39,10 @@ WORK=${MUTANTS_WORK:-$ROOT/target/mutants}
 TREE=$WORK/tree
 export CARGO_TARGET_DIR=$WORK/target
 mkdir -p "$TREE" "$WORK/logs"
-# A clean copy of the tracked and untracked-but-not-ignored files.
+# A clean copy of the tracked and untracked-but-not-ignored files (one tar: xargs would split a
+# long list into several archives, and the reader stops at the end of the first).
 rm -rf "$TREE" && mkdir -p "$TREE"
-git ls-files -co --exclude-standard -z | xargs -0 tar cf - | tar xf - -C "$TREE"
+git ls-files -co --exclude-standard -z | tar --null -T - -cf - | tar xf - -C "$TREE"
 
 SUITES=(rules unit churn differential soak graph loom)
 suite_cmd() {
@@ -95,7 +96,7 @@ PY
 }
 
 restore() {
-  (cd "$ROOT" && git ls-files -co --exclude-standard -z -- src | xargs -0 tar cf -) | tar xf - -C "$TREE"
+  (cd "$ROOT" && git ls-files -co --exclude-standard -z -- src | tar --null -T - -cf -) | tar xf - -C "$TREE"
 }
 
 # The suites in the order a mutant runs them: those of its `first:` line, then the rest.
