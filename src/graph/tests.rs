@@ -118,6 +118,10 @@ fn d15_a_cycle_through_the_65th_dependency_is_refused_mutex() {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "minutes under Miri; the 65-dependency tests run the same code past one word"
+)]
 fn d15_a_cycle_through_the_1024th_dependency_is_refused_lock_free() {
     cycle_through_the_last_of_many_dependencies::<LockFreeGraph>(1024);
 }
