@@ -21,6 +21,8 @@ pub(crate) mod policy;
 pub mod pool;
 pub(crate) mod raw;
 mod scheduler;
+#[cfg(feature = "tower")]
+pub mod tower;
 pub mod versions;
 
 pub use cancel::{CancellationToken, Cancelled};
