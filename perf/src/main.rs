@@ -2,7 +2,7 @@
 //! process, interleaved, following the method of the project's performance notes (PERF.md).
 //!
 //! ```text
-//! cargo run --release -p fairway-perf [-- --suite default|open-loop|scaling|graph|all|request|versions]
+//! cargo run --release -p fairway-perf [-- --suite default|open-loop|scaling|graph|all|request|versions|tower]
 //!     [--json] [--markdown] [--check] [--out FILE] [--reps N] [--ms N] [--quick]
 //!     [--threads 1,2,4,8,16] [--plots DIR]
 //! fairway-perf --compare A.json B.json
@@ -19,6 +19,7 @@ mod plot;
 mod report;
 mod suites;
 mod targets;
+mod tower;
 mod versions;
 
 use std::path::PathBuf;
@@ -54,7 +55,9 @@ const USAGE: &str =
                    graph's P8 and P9 rows, a random 10^5-job DAG at 1/2/8 executor threads
                    beside a topological walk, advance and remove, key churn and key
                    compaction), all, request (the request path's rows only: P1, P13, P7, P3),
-                   versions (P12: the version directory's capture at 250, 3,000, 10^5 keys)
+                   versions (P12: the version directory's capture at 250, 3,000, 10^5 keys),
+                   tower (P17: the fair tower layer beside firq-tower, a quiet tenant alone
+                   and while another floods)
   --json           print the report as JSON (no progress on stderr)
   --markdown       print the targets as the README's Markdown table
   --check          exit with status 1 when a target misses (on the run's median)

@@ -19,7 +19,7 @@ use fairway::oracle::{LockFreeGraph, MutexGraph};
 use fairway_bench_support::graph;
 
 /// The named suites (`--suite`).
-pub const SUITES: [&str; 7] = [
+pub const SUITES: [&str; 8] = [
     "default",
     "open-loop",
     "scaling",
@@ -27,6 +27,7 @@ pub const SUITES: [&str; 7] = [
     "all",
     "request",
     "versions",
+    "tower",
 ];
 
 /// Offered loads of the open-loop suite, % of the std baseline's capacity.
@@ -64,6 +65,8 @@ pub enum Job {
     GraphKeyCompaction,
     /// P12: the version directory's capture at 250, 3,000 and 10^5 keys.
     Versions,
+    /// P17: the fair tower layer and firq-tower, the quiet tenant alone and under a flood.
+    Tower,
 }
 
 /// How long each kind of run lasts, and how many repetitions.
@@ -108,6 +111,7 @@ impl Job {
             Job::GraphKeyChurn => "graph key churn (submit, run, remove)".into(),
             Job::GraphKeyCompaction => "graph key compaction, 2^17 cells".into(),
             Job::Versions => crate::versions::workload(crate::versions::KEYS[0]),
+            Job::Tower => crate::tower::FLOOD.into(),
         }
     }
 
@@ -126,6 +130,8 @@ impl Job {
             | Job::Versions => s.single,
             Job::Closed(..) | Job::Open(..) | Job::GraphDag(_) => s.threaded,
             Job::Fairness => s.fairness,
+            // Long enough for a p99 of a few hundred quiet requests.
+            Job::Tower => s.threaded.max(Duration::from_millis(400)),
         }
     }
 
@@ -139,6 +145,7 @@ impl Job {
             | Job::GraphKeyChurn
             | Job::GraphKeyCompaction => 2.0,
             Job::GraphDag(_) | Job::Versions => 3.0,
+            Job::Tower => 4.0,
             // Every scheduler engine.
             _ => engines().len() as f64,
         };
@@ -311,6 +318,17 @@ impl Job {
                     Box::new(|d| graph_dag::key_compaction::<MutexGraph>(false, d)),
                 ),
             ],
+            Job::Tower => {
+                use crate::tower::{run, Which, ALONE, FAIRWAY, FIRQ, FLOOD};
+                [(ALONE, false), (FLOOD, true)]
+                    .into_iter()
+                    .flat_map(|(workload, flood)| {
+                        [(FAIRWAY, Which::Fairway), (FIRQ, Which::Firq)].map(|(backend, which)| {
+                            arm(workload, backend, Box::new(move |d| run(which, flood, d)))
+                        })
+                    })
+                    .collect()
+            }
             Job::Versions => crate::versions::KEYS
                 .iter()
                 .map(|&keys| {
@@ -378,6 +396,7 @@ pub fn plan(suite: &str, threads: &[usize]) -> Result<Vec<Job>, String> {
             Job::Graph(8),
             Job::Graph(9),
             Job::Versions,
+            Job::Tower,
         ],
         "open-loop" => [2, 8]
             .into_iter()
@@ -409,6 +428,7 @@ pub fn plan(suite: &str, threads: &[usize]) -> Result<Vec<Job>, String> {
         // The request path's rows (P1, P13, P7, P3): the before/after check of a change to it.
         "request" => vec![Job::Cycle, Job::Fast, Job::Single, Job::Cancel, pull(2)],
         "versions" => vec![Job::Versions],
+        "tower" => vec![Job::Tower],
         "all" => {
             let mut v = Vec::new();
             // "request" is a subset of "default".

@@ -105,6 +105,9 @@ pub mod rows {
 
 use rows::*;
 
+/// P17's rows (the backends are the layers).
+use crate::tower::{ALONE as TOWER_ALONE, FAIRWAY as FAIR_LAYER, FIRQ, FLOOD as TOWER_FLOOD};
+
 /// Every PERF.md target `fairway-perf` measures, in PERF.md order.
 pub const TARGETS: &[Target] = &[
     t(
@@ -313,6 +316,24 @@ pub const TARGETS: &[Target] = &[
         Some((SINGLE, "tokio Semaphore")),
         Metric::Time,
         3.0,
+        false,
+    ),
+    t(
+        "P17",
+        "quiet p99 flooded vs alone",
+        (TOWER_FLOOD, FAIR_LAYER),
+        Some((TOWER_ALONE, FAIR_LAYER)),
+        Metric::P99,
+        2.0,
+        false,
+    ),
+    t(
+        "P17",
+        "quiet p99 flooded vs firq-tower",
+        (TOWER_FLOOD, FAIR_LAYER),
+        Some((TOWER_FLOOD, FIRQ)),
+        Metric::P99,
+        1.0,
         false,
     ),
 ];
