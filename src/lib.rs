@@ -17,6 +17,7 @@ mod engine;
 mod error;
 pub mod graph;
 mod ids;
+mod observe;
 pub(crate) mod policy;
 pub mod pool;
 pub(crate) mod raw;

@@ -217,7 +217,9 @@ impl<T: Send + 'static, M: Mechanism> SchedulerOn<T, M> {
     /// - the pool's own error for a host pool that cannot restore cells (the default of
     ///   [`CellPool::restore`]).
     pub fn restore_cell(&self, class: ClassId, cell: crate::ids::CellId) -> Result<(), Error> {
-        self.shared.class(class)?.restore_cell(cell)
+        self.shared.class(class)?.restore_cell(cell)?;
+        crate::observe::restored(class, cell);
+        Ok(())
     }
 
     /// [`snapshot`](Self::snapshot) into a snapshot the caller owns, reusing its histogram's

@@ -57,6 +57,7 @@ impl<T: Send + 'static, M: Mechanism> CellReturn for Shared<T, M> {
         permit: ExecutionPermit,
         live: Option<Slot>,
     ) {
+        crate::observe::quarantined(class, permit.tenant().0, lease.cell(), reason);
         self.classes[usize::from(class.0)].quarantine_then(lease, reason, || drop(permit));
         self.forget(live);
     }
@@ -114,6 +115,7 @@ impl<T: Send + 'static, M: Mechanism> Shared<T, M> {
         };
         if let Some(e) = refused {
             engine.count_refused(e.code() == Code::DeadlineExceeded);
+            crate::observe::refused(req.permit.class(), req.permit.tenant().0, &e);
             return Err(e);
         }
         match self.ids.insert(req.permit.id().0) {
@@ -125,7 +127,9 @@ impl<T: Send + 'static, M: Mechanism> Shared<T, M> {
             // `Builder::build`); refuse rather than admit an unchecked id.
             Err(InsertError::Full) => {
                 engine.count_refused(false);
-                Err(Error::new(Code::ResourceExhausted, Reason::QueueFull))
+                let e = Error::new(Code::ResourceExhausted, Reason::QueueFull);
+                crate::observe::refused(req.permit.class(), req.permit.tenant().0, &e);
+                Err(e)
             }
         }
     }

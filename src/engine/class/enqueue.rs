@@ -33,6 +33,7 @@ impl<T: Send + 'static> RingClass<T> {
         let refused = |e: Error, pull| {
             self.stats
                 .count_refused_at_enqueue(e.code() == Code::DeadlineExceeded);
+            crate::observe::refused(self.class, ticket.tenant, &e);
             Err((e, pull))
         };
         if self.queue_capacity == 0 {
@@ -137,7 +138,10 @@ impl<T: Send + 'static> RingClass<T> {
         let res = self.acquire(ticket, now, &mut after);
         match &res {
             // We hold the cell's lease: its count is ours to write (no RMW).
-            Ok(lease) => self.lease_ages.count_fast_grant(lease.cell()),
+            Ok(lease) => {
+                self.lease_ages.count_fast_grant(lease.cell());
+                crate::observe::granted(self.class, ticket.tenant, lease.cell(), 0);
+            }
             Err(e) => after.acquire_failed(e),
         }
         self.finish(&mut after, now);

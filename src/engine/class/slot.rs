@@ -39,6 +39,18 @@ pub(super) const F_QUARANTINED: u32 = 6;
 /// Fate: failed; the error is in the slot.
 pub(super) const F_FAILED: u32 = 7;
 
+/// The name of an end fate, for the `tracing` events.
+#[cfg_attr(not(feature = "tracing"), allow(dead_code))]
+const fn fate_name(fate: u32) -> &'static str {
+    match fate {
+        F_CANCELLED => "cancelled",
+        F_EXPIRED => "expired",
+        F_SHUTDOWN => "shutdown",
+        F_QUARANTINED => "quarantined",
+        _ => "failed",
+    }
+}
+
 /// A slot's `helper`: no waiter slot claimed.
 pub(super) const NO_HELPER: u32 = u32::MAX;
 /// A slot's `helper`: every waiter slot was claimed; the entry is marked in `unslotted`.
@@ -109,6 +121,7 @@ impl<T: Send + 'static> RingClass<T> {
                 // SAFETY: as `ticket`.
                 let at = s.enqueued_at.with(|a| unsafe { *a });
                 let waited = now.saturating_sub(at);
+                crate::observe::granted(self.class, ticket.tenant, lease.cell(), waited);
                 // SAFETY: the fate is PENDING: nobody reads the lease cell until the CAS below
                 // publishes it, and the owner never writes it.
                 unsafe {
@@ -198,6 +211,7 @@ impl<T: Send + 'static> RingClass<T> {
             F_FAILED => {}
             _ => saturating_add(&self.stats.rejections, 1),
         }
+        crate::observe::ended(self.class, ticket.tenant, fate_name(fate));
         // Release: publishes the error cell to the owner's Acquire load.
         s.fate.store(fate, Ordering::Release);
         self.life_change(Change::UNQUEUE);
