@@ -17,6 +17,8 @@ mod engine;
 mod error;
 pub mod graph;
 mod ids;
+#[cfg(feature = "metrics")]
+pub mod metrics;
 pub(crate) mod policy;
 pub mod pool;
 pub(crate) mod raw;
