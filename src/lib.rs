@@ -18,6 +18,8 @@ mod error;
 pub mod graph;
 mod ids;
 mod observe;
+#[cfg(feature = "metrics")]
+pub mod metrics;
 pub(crate) mod policy;
 pub mod pool;
 pub(crate) mod raw;

@@ -24,7 +24,18 @@ use hdrhistogram::Histogram;
 /// Built by [`Scheduler::snapshot`](crate::Scheduler::snapshot), or refreshed in place by
 /// [`Scheduler::snapshot_into`](crate::Scheduler::snapshot_into); fields may be added, so it is
 /// `#[non_exhaustive]`.
+///
+/// # Serialized form
+///
+/// With the `serde` feature a snapshot serializes as a map of its fields; durations take serde's
+/// form for [`Duration`] (`{"secs": .., "nanos": ..}`). `wait_histogram` has no serde form of its
+/// own and is written as the list of its recorded values with their counts, lowest first:
+/// `[[value_ns, count], ...]`. Those values are the floors of the snapshot's log-linear buckets,
+/// so the list is compact (at most one pair per bucket met) and exact: deserializing records each
+/// pair into a fresh histogram (3 significant digits, auto-resizing, as snapshots build), which
+/// then answers every query as the one serialized did.
 #[derive(Debug, Clone)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[non_exhaustive]
 pub struct ClassSnapshot {
     /// Cells in the class.
@@ -58,7 +69,38 @@ pub struct ClassSnapshot {
     /// Age of the oldest live lease.
     pub oldest_lease_age: Option<Duration>,
     /// Waits of granted requests, in nanoseconds (log-linear buckets, within 12.5 %).
+    #[cfg_attr(feature = "serde", serde(with = "histogram_pairs"))]
     pub wait_histogram: hdrhistogram::Histogram<u64>,
+}
+
+/// [`ClassSnapshot::wait_histogram`] as a list of `(value_ns, count)` pairs (see
+/// [`ClassSnapshot`]'s serialized form).
+#[cfg(feature = "serde")]
+mod histogram_pairs {
+    use hdrhistogram::Histogram;
+    use serde::ser::SerializeSeq;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub(super) fn serialize<S: Serializer>(h: &Histogram<u64>, s: S) -> Result<S::Ok, S::Error> {
+        let mut seq = s.serialize_seq(None)?;
+        for v in h.iter_recorded() {
+            // The iterator names each bucket by its highest equivalent value; the lowest one is
+            // the value the snapshot recorded (a bucket floor).
+            let value = h.lowest_equivalent(v.value_iterated_to());
+            seq.serialize_element(&(value, v.count_at_value()))?;
+        }
+        seq.end()
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Histogram<u64>, D::Error> {
+        let pairs: Vec<(u64, u64)> = Vec::deserialize(d)?;
+        let mut h = Histogram::new(3).map_err(serde::de::Error::custom)?;
+        h.auto(true);
+        for (value, count) in pairs {
+            h.record_n(value, count).map_err(serde::de::Error::custom)?;
+        }
+        Ok(h)
+    }
 }
 
 /// Sub-buckets per power of two: relative bucket width 1/8 (12.5 %).

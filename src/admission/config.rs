@@ -17,7 +17,12 @@ use super::*;
 /// assert_eq!(l.queue_slots, u32::MAX);
 /// assert_eq!(Limits::default(), Limits::UNLIMITED);
 /// ```
+///
+/// With the `serde` feature, a field left out of the serialized form is unlimited (the field of
+/// [`Limits::UNLIMITED`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(default))]
 #[non_exhaustive]
 pub struct Limits {
     /// Requests queued (admitted and not yet granted) at once.
@@ -86,7 +91,13 @@ impl Default for Limits {
 }
 
 /// One class of cells as the ledger sees it.
+///
+/// With the `serde` feature, `explicit_only` and `limits` may be left out (`false`, unlimited).
+/// The name is a `&'static str`, so deserializing a `ClassSpec` from data that is not itself
+/// `'static` leaks the name's bytes (one small allocation per class, meant for a configuration
+/// read once at start-up, not in a loop). Uniqueness of names is checked by [`Ledger::new`].
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct ClassSpec {
     /// A unique name (for diagnostics and [`Ledger::class_by_name`]).
@@ -96,6 +107,31 @@ pub struct ClassSpec {
     pub explicit_only: bool,
     /// Limits over all tenants' requests in this class.
     pub limits: Limits,
+}
+
+/// The serialized form of a [`ClassSpec`], with an owned name.
+#[cfg(feature = "serde")]
+#[derive(serde::Deserialize)]
+struct ClassSpecRepr {
+    name: String,
+    #[serde(default)]
+    explicit_only: bool,
+    #[serde(default)]
+    limits: Limits,
+}
+
+// Written by hand: serde's derive would tie the input's lifetime to the name's `'static`.
+#[cfg(feature = "serde")]
+impl<'de> serde::Deserialize<'de> for ClassSpec {
+    /// Leaks the name into the `&'static str` that [`ClassSpec::name`] holds.
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> core::result::Result<Self, D::Error> {
+        let r = ClassSpecRepr::deserialize(d)?;
+        Ok(ClassSpec {
+            name: Box::leak(r.name.into_boxed_str()),
+            explicit_only: r.explicit_only,
+            limits: r.limits,
+        })
+    }
 }
 
 impl ClassSpec {
@@ -132,7 +168,16 @@ impl ClassSpec {
 /// most [`LedgerConfig::MAX_TENANTS`]) and one cache-line-padded group per class;
 /// [`LedgerConfig::footprint_bytes`] gives the total before building. Tenant groups are not padded: there may be many, and a
 /// tenant's counters are contended only by that tenant's own concurrent admissions.
+///
+/// # Validation
+///
+/// A `LedgerConfig` is plain data: neither [`LedgerConfig::new`] nor, with the `serde` feature,
+/// deserialization checks it. [`Ledger::new`] (and [`Ledger::with_clock`]) checks every field
+/// before allocating and refuses a bad one with `invalid-argument / configuration` naming the
+/// field, so a deserialized configuration goes through exactly the checks of a hand-built one.
+/// With the `serde` feature `tenant_limits` may be left out (unlimited).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[non_exhaustive]
 pub struct LedgerConfig {
     /// The classes, in the order that defines [`ClassId`]s and the "smallest class first" rule
@@ -141,6 +186,7 @@ pub struct LedgerConfig {
     /// Tenants are `TenantId(0..max_tenants)`.
     pub max_tenants: u32,
     /// Limits applied to each tenant, totalled across classes.
+    #[cfg_attr(feature = "serde", serde(default))]
     pub tenant_limits: Limits,
 }
 

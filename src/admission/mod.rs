@@ -240,6 +240,7 @@ impl AdmissionRequest {
 
 /// Units held right now by one tenant or one class.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Usage {
     /// Queue slots held.
     pub queue_slots: u64,
@@ -278,6 +279,7 @@ impl Usage {
 /// The counters of a ledger, per class and per tenant, sampled one by one (each value is exact at
 /// the moment it was read; the set is a consistent state only at quiescence).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct LedgerUsage {
     /// Indexed by [`ClassId`].
     pub classes: Vec<Usage>,

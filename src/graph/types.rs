@@ -193,6 +193,7 @@ impl JobOutcome {
 
 /// Used and total capacity of every fixed store, and jobs by state (SPEC D50).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Occupancy {
     /// Node slots in use (admitted jobs not yet collected).
     pub nodes_used: u32,

@@ -7,6 +7,7 @@ use super::*;
 /// [`release`](Assignment::release) or [`quarantine`](Assignment::quarantine) (SPEC F44): a
 /// panic in the job, a `timeout` or `abort` around it, an early return.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[non_exhaustive]
 pub enum DropPolicy {
     /// The cell is quarantined: it may hold guest state whose cleanup nobody vouched for. It
@@ -28,7 +29,15 @@ pub enum DropPolicy {
 /// let c = ClassConfig::new(4, 1024).on_drop(DropPolicy::Release);
 /// assert_eq!((c.cells, c.queue_capacity, c.on_drop), (4, 1024, DropPolicy::Release));
 /// ```
+///
+/// # Validation
+///
+/// A `ClassConfig` is plain data: neither [`ClassConfig::new`] nor, with the `serde` feature,
+/// deserialization checks it; [`Builder::build`] does, before allocating, and refuses a bad
+/// value with `invalid-argument / configuration` naming the field (`cells`, `queue_capacity`).
+/// With the `serde` feature `on_drop` may be left out ([`DropPolicy::Quarantine`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[non_exhaustive]
 pub struct ClassConfig {
     /// Number of cells (`1..=`[`ClassConfig::MAX_CELLS`]).
@@ -37,6 +46,7 @@ pub struct ClassConfig {
     /// every request (SPEC F06).
     pub queue_capacity: u32,
     /// What a dropped assignment does to its cell. Default: [`DropPolicy::Quarantine`].
+    #[cfg_attr(feature = "serde", serde(default))]
     pub on_drop: DropPolicy,
 }
 

@@ -226,6 +226,7 @@ impl Transition {
 
 /// How full the directory's fixed stores are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct VersionOccupancy {
     /// Key capacity.
     pub keys: usize,
