@@ -17,9 +17,9 @@ mod engine;
 mod error;
 pub mod graph;
 mod ids;
-mod observe;
 #[cfg(feature = "metrics")]
 pub mod metrics;
+mod observe;
 pub(crate) mod policy;
 pub mod pool;
 pub(crate) mod raw;
