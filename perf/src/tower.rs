@@ -121,7 +121,7 @@ where
                 send(FLOODER);
             }
         }
-        if tick % QUIET_EVERY == 0 {
+        if tick.is_multiple_of(QUIET_EVERY) {
             send(QUIET);
         }
         tick += 1;
