@@ -539,7 +539,7 @@ mod tests {
     #[test]
     fn default_plan_has_every_target_row_once() {
         let p = plan("default", &[]).unwrap();
-        assert_eq!(p.len(), 12);
+        assert_eq!(p.len(), 13);
         let all = plan("all", &[1, 2, 8]).unwrap();
         for j in &p {
             assert_eq!(all.iter().filter(|x| *x == j).count(), 1, "{j:?}");
