@@ -102,6 +102,9 @@ pub(crate) mod unique {
     pub(crate) static INCARNATIONS: AtomicU64 = counter();
     /// Scheduler ids.
     pub(crate) static SCHEDULER_IDS: AtomicU64 = counter();
+    /// Request ids of the tower layer (below its top bit).
+    #[cfg(feature = "tower")]
+    pub(crate) static LAYER_REQUEST_IDS: AtomicU64 = counter();
 }
 
 /// Outcome bookkeeping for loom models: a model records which outcome each execution reached,

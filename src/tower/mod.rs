@@ -75,7 +75,6 @@ pub use rejection::{FairError, Rejection};
 use crate::admission::AdmissionRequest;
 use crate::{ClassId, Priority, RequestId, Scheduler, TenantId};
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -126,10 +125,8 @@ const LAYER_ID_BIT: u64 = 1 << 63;
 
 /// A fresh request id for the layer (unique among live requests for 2^63 requests).
 fn next_id() -> RequestId {
-    // Not through `crate::sync`: the counter only hands out distinct numbers, no other memory
-    // is ordered by it, and the tower layer is not built under loom.
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    RequestId(LAYER_ID_BIT | (NEXT.fetch_add(1, Ordering::Relaxed) & !LAYER_ID_BIT))
+    let n = crate::sync::unique::next(&crate::sync::unique::LAYER_REQUEST_IDS);
+    RequestId(LAYER_ID_BIT | (n & !LAYER_ID_BIT))
 }
 
 /// A tower [`Layer`](tower_layer::Layer) that admits every request through a fairway class
@@ -160,12 +157,14 @@ impl<Req: 'static> FairLayer<Req> {
     /// [`FairLayerBuilder::tenant`] (without one every request is tenant 0).
     pub fn builder(scheduler: Scheduler) -> FairLayerBuilder<Req> {
         FairLayerBuilder {
-            scheduler,
-            overload: Overload::Queue,
-            tenant: Box::new(|_| TenantId(0)),
-            priority: None,
-            class: None,
-            deadline: None,
+            shared: Shared {
+                scheduler,
+                overload: Overload::Queue,
+                tenant: Box::new(|_| TenantId(0)),
+                priority: None,
+                class: None,
+                deadline: None,
+            },
         }
     }
 
@@ -189,21 +188,17 @@ impl<S, Req> tower_layer::Layer<S> for FairLayer<Req> {
 /// Configures a [`FairLayer`]: the extractors that read a request's tenant, priority, class and
 /// deadline, and what to do when no cell is free.
 pub struct FairLayerBuilder<Req> {
-    scheduler: Scheduler,
-    overload: Overload,
-    tenant: Extract<Req, TenantId>,
-    priority: Option<Extract<Req, Priority>>,
-    class: Option<Extract<Req, ClassId>>,
-    deadline: Option<Extract<Req, Option<Duration>>>,
+    shared: Shared<Req>,
 }
 
 impl<Req> fmt::Debug for FairLayerBuilder<Req> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = &self.shared;
         f.debug_struct("FairLayerBuilder")
-            .field("overload", &self.overload)
-            .field("priority", &self.priority.is_some())
-            .field("class", &self.class.is_some())
-            .field("deadline", &self.deadline.is_some())
+            .field("overload", &s.overload)
+            .field("priority", &s.priority.is_some())
+            .field("class", &s.class.is_some())
+            .field("deadline", &s.deadline.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -212,20 +207,20 @@ impl<Req: 'static> FairLayerBuilder<Req> {
     /// The request's tenant (a header, an extension, an authenticated principal). A tenant past
     /// the ledger's `max_tenants` is refused (`invalid-argument / tenant-out-of-range`, 503).
     pub fn tenant(mut self, f: impl Fn(&Req) -> TenantId + Send + Sync + 'static) -> Self {
-        self.tenant = Box::new(f);
+        self.shared.tenant = Box::new(f);
         self
     }
 
     /// The request's priority within its tenant (default: the admission default). It orders
     /// the tenant's own requests and never takes another tenant's turn (SPEC F15).
     pub fn priority(mut self, f: impl Fn(&Req) -> Priority + Send + Sync + 'static) -> Self {
-        self.priority = Some(Box::new(f));
+        self.shared.priority = Some(Box::new(f));
         self
     }
 
     /// The class the request needs (default: class 0).
     pub fn class(mut self, f: impl Fn(&Req) -> ClassId + Send + Sync + 'static) -> Self {
-        self.class = Some(Box::new(f));
+        self.shared.class = Some(Box::new(f));
         self
     }
 
@@ -235,27 +230,20 @@ impl<Req: 'static> FairLayerBuilder<Req> {
         mut self,
         f: impl Fn(&Req) -> Option<Duration> + Send + Sync + 'static,
     ) -> Self {
-        self.deadline = Some(Box::new(f));
+        self.shared.deadline = Some(Box::new(f));
         self
     }
 
     /// What to do with a request that finds no free cell (default [`Overload::Queue`]).
     pub fn overload(mut self, overload: Overload) -> Self {
-        self.overload = overload;
+        self.shared.overload = overload;
         self
     }
 
     /// The layer.
     pub fn build(self) -> FairLayer<Req> {
         FairLayer {
-            shared: Arc::new(Shared {
-                scheduler: self.scheduler,
-                overload: self.overload,
-                tenant: self.tenant,
-                priority: self.priority,
-                class: self.class,
-                deadline: self.deadline,
-            }),
+            shared: Arc::new(self.shared),
         }
     }
 }
