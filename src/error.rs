@@ -100,6 +100,9 @@ pub enum Reason {
     DuplicateRequest,
     /// The id names no live queued request (SPEC F33).
     UnknownRequest,
+    /// An in-place change came after the request left the queue: it was granted or ended
+    /// first (SPEC F36).
+    TooLate,
     /// The first reason given to [`CancellationToken::cancel`](crate::cancel::CancellationToken::cancel).
     Host(&'static str),
     /// A blocking wait ran out of time.
@@ -193,6 +196,7 @@ impl Reason {
             Reason::ClassMemoryUnits => "class-memory-units",
             Reason::DuplicateRequest => "duplicate-request",
             Reason::UnknownRequest => "unknown-request",
+            Reason::TooLate => "too-late",
             Reason::Host(s) => s,
             Reason::Timeout => "timeout",
             Reason::DeadlineExceeded => "deadline-exceeded",

@@ -24,6 +24,8 @@
 //! This is the engine's core, not yet a [`ClassEngine`](crate::engine::ClassEngine): leases,
 //! wakers, pull mode, shutdown, drain and the deadline sweep are not built on it yet.
 
+pub(crate) use self::change::{TooLate, Wanted};
+use self::change::Changes;
 use super::tenant::{Meta, Tenants};
 use super::turns::{Turn, Turns};
 use crate::raw::pause;
@@ -34,16 +36,25 @@ use crate::sync::{AtomicU32, AtomicU64, Ordering};
 pub(crate) const VACANT: u32 = 0;
 /// Entry slot: queued in its tenant's inbox or records.
 pub(crate) const QUEUED: u32 = 1;
+/// Entry slot: queued, with an in-place change (SPEC F36) that its tenant's order does not
+/// show yet. A grant's CAS fails on it: the turn holder applies the change first.
+pub(crate) const CHANGED: u32 = 2;
 /// Entry slot: granted; the grant's taker frees it (`Core::take`).
-pub(crate) const GRANTED: u32 = 2;
+pub(crate) const GRANTED: u32 = 3;
 /// Entry slot: cancelled while queued; a tombstone until its tenant's owner unlinks it.
-pub(crate) const CANCELLED: u32 = 3;
+pub(crate) const CANCELLED: u32 = 4;
 /// Entry slot: its deadline passed while queued (the engine's sweep); a tombstone as
 /// `CANCELLED`.
-pub(crate) const EXPIRED: u32 = 4;
+pub(crate) const EXPIRED: u32 = 5;
 /// Entry slot: ended while queued by shutdown or the death of the class; a tombstone as
 /// `CANCELLED`.
-pub(crate) const CLOSED: u32 = 5;
+pub(crate) const CLOSED: u32 = 6;
+
+/// Whether entry state `s` is a live queued request (`QUEUED`, or `CHANGED`).
+#[inline(always)]
+pub(crate) fn is_queued(s: u32) -> bool {
+    s == QUEUED || s == CHANGED
+}
 
 /// Bits of a slot's reference word that count references; the rest is the generation.
 const REF_BITS: u32 = 8;
@@ -83,6 +94,8 @@ pub(crate) struct Core {
     tenant_cap: u32,
     /// Free entry slots (each at most once, so the SCQ's bound holds).
     free: Scq,
+    /// In-place changes of queued entries (SPEC F36, `change.rs`).
+    changes: Changes,
     /// Set when a call hands a turn back (SPEC F25), for the engine to wake a waiter.
     handed: AtomicU32,
     /// Candidates one call's pass offers at most ([`TURN_CANDIDATES`]; smaller in models that
@@ -112,6 +125,7 @@ impl Core {
             held: (0..tenants).map(|_| AtomicU32::new(0)).collect(),
             tenant_cap: slots,
             free,
+            changes: Changes::new(slots, tenants),
             handed: AtomicU32::new(0),
             pass: TURN_CANDIDATES,
             vacant: AtomicU32::new(slots),
@@ -198,6 +212,7 @@ impl Core {
         self.live[tenant as usize].fetch_add(1, Ordering::Relaxed);
         // Relaxed: published with the node by the Release CAS of `publish`.
         self.tenant_of[index as usize].store(tenant, Ordering::Relaxed);
+        self.changes.reset(index, meta.deadline);
         // Release: a canceller that reads QUEUED (Acquire) sees the slot's tenant and count.
         self.entry[index as usize].store(QUEUED, Ordering::Release);
         // SAFETY: the slot came off the free list: no other thread holds it until `publish`.
@@ -345,12 +360,16 @@ impl Core {
     ) -> bool {
         debug_assert!(why >= CANCELLED);
         // AcqRel: Acquire pairs with the enqueue's Release store (the slot's tenant); Release
-        // publishes the end to the owner whose grant CAS fails on it.
-        if self.entry[index as usize]
-            .compare_exchange(QUEUED, why, Ordering::AcqRel, Ordering::Acquire)
-            .is_err()
+        // publishes the end to the owner whose grant CAS fails on it. A request with a change
+        // pending (`CHANGED`) ends the same way; its notice, applied later, finds it ended.
+        let mut s = QUEUED;
+        while let Err(actual) =
+            self.entry[index as usize].compare_exchange(s, why, Ordering::AcqRel, Ordering::Acquire)
         {
-            return false;
+            if !is_queued(actual) {
+                return false;
+            }
+            s = actual;
         }
         let tenant = self.tenant_of[index as usize].load(Ordering::Relaxed);
         pause::point("ring.cancel_marked");
@@ -443,7 +462,7 @@ impl Core {
         // SAFETY: `turn` is this tenant's turn, held by this thread until `end_turn` below;
         // the handle is not used after it.
         let mut own = unsafe { self.tenants.owner(tenant) };
-        own.absorb();
+        self.absorb(&mut own, tenant);
         // Compaction, amortised: when tombstones outnumber the live entries (plus a slack),
         // one pass over the tenant's FIFO unlinks them all, so each cancel costs O(1) amortised
         // and a tenant with a turn never holds more tombstones than about its live entries.
@@ -474,7 +493,7 @@ impl Core {
                 round_over = true;
                 break;
             }
-            own.absorb();
+            self.absorb(&mut own, tenant);
             if own.len() == 0 || !self.has_live(tenant) {
                 break;
             }
@@ -496,7 +515,7 @@ impl Core {
             *pass = budget;
         }
         self.turns.end_turn_at(turn, spent, front, || {
-            own.absorb();
+            self.absorb(&mut own, tenant);
             // Nothing linked: nothing to do, whatever the live count says (a canceller stopped
             // between its CAS and its decrement must not keep this thread requeuing the tenant
             // for turns that find nothing). A tenant with nothing live leaves with no tombstone
@@ -541,7 +560,7 @@ impl Core {
             // SAFETY: `turn` is this tenant's turn, held by this thread until `end_turn_at`
             // below; the handle is not used after it.
             let mut own = unsafe { self.tenants.owner(tenant) };
-            own.absorb();
+            self.absorb(&mut own, tenant);
             let before = own.len();
             let left = self.purge(&mut own);
             freed += before - left;
@@ -587,7 +606,7 @@ impl Core {
         while *budget > 0 {
             let index = own.candidate(now)?;
             *budget -= 1;
-            own.unlink(index);
+            let was = own.unlink(index);
             // AcqRel: Release publishes the grant to its taker (pairs with `take`'s Acquire);
             // Acquire pairs with a canceller's Release on failure.
             match self.entry[index as usize].compare_exchange(
@@ -604,6 +623,11 @@ impl Core {
                     self.held[tenant as usize].fetch_sub(1, Ordering::Relaxed);
                     return Some(index);
                 }
+                Err(CHANGED) => {
+                    // A change (SPEC F36) won the race: it goes into the order first, then the
+                    // tenant's candidate is picked again.
+                    self.relink_changed(own, index, was);
+                }
                 Err(s) => {
                     debug_assert!(s >= CANCELLED);
                     self.free_tombstone(index);
@@ -613,6 +637,9 @@ impl Core {
         None
     }
 }
+
+#[path = "change.rs"]
+mod change;
 
 #[cfg(all(test, not(loom)))]
 #[path = "grant_tests.rs"]

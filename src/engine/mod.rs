@@ -253,6 +253,13 @@ pub trait ClassEngine<T: Send + 'static>: Send + Sync + Sized + 'static {
     /// Cancels a queued request by handle (SPEC F33): `not-found` unless it is still queued.
     fn cancel(&self, key: u64) -> Result<(), Error>;
 
+    /// Changes a queued request in place (SPEC F36): a new priority, and/or a new deadline
+    /// (`Some(None)`: back to the permit's own), never later than the permit's own deadline.
+    /// `not-found / too-late` if the request left the queue first, `not-found /
+    /// unknown-request` for a stale handle.
+    fn change(&self, key: u64, priority: Option<u8>, deadline: Option<Option<u64>>)
+        -> Result<(), Error>;
+
     /// Returns a cell: the pool first, then the class's free count (SPEC F44).
     fn release(&self, lease: Lease) {
         self.release_then(lease, || {});

@@ -111,6 +111,10 @@ impl Order<Node> for ByRank {
     }
 }
 
+/// What an unlinked entry held (for [`Owner::relink`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Unlinked(Node);
+
 /// One tenant's record, touched only by the holder of its turn.
 #[derive(Clone, Copy, Debug)]
 struct Record {
@@ -352,9 +356,71 @@ impl Owner<'_> {
         ))
     }
 
+    /// Whether `index` is linked in this tenant's order (absorbed and not unlinked since).
+    ///
+    /// The caller knows the slot belongs to this tenant: it is linked here, or published to
+    /// the tenant's inbox (with a happens-before edge from its publication), or out of every
+    /// order and untouched by anyone else.
+    pub(crate) fn is_linked(&self, index: u32) -> bool {
+        self.view[index as usize].linked
+    }
+
+    /// Changes the priority and/or deadline of linked entry `index` in place (SPEC F36) and
+    /// re-orders it: one heap removal and one insertion, O(log n); its sequence number and its
+    /// FIFO place (F14) stay.
+    pub(crate) fn reorder(&mut self, index: u32, priority: Option<u8>, deadline: Option<u64>) {
+        debug_assert!(self.is_linked(index), "reorder of a slot not linked");
+        let rec = &mut *self.rec;
+        let root = heap::remove::<Node, ByRank, _>(&mut self.view, rec.root, index);
+        let node = &mut self.view[index as usize];
+        if let Some(p) = priority {
+            node.priority = p;
+        }
+        if let Some(d) = deadline {
+            node.deadline = d;
+        }
+        rec.root = heap::push::<Node, ByRank, _>(&mut self.view, root, index);
+    }
+
+    /// Links back entry `index`, which [`unlink`](Self::unlink) just took out (with nothing
+    /// linked or unlinked in this tenant since), with its priority and/or deadline changed:
+    /// the FIFO place, sequence number and enqueue time it had, a new place in the heap.
+    pub(crate) fn relink(
+        &mut self,
+        index: u32,
+        was: Unlinked,
+        priority: Option<u8>,
+        deadline: Option<u64>,
+    ) {
+        let mut node = was.0;
+        if let Some(p) = priority {
+            node.priority = p;
+        }
+        if let Some(d) = deadline {
+            node.deadline = d;
+        }
+        node.order = Links::DETACHED;
+        let (prev, next) = (node.fifo_prev, node.fifo_next);
+        self.view[index as usize] = node;
+        let rec = &mut *self.rec;
+        if prev == NONE {
+            rec.fifo_head = index;
+        } else {
+            self.view[prev as usize].fifo_next = index;
+        }
+        if next == NONE {
+            rec.fifo_tail = index;
+        } else {
+            self.view[next as usize].fifo_prev = index;
+        }
+        rec.count += 1;
+        rec.root = heap::push::<Node, ByRank, _>(&mut self.view, rec.root, index);
+    }
+
     /// Unlinks `index`, which must be linked in this tenant, from its heap and FIFO in
-    /// O(log n). The slot's node is the caller's again (vacant).
-    pub(crate) fn unlink(&mut self, index: u32) {
+    /// O(log n). The slot's node is the caller's again (vacant); what it held is returned, for
+    /// a [`relink`](Self::relink).
+    pub(crate) fn unlink(&mut self, index: u32) -> Unlinked {
         let node = self.view[index as usize];
         debug_assert!(node.linked, "unlink of a slot not linked");
         let rec = &mut *self.rec;
@@ -371,6 +437,7 @@ impl Owner<'_> {
         }
         rec.count -= 1;
         self.view[index as usize] = Node::VACANT;
+        Unlinked(node)
     }
 
     /// Unlinks every linked entry for which `dead` holds, walking the FIFO once, and passes each
@@ -380,7 +447,7 @@ impl Owner<'_> {
         while cur != NONE {
             let next = self.view[cur as usize].fifo_next;
             if dead(cur) {
-                self.unlink(cur);
+                let _ = self.unlink(cur);
                 freed(cur);
             }
             cur = next;

@@ -191,10 +191,6 @@ pub(crate) fn remove<N, O: Order<N>, S: Nodes<N> + ?Sized>(
 /// Restores the heap order after `x`'s key moved *earlier* (it now precedes at least what it
 /// preceded before); returns the new root.
 #[inline]
-#[allow(
-    dead_code,
-    reason = "used by `Policy::set_priority` for the graph layer (SPEC D30)"
-)]
 pub(crate) fn decrease<N, O: Order<N>, S: Nodes<N> + ?Sized>(
     nodes: &mut S,
     root: u32,

@@ -553,10 +553,6 @@ impl Policy {
     /// Raises the priority of queued entry `index` to `priority` and re-orders it in its
     /// tenant's heap (D30). Never lowers. Returns whether the priority changed.
     #[inline]
-    #[allow(
-        dead_code,
-        reason = "the graph layer re-prioritises queued work (SPEC D30); not built yet"
-    )]
     pub(crate) fn raise_priority(&mut self, index: u32, priority: u8) -> bool {
         if !self.contains(index) || self.nodes[index as usize].priority >= priority {
             return false;
@@ -569,11 +565,8 @@ impl Policy {
     }
 
     /// Sets the priority of queued entry `index`, raising or lowering it (an inherited priority
-    /// dropping back, D30), and re-orders it. Returns whether the priority changed.
-    #[allow(
-        dead_code,
-        reason = "the graph layer re-prioritises queued work (SPEC D30); not built yet"
-    )]
+    /// dropping back, D30), and re-orders it (SPEC F36: one removal and one insertion in its
+    /// tenant's heap). Returns whether the priority changed.
     pub(crate) fn set_priority(&mut self, index: u32, priority: u8) -> bool {
         if !self.contains(index) {
             return false;
@@ -594,6 +587,37 @@ impl Policy {
             heap::remove::<Node, ByRank, _>(&mut self.nodes[..], self.tenants[t].root, index);
         self.nodes[index as usize].priority = priority;
         self.tenants[t].root = heap::push::<Node, ByRank, _>(&mut self.nodes[..], root, index);
+        true
+    }
+
+    /// Sets the deadline of queued entry `index` ([`NO_DEADLINE`]: none) and re-orders it in
+    /// its tenant's heap and in the deadline heap (SPEC F36): a removal and an insertion in
+    /// each, O(log n). Its sequence number and FIFO place stay. Returns whether it changed.
+    pub(crate) fn set_deadline(&mut self, index: u32, deadline: u64) -> bool {
+        if !self.contains(index) {
+            return false;
+        }
+        let Node {
+            deadline: old,
+            tenant,
+            ..
+        } = self.nodes[index as usize];
+        if deadline == old {
+            return false;
+        }
+        let t = tenant as usize;
+        if old != NO_DEADLINE {
+            self.deadline_root =
+                heap::remove::<Node, ByDeadline, _>(&mut self.nodes[..], self.deadline_root, index);
+        }
+        let root =
+            heap::remove::<Node, ByRank, _>(&mut self.nodes[..], self.tenants[t].root, index);
+        self.nodes[index as usize].deadline = deadline;
+        self.tenants[t].root = heap::push::<Node, ByRank, _>(&mut self.nodes[..], root, index);
+        if deadline != NO_DEADLINE {
+            self.deadline_root =
+                heap::push::<Node, ByDeadline, _>(&mut self.nodes[..], self.deadline_root, index);
+        }
         true
     }
 

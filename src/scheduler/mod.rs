@@ -34,7 +34,7 @@ use crate::engine::RingClass;
 use crate::engine::{ClassEngine, ClassSetup, Ended, Enqueued, Ticket};
 use crate::error::Reason;
 use crate::error::{Code, Error};
-use crate::ids::ClassId;
+use crate::ids::{ClassId, Priority};
 use crate::oracle::mutex::{BaselineClass, BaselineLock, StdMutex};
 use crate::pool::{validate_pools, CellPool, ClassPool, FixedCellPool, Lease};
 use crate::raw::idset::{IdSet, InsertError, Slot};
@@ -315,6 +315,83 @@ impl<T: Send + 'static, M: Mechanism> SchedulerOn<T, M> {
             return Err(Error::new(Code::PermissionDenied, Reason::ForeignHandle));
         }
         self.shared.class(handle.class)?.cancel(handle.key)
+    }
+
+    /// Changes the priority of a queued request in place (SPEC F36): it is re-ordered within
+    /// its tenant, keeping its arrival order among equals (its sequence) and its place for
+    /// aging. Costs what an insertion into the tenant's order costs, never a scan, and never
+    /// waits for another thread: on the engine the change is applied by the next thread that
+    /// takes the tenant's turn, before it can grant the request. It never gives the tenant an
+    /// extra turn (F15): priority orders work inside a tenant only.
+    ///
+    /// # Errors
+    ///
+    /// `not-found / too-late` if the request was granted or ended first (a change racing the
+    /// grant either lands before it or is refused, never lost); `not-found /
+    /// unknown-request` for a handle whose request is gone; `permission-denied /
+    /// foreign-handle` for another scheduler's handle.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use fairway::admission::{AdmissionRequest, ClassSpec, Ledger, LedgerConfig};
+    /// use fairway::{ClassId, RequestId, Scheduler, TenantId};
+    ///
+    /// let ledger = Ledger::new(LedgerConfig::new(vec![ClassSpec::new("io")], 1))?;
+    /// let s = Scheduler::builder(ledger.clone()).class(1, 8).build()?;
+    /// let admit = |id| ledger.admit(AdmissionRequest::new(RequestId(id), TenantId(0)));
+    /// let running = s.try_enqueue(admit(1)?.into()).expect("the cell is free");
+    /// // Two requests wait behind it; the later one becomes urgent.
+    /// let first = s.enqueue(admit(2)?.into());
+    /// let second = s.enqueue(admit(3)?.into());
+    /// # let (mut first, mut second) = (Box::pin(first), Box::pin(second));
+    /// # let waker = std::task::Waker::noop();
+    /// # let mut cx = std::task::Context::from_waker(&waker);
+    /// # assert!(first.as_mut().poll(&mut cx).is_pending());
+    /// # assert!(second.as_mut().poll(&mut cx).is_pending());
+    /// s.set_priority(second.handle().expect("queued"), 9)?;
+    /// running.release();
+    /// # use std::future::Future;
+    /// let std::task::Poll::Ready(granted) = second.as_mut().poll(&mut cx) else {
+    ///     panic!("the raised request goes first");
+    /// };
+    /// assert!(first.as_mut().poll(&mut cx).is_pending(), "behind it");
+    /// # drop(granted);
+    /// # Ok::<(), fairway::Error>(())
+    /// ```
+    #[inline]
+    pub fn set_priority(&self, handle: RequestHandle, priority: Priority) -> Result<(), Error> {
+        self.change(handle, Some(priority), None)
+    }
+
+    /// Changes the deadline of a queued request in place (SPEC F36): `Some(d)` (absolute, in
+    /// nanoseconds on the ledger's clock, as [`Permit::deadline`](crate::admission::Permit::deadline))
+    /// tightens it, or relaxes an earlier change, but never past the deadline the request's
+    /// permit was admitted with; `None` restores that one. The request is re-ordered within
+    /// its tenant (earlier deadline first among equal priorities) and expires at the new
+    /// deadline (F46); one already past expires now. Costs and races as
+    /// [`set_priority`](Self::set_priority).
+    ///
+    /// # Errors
+    ///
+    /// As [`set_priority`](Self::set_priority).
+    #[inline]
+    pub fn set_deadline(&self, handle: RequestHandle, deadline: Option<u64>) -> Result<(), Error> {
+        self.change(handle, None, Some(deadline))
+    }
+
+    fn change(
+        &self,
+        handle: RequestHandle,
+        priority: Option<Priority>,
+        deadline: Option<Option<u64>>,
+    ) -> Result<(), Error> {
+        if handle.scheduler != self.shared.id {
+            return Err(Error::new(Code::PermissionDenied, Reason::ForeignHandle));
+        }
+        self.shared
+            .class(handle.class)?
+            .change(handle.key, priority, deadline)
     }
 
     /// The ledger this scheduler is bound to.

@@ -14,7 +14,7 @@
 
 use core::task::{Context, Poll};
 
-use super::super::grant::{CLOSED, QUEUED};
+use super::super::grant::{is_queued, CLOSED};
 use super::after::After;
 use super::slot::{F_QUARANTINED, F_SHUTDOWN};
 use super::RingClass;
@@ -186,7 +186,7 @@ impl<T: Send + 'static> RingClass<T> {
     /// Ends every queued entry (shutdown, death of the class). O(slots); rare.
     pub(super) fn end_all(&self, fate: u32, now: u64) {
         for index in 0..self.slots.len() as u32 {
-            if self.core.state(index) != QUEUED {
+            if !is_queued(self.core.state(index)) {
                 continue;
             }
             self.end_handle(self.core.handle(index), CLOSED, fate, now);

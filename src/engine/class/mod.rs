@@ -211,6 +211,15 @@ impl<T: Send + 'static> ClassEngine<T> for RingClass<T> {
         self.cancel_entry(handle)
     }
 
+    fn change(
+        &self,
+        handle: u64,
+        priority: Option<u8>,
+        deadline: Option<Option<u64>>,
+    ) -> Result<(), Error> {
+        self.change_entry(handle, priority, deadline)
+    }
+
     fn release_then(&self, lease: Lease, then: impl FnOnce()) {
         self.release_lease(lease, then);
     }

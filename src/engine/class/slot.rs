@@ -13,7 +13,7 @@
 
 use core::task::Context;
 
-use super::super::grant::{CANCELLED, CLOSED, EXPIRED};
+use super::super::grant::{TooLate, Wanted, CANCELLED, CLOSED, EXPIRED};
 use super::after::After;
 use super::life::Change;
 use super::RingClass;
@@ -106,13 +106,17 @@ impl<T: Send + 'static> RingClass<T> {
         let cancelled = pull
             && s.token
                 .with(|t| unsafe { (*t).as_ref() }.is_some_and(|t| t.is_cancelled()));
-        if cancelled {
+        // A deadline tightened in place (SPEC F36) that passed before the sweep saw it: the
+        // grant is refused as the facade refuses one past the permit's own deadline (F46).
+        let cut = self.core.deadline_of(index);
+        let expired = cut < ticket.deadline && now >= cut;
+        if cancelled || expired {
             // A pull request whose token was cancelled is not handed to an executor (SPEC
             // F32, F46): it ends here and its credit goes back.
             after.credits += 1;
             self.life_change(Change::OUT);
             after.outs += 1;
-            self.book_end(index, F_CANCELLED, after);
+            self.book_end(index, if cancelled { F_CANCELLED } else { F_EXPIRED }, after);
             self.core.unref(index);
             return;
         }
@@ -393,6 +397,38 @@ impl<T: Send + 'static> RingClass<T> {
         } else {
             Err(Error::new(Code::NotFound, Reason::UnknownRequest))
         }
+    }
+
+    /// [`ClassEngine::change`](crate::engine::ClassEngine::change): changes the entry in place
+    /// if it is still queued (SPEC F36). A deadline is never set later than the request's own
+    /// (the permit's); `Some(None)` restores that one.
+    pub(super) fn change_entry(
+        &self,
+        handle: u64,
+        priority: Option<u8>,
+        deadline: Option<Option<u64>>,
+    ) -> Result<(), Error> {
+        let Some(index) = self.core.try_ref(handle) else {
+            return Err(Error::new(Code::NotFound, Reason::UnknownRequest));
+        };
+        let own = self.ticket(index).deadline;
+        let deadline = deadline.map(|d| d.map_or(own, |d| d.min(own)));
+        let changed = self.core.change(index, Wanted { priority, deadline });
+        self.core.unref(index);
+        changed.map_err(|TooLate| Error::new(Code::NotFound, Reason::TooLate))?;
+        if let Some(d) = deadline {
+            self.note_deadline(d);
+            if d != u64::MAX {
+                let now = self.clock.now();
+                if d <= now {
+                    // Tightened into the past: the request expires now (SPEC F46), not when
+                    // the sweep's cycle reaches its slot. Refused only if it left the queue
+                    // meanwhile, which ended it some other way.
+                    self.end_handle(handle, EXPIRED, F_EXPIRED, now);
+                }
+            }
+        }
+        Ok(())
     }
 
     /// The owner of slot `index` stops waiting: gives its waiter slot up.

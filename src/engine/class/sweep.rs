@@ -7,7 +7,7 @@
 //! cycle over every slot sets `earliest` to the earliest deadline kept, folding in the `fresh`
 //! ones queued meanwhile. `cursor` and `cycle_min` are touched only under the token.
 
-use super::super::grant::{EXPIRED, QUEUED};
+use super::super::grant::{is_queued, EXPIRED};
 use super::after::After;
 use super::slot::F_EXPIRED;
 use super::RingClass;
@@ -67,13 +67,18 @@ impl<T: Send + 'static> RingClass<T> {
         };
         let end = start.saturating_add(SWEEP_CHUNK).min(n);
         for index in start..end {
-            if self.core.state(index) != QUEUED {
+            if !is_queued(self.core.state(index)) {
                 continue;
             }
             let Some(i) = self.core.try_ref(self.core.handle(index)) else {
                 continue;
             };
-            let deadline = self.ticket(i).deadline;
+            // The deadline in effect, or the one a change not yet applied asks for (SPEC F36:
+            // a change that won its CAS holds from then on, tighter or relaxed).
+            let deadline = self
+                .core
+                .pending_deadline(i)
+                .unwrap_or_else(|| self.core.deadline_of(i));
             let mut after = After::new();
             if deadline <= now {
                 if self
@@ -82,7 +87,7 @@ impl<T: Send + 'static> RingClass<T> {
                 {
                     self.book_end(i, F_EXPIRED, &mut after);
                 }
-            } else if self.core.state(i) == QUEUED {
+            } else if is_queued(self.core.state(i)) {
                 least = least.min(deadline);
             }
             self.core.unref(i);

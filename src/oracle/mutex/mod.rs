@@ -654,6 +654,40 @@ impl<T: Send + 'static, L: BaselineLock> ClassEngine<T> for BaselineClass<T, L> 
         }
     }
 
+    fn change(
+        &self,
+        raw: u64,
+        priority: Option<u8>,
+        deadline: Option<Option<u64>>,
+    ) -> Result<(), Error> {
+        let now = deadline
+            .is_some_and(|d| d != Some(u64::MAX))
+            .then(|| self.clock.now());
+        let mut after = After::new();
+        let found = self.with(|policy, inner| match inner.slot(raw) {
+            Some((index, s)) if s.stage == Stage::Queued => {
+                let own = s.ticket.deadline;
+                if let Some(p) = priority {
+                    policy.set_priority(index, p);
+                }
+                if let Some(d) = deadline.map(|d| d.map_or(own, |d| d.min(own))) {
+                    policy.set_deadline(index, d);
+                    if now.is_some_and(|now| d <= now) {
+                        // Tightened into the past: expires now, as on the engine.
+                        end_queued(self, inner, index, Ended::Expired, &mut after);
+                        unqueue(policy, inner, index);
+                        inner.wake_if_stopped(&mut after.exec);
+                    }
+                }
+                Ok(())
+            }
+            Some(_) => Err(Reason::TooLate),
+            None => Err(Reason::UnknownRequest),
+        });
+        after.finish();
+        found.map_err(|r| Error::new(Code::NotFound, r))
+    }
+
     fn release_then(&self, lease: Lease, then: impl FnOnce()) {
         let mut exec = ExecWakes::default();
         let work = self.with(|_, inner| {
