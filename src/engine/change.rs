@@ -25,10 +25,17 @@
 //!    won its CAS is therefore always in the order before the request can be granted; one that
 //!    lost it was reported too late. Neither is lost, and no change reaches an ended request.
 //!
-//! Nobody waits: a changer does one CAS on the entry, one on the link and a push; a turn
-//! holder that meets a change applies it itself. A change never announces the tenant, so it
-//! never gives the tenant a turn it would not have had (F15): it re-orders work inside its
-//! tenant at that tenant's next turn.
+//! 5. After the push the changer *touches* the tenant's state word (`Turns::touch`): an owner
+//!    is marked dirty, so its closing re-check looks at the stack again; an idle tenant (its
+//!    request was granted just after the change, and it had nothing else) is owned with a
+//!    cleanup turn that takes the notice. Without it a notice could keep its slot for as long
+//!    as the tenant stays idle.
+//!
+//! Nobody waits: a changer does one CAS on the entry, one on the link, a push and one RMW on
+//! the tenant's state word; a turn holder that meets a change applies it itself. A change
+//! never puts the tenant in the ring and a cleanup turn has no credit, so it never gives the
+//! tenant a turn it would not have had (F15): it re-orders work inside its tenant at that
+//! tenant's next turn.
 //!
 //! # Memory orderings
 //!
@@ -50,8 +57,8 @@
 //! entry still `CHANGED` the wanted deadline too, so a tightened deadline expires on time even
 //! while its tenant has no turn; the delivery of a grant checks the cut.
 
-use crate::engine::tenant::{Owner, Unlinked};
 use super::{is_queued, Core, CHANGED, QUEUED};
+use crate::engine::tenant::{Owner, Unlinked};
 use crate::policy::heap::NONE;
 use crate::sync::{AtomicU32, AtomicU64, Ordering};
 
@@ -150,7 +157,17 @@ impl Core {
 
     /// Changes queued request `index` in place (SPEC F36); the caller holds a reference on the
     /// slot. `Err(TooLate)` if the request is no longer queued: nothing is changed then.
-    pub(crate) fn change(&self, index: u32, wanted: Wanted) -> Result<(), TooLate> {
+    ///
+    /// The notice may need the tenant's records looked at by a cleanup turn (an idle tenant
+    /// whose request was granted just after the change): grants that turn hands on are passed
+    /// to `on_grant`, with `now` for aging.
+    pub(crate) fn change(
+        &self,
+        index: u32,
+        wanted: Wanted,
+        now: u64,
+        on_grant: &mut impl FnMut(u32),
+    ) -> Result<(), TooLate> {
         let c = &self.changes;
         let i = index as usize;
         if wanted.is_empty() {
@@ -191,12 +208,19 @@ impl Core {
             }
         }
         crate::raw::pause::point("ring.change_marked");
-        self.post_notice(index);
+        if let Some(tenant) = self.post_notice(index) {
+            // The tenant's owner must look at the notice: if the request was granted since
+            // and the tenant went idle, nobody else would, and the notice would keep the slot.
+            if let Some(turn) = self.turns.touch(tenant) {
+                self.run(turn, now, on_grant);
+            }
+        }
         Ok(())
     }
 
-    /// Puts slot `index` on its tenant's notice stack unless it is there already.
-    fn post_notice(&self, index: u32) {
+    /// Puts slot `index` on its tenant's notice stack unless it is there already; returns
+    /// the tenant if it pushed.
+    fn post_notice(&self, index: u32) -> Option<u32> {
         let c = &self.changes;
         let link = &c.next[index as usize];
         // SeqCst: the other side of the Dekker pair (module docs). Claiming stores `NONE`;
@@ -205,7 +229,7 @@ impl Core {
             .compare_exchange(IDLE, NONE, Ordering::SeqCst, Ordering::SeqCst)
             .is_err()
         {
-            return;
+            return None;
         }
         // The notice's own reference: the slot stays ours (no reuse) while it is on the
         // stack. Relaxed: the caller holds a reference, so the count is not zero.
@@ -220,7 +244,7 @@ impl Core {
             // Release: publishes the link (and the wanted words, and the entry CAS before
             // it) to the applier's Acquire swap.
             match head.compare_exchange_weak(h, index, Ordering::Release, Ordering::Relaxed) {
-                Ok(_) => return,
+                Ok(_) => return Some(tenant),
                 Err(actual) => h = actual,
             }
         }
@@ -293,6 +317,20 @@ impl Core {
             // Relaxed: see `deadline_of`.
             self.changes.cut[index as usize].store(d, Ordering::Relaxed);
         }
+    }
+}
+
+#[cfg(all(test, loom))]
+impl Core {
+    /// Whether slot `index` is on no notice stack, wants nothing, and holds no reference
+    /// (free).
+    pub(crate) fn change_quiet(&self, index: u32, tenant: u32) -> bool {
+        let c = &self.changes;
+        // SeqCst loads: an observation after the threads joined.
+        c.next[index as usize].load(Ordering::SeqCst) == IDLE
+            && c.wanted[index as usize].load(Ordering::SeqCst) == 0
+            && c.heads[tenant as usize].load(Ordering::SeqCst) == NONE
+            && self.refs[index as usize].load(Ordering::SeqCst) & super::REF_MASK == 0
     }
 }
 

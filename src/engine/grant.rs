@@ -24,8 +24,8 @@
 //! This is the engine's core, not yet a [`ClassEngine`](crate::engine::ClassEngine): leases,
 //! wakers, pull mode, shutdown, drain and the deadline sweep are not built on it yet.
 
-pub(crate) use self::change::{TooLate, Wanted};
 use self::change::Changes;
+pub(crate) use self::change::{TooLate, Wanted};
 use super::tenant::{Meta, Tenants};
 use super::turns::{Turn, Turns};
 use crate::raw::pause;

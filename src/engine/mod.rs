@@ -257,8 +257,12 @@ pub trait ClassEngine<T: Send + 'static>: Send + Sync + Sized + 'static {
     /// (`Some(None)`: back to the permit's own), never later than the permit's own deadline.
     /// `not-found / too-late` if the request left the queue first, `not-found /
     /// unknown-request` for a stale handle.
-    fn change(&self, key: u64, priority: Option<u8>, deadline: Option<Option<u64>>)
-        -> Result<(), Error>;
+    fn change(
+        &self,
+        key: u64,
+        priority: Option<u8>,
+        deadline: Option<Option<u64>>,
+    ) -> Result<(), Error>;
 
     /// Returns a cell: the pool first, then the class's free count (SPEC F44).
     fn release(&self, lease: Lease) {

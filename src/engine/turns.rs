@@ -348,6 +348,34 @@ impl Turns {
             })
     }
 
+    /// Makes sure `tenant`'s owner looks at its records again, without giving it a turn it
+    /// would not have had: an idle tenant is owned with a cleanup turn (no credit), returned
+    /// for the caller to run; an owned one is marked `OWNED_DIRTY`, so its owner's closing
+    /// re-check runs again; a tenant in the ring will be looked at by its turn. What an
+    /// in-place change's notice needs (SPEC F36, `change.rs`). Always an RMW, as `announce`.
+    pub(crate) fn touch(&self, tenant: u32) -> Option<Turn> {
+        // AcqRel: Release publishes the caller's notice to the owner that reads this value
+        // (its closing CAS, or the claim of its next turn); Acquire, for a cleanup turn, sees
+        // the previous owner's record.
+        let prev = self.state[tenant as usize]
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| {
+                Some(match s {
+                    IDLE => OWNED,
+                    OWNED => OWNED_DIRTY,
+                    other => other,
+                })
+            })
+            .unwrap_or_else(|s| s);
+        (prev == IDLE).then(|| {
+            // Relaxed: a count for snapshots.
+            self.active.fetch_add(1, Ordering::Relaxed);
+            Turn {
+                tenant,
+                credit: false,
+            }
+        })
+    }
+
     /// Tenants not idle now (an observation).
     pub(crate) fn active(&self) -> u32 {
         // Relaxed: an observation.

@@ -116,7 +116,11 @@ impl<T: Send + 'static> RingClass<T> {
             after.credits += 1;
             self.life_change(Change::OUT);
             after.outs += 1;
-            self.book_end(index, if cancelled { F_CANCELLED } else { F_EXPIRED }, after);
+            self.book_end(
+                index,
+                if cancelled { F_CANCELLED } else { F_EXPIRED },
+                after,
+            );
             self.core.unref(index);
             return;
         }
@@ -413,19 +417,23 @@ impl<T: Send + 'static> RingClass<T> {
         };
         let own = self.ticket(index).deadline;
         let deadline = deadline.map(|d| d.map_or(own, |d| d.min(own)));
-        let changed = self.core.change(index, Wanted { priority, deadline });
+        let now = self.clock.now();
+        let mut after = After::new();
+        let changed = self
+            .core
+            .change(index, Wanted { priority, deadline }, now, &mut |i| {
+                self.granted(i, now, &mut after)
+            });
         self.core.unref(index);
+        self.finish(&mut after, now);
         changed.map_err(|TooLate| Error::new(Code::NotFound, Reason::TooLate))?;
         if let Some(d) = deadline {
             self.note_deadline(d);
-            if d != u64::MAX {
-                let now = self.clock.now();
-                if d <= now {
-                    // Tightened into the past: the request expires now (SPEC F46), not when
-                    // the sweep's cycle reaches its slot. Refused only if it left the queue
-                    // meanwhile, which ended it some other way.
-                    self.end_handle(handle, EXPIRED, F_EXPIRED, now);
-                }
+            if d <= now {
+                // Tightened into the past: the request expires now (SPEC F46), not when the
+                // sweep's cycle reaches its slot. Refused only if it left the queue meanwhile,
+                // which ended it some other way.
+                self.end_handle(handle, EXPIRED, F_EXPIRED, now);
             }
         }
         Ok(())
