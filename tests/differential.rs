@@ -27,6 +27,8 @@ fn op() -> impl Strategy<Value = Op> {
         2 => (0..2u16).prop_map(Op::TryNext),
         2 => (1..30u64).prop_map(Op::Advance),
         1 => Just(Op::Shutdown),
+        2 => (any::<usize>(), 0..6u8).prop_map(|(i, p)| Op::SetPriority(i, p)),
+        1 => (any::<usize>(), proptest::option::weighted(0.8, 0..60u64)).prop_map(|(i, d)| Op::SetDeadline(i, d)),
     ]
 }
 

@@ -1,7 +1,8 @@
 //! The scheduler against the oracle: libFuzzer's bytes decode to the operation sequences of the
 //! differential test (`tests/common/sched_ops.rs`: enqueue with priorities, deadlines and
 //! weights, pull-mode submit, the fast path, drops, both cancellations, release, quarantine,
-//! pulls, time, shutdown over two classes and four tenants), run on the engine and on the
+//! pulls, time, shutdown, in-place priority and deadline changes over two classes and four
+//! tenants), run on the engine and on the
 //! oracle's mutex twin; their logs of every outcome, grant order and class counter must be
 //! equal, and every permit must be back at the end.
 #[allow(dead_code, unused_imports, unused_macros)]
@@ -19,7 +20,7 @@ fn op(u: &mut Unstructured<'_>) -> Op {
     match pick(
         u,
         &[
-            0u8, 0, 0, 0, 0, 0, 1, 1, 2, 3, 4, 5, 6, 6, 6, 6, 6, 7, 8, 8, 9, 9, 10,
+            0u8, 0, 0, 0, 0, 0, 1, 1, 2, 3, 4, 5, 6, 6, 6, 6, 6, 7, 8, 8, 9, 9, 10, 11, 11, 12,
         ],
     ) {
         0 => Op::Enqueue {
@@ -45,6 +46,8 @@ fn op(u: &mut Unstructured<'_>) -> Op {
         7 => Op::Quarantine(index(u)),
         8 => Op::TryNext(int(u, 0..=1) as u16),
         9 => Op::Advance(int(u, 1..=29)),
+        11 => Op::SetPriority(index(u), int(u, 0..=5) as u8),
+        12 => Op::SetDeadline(index(u), (int(u, 0..=4) != 0).then(|| int(u, 0..=59))),
         _ => Op::Shutdown,
     }
 }

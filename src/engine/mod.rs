@@ -255,8 +255,8 @@ pub trait ClassEngine<T: Send + 'static>: Send + Sync + Sized + 'static {
 
     /// Changes a queued request in place (SPEC F36): a new priority, and/or a new deadline
     /// (`Some(None)`: back to the permit's own), never later than the permit's own deadline.
-    /// `not-found / too-late` if the request left the queue first, `not-found /
-    /// unknown-request` for a stale handle.
+    /// `not-found / too-late` if the request left the queue first (granted or ended, its slot
+    /// freed or not).
     fn change(
         &self,
         key: u64,

@@ -533,7 +533,6 @@ impl Policy {
 
     /// The earliest finite deadline among queued entries, if any.
     #[inline]
-    #[cfg(test)]
     pub(crate) fn next_deadline(&self) -> Option<u64> {
         (self.deadline_root != NONE).then(|| self.nodes[self.deadline_root as usize].deadline)
     }

@@ -326,10 +326,9 @@ impl<T: Send + 'static, M: Mechanism> SchedulerOn<T, M> {
     ///
     /// # Errors
     ///
-    /// `not-found / too-late` if the request was granted or ended first (a change racing the
-    /// grant either lands before it or is refused, never lost); `not-found /
-    /// unknown-request` for a handle whose request is gone; `permission-denied /
-    /// foreign-handle` for another scheduler's handle.
+    /// `not-found / too-late` if the request is no longer queued: granted or ended first,
+    /// however long ago (a change racing the grant either lands before it or is refused,
+    /// never lost); `permission-denied / foreign-handle` for another scheduler's handle.
     ///
     /// # Example
     ///

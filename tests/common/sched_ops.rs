@@ -41,6 +41,10 @@ pub enum Op {
     TryNext(u16),
     Advance(u64),
     Shutdown,
+    /// An in-place priority change (SPEC F36) of a queued future or pull-mode request.
+    SetPriority(usize, u8),
+    /// An in-place deadline change: `Some(ms)` from now, `None` back to the permit's own.
+    SetDeadline(usize, Option<u64>),
 }
 
 type Fut<'a, M> = (
@@ -55,6 +59,7 @@ pub fn run<M: Mechanism>(ops: &[Op]) -> Vec<String> {
     let mut log = Vec::new();
     let mut futures: Vec<Fut<'_, M>> = Vec::new();
     let mut held: Vec<(u64, Assignment)> = Vec::new();
+    let mut pulls: Vec<(u64, fairway::RequestHandle)> = Vec::new();
     let mut next = 0u64;
     for op in ops {
         match *op {
@@ -84,11 +89,11 @@ pub fn run<M: Mechanism>(ops: &[Op]) -> Vec<String> {
             } => {
                 next += 1;
                 let req = h.admit_with(tenant, |r| r.class(ClassId(class)).priority(priority));
-                let r = h.sched.submit(req, next);
-                log.push(format!(
-                    "submit #{next}: {:?}",
-                    r.map(|_| ()).map_err(|e| e.error)
-                ));
+                let r = h.sched.submit(req, next).map_err(|e| e.error);
+                if let Ok(handle) = r {
+                    pulls.push((next, handle));
+                }
+                log.push(format!("submit #{next}: {:?}", r.map(|_| ())));
             }
             Op::TryEnqueue { class, tenant } => {
                 next += 1;
@@ -136,6 +141,25 @@ pub fn run<M: Mechanism>(ops: &[Op]) -> Vec<String> {
                 None => log.push("next: none".into()),
             },
             Op::Advance(ms) => h.advance(Duration::from_millis(ms)),
+            Op::SetPriority(i, _) | Op::SetDeadline(i, _)
+                if !futures.is_empty() || !pulls.is_empty() =>
+            {
+                let targets: Vec<(u64, Option<fairway::RequestHandle>)> = futures
+                    .iter()
+                    .map(|(f, _, n)| (*n, f.handle()))
+                    .chain(pulls.iter().map(|&(n, hd)| (n, Some(hd))))
+                    .collect();
+                let (n, handle) = targets[i % targets.len()];
+                let r = handle.map(|hd| match *op {
+                    Op::SetPriority(_, p) => h.sched.set_priority(hd, p),
+                    Op::SetDeadline(_, ms) => {
+                        let at = ms.map(|ms| h.ledger.clock().now() + ms * 1_000_000);
+                        h.sched.set_deadline(hd, at)
+                    }
+                    _ => unreachable!(),
+                });
+                log.push(format!("change #{n}: {r:?}"));
+            }
             Op::Shutdown => {
                 h.sched.shutdown();
                 log.push("shutdown".into());

@@ -412,8 +412,10 @@ impl<T: Send + 'static> RingClass<T> {
         priority: Option<u8>,
         deadline: Option<Option<u64>>,
     ) -> Result<(), Error> {
+        // A handle whose slot moved on names a request that ended: too late as well (the
+        // engines free ended slots at different moments, so the answer must not depend on it).
         let Some(index) = self.core.try_ref(handle) else {
-            return Err(Error::new(Code::NotFound, Reason::UnknownRequest));
+            return Err(Error::new(Code::NotFound, Reason::TooLate));
         };
         let own = self.ticket(index).deadline;
         let deadline = deadline.map(|d| d.map_or(own, |d| d.min(own)));

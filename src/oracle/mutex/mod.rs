@@ -299,6 +299,35 @@ impl<T: Send + 'static, L: BaselineLock> BaselineClass<T, L> {
         }
     }
 
+    /// Ends the queued requests whose deadline has passed, as a pass would, even when no pass
+    /// runs (every cell busy): a waiting owner checks only its permit's deadline, and a
+    /// pull-mode request has no owner waiting, so a deadline tightened in place (SPEC F36)
+    /// would otherwise wait for a free cell. What the engine's sweep does on the same calls.
+    /// Reads the clock only when a deadline is queued.
+    fn expire_due(&self, policy: &mut Policy, inner: &mut Inner<T>, after: &mut After<T>) {
+        if inner.shut || inner.dead {
+            return;
+        }
+        let Some(next) = policy.next_deadline() else {
+            return;
+        };
+        let now = self.clock.now();
+        if next > now {
+            return;
+        }
+        let mut budget = PASS_BUDGET;
+        policy.expire(
+            now,
+            &mut EndJudge {
+                class: self,
+                inner,
+                why: Ended::Expired,
+                after,
+            },
+            &mut budget,
+        );
+    }
+
     fn wants_pass(inner: &Inner<T>) -> bool {
         inner.queued > 0 && (inner.free_cells > 0 || inner.shut || inner.dead)
     }
@@ -444,6 +473,7 @@ impl<T: Send + 'static, L: BaselineLock> ClassEngine<T> for BaselineClass<T, L> 
         } else {
             u64::MAX
         };
+        let mut expired = After::new();
         let res = self.with(|policy, inner| {
             if inner.shut || inner.draining {
                 return Err((Error::new(Code::Unavailable, Reason::Shutdown), pull));
@@ -483,6 +513,8 @@ impl<T: Send + 'static, L: BaselineLock> ClassEngine<T> for BaselineClass<T, L> 
             let Some(index) = inner.free_slots.pop() else {
                 return Err((Error::new(Code::ResourceExhausted, Reason::QueueFull), pull));
             };
+            // As the engine: a request that got a slot sweeps the due deadlines.
+            self.expire_due(policy, inner, &mut expired);
             let at = if now == u64::MAX {
                 self.clock.now()
             } else {
@@ -520,6 +552,7 @@ impl<T: Send + 'static, L: BaselineLock> ClassEngine<T> for BaselineClass<T, L> 
             }
             Ok((Enqueued::Queued(key), None))
         });
+        expired.finish();
         let (enqueued, after) = res.inspect_err(|(e, _)| {
             if is_refusal(e) {
                 self.stats.count_refused_at_enqueue(false);
@@ -570,7 +603,9 @@ impl<T: Send + 'static, L: BaselineLock> ClassEngine<T> for BaselineClass<T, L> 
     }
 
     fn poll(&self, raw: u64, cx: &mut Context<'_>) -> Polled {
-        self.with(|_, inner| {
+        let mut after = After::new();
+        let polled = self.with(|policy, inner| {
+            self.expire_due(policy, inner, &mut after);
             let Some((index, s)) = inner.slot(raw) else {
                 return Polled::Ended(Ended::Failed(Error::new(
                     Code::Internal,
@@ -598,7 +633,9 @@ impl<T: Send + 'static, L: BaselineLock> ClassEngine<T> for BaselineClass<T, L> 
             s.owner_ref = false;
             inner.maybe_free(index);
             out
-        })
+        });
+        after.finish();
+        polled
     }
 
     fn withdraw_refunding(
@@ -681,11 +718,11 @@ impl<T: Send + 'static, L: BaselineLock> ClassEngine<T> for BaselineClass<T, L> 
                 }
                 Ok(())
             }
-            Some(_) => Err(Reason::TooLate),
-            None => Err(Reason::UnknownRequest),
+            // Granted, ended, or its slot reused: too late, whichever (see the engine's).
+            _ => Err(()),
         });
         after.finish();
-        found.map_err(|r| Error::new(Code::NotFound, r))
+        found.map_err(|()| Error::new(Code::NotFound, Reason::TooLate))
     }
 
     fn release_then(&self, lease: Lease, then: impl FnOnce()) {
@@ -724,7 +761,16 @@ impl<T: Send + 'static, L: BaselineLock> ClassEngine<T> for BaselineClass<T, L> 
     }
 
     fn try_next(&self) -> Option<Pulled<T>> {
-        self.with(|_, inner| inner.take_ready())
+        let mut after = After::new();
+        let next = self.with(|policy, inner| {
+            // As the engine: the due deadlines are swept only when nothing is ready.
+            inner.take_ready().or_else(|| {
+                self.expire_due(policy, inner, &mut after);
+                inner.take_ready()
+            })
+        });
+        after.finish();
+        next
     }
 
     fn poll_next(&self, cx: &mut Context<'_>, slot: &mut Option<usize>) -> Poll<Option<Pulled<T>>> {
