@@ -81,6 +81,7 @@ pub fn main() -> Result<(), Error> {
             tenant: TenantId(0),
             class,
             priority: 0,
+            deadline: None,
             deps: &deps,
         })? {
             Admission::Admitted(h) | Admission::DedupeJoined(h) => Ok(h),
@@ -110,6 +111,7 @@ pub fn main() -> Result<(), Error> {
         tenant: TenantId(0),
         class: CPU,
         priority: 0,
+        deadline: None,
         deps: &[],
     })?
     else {

@@ -16,6 +16,7 @@ fn spec(key: u64, deps: &[Dependency]) -> JobSpec<'_> {
         tenant: TenantId(0),
         class: ClassId(0),
         priority: 0,
+        deadline: None,
         deps,
     }
 }

@@ -147,6 +147,7 @@ fn churn<E: GraphEngine>(n: u64, fan_out: u64, extra: u64, submitters: u64, exec
                     tenant: TenantId((k % 4) as u32),
                     class: ClassId((k % 2) as u16),
                     priority: (k % 3) as u8,
+                    deadline: None,
                     deps: &deps,
                 };
                 let h = loop {
@@ -271,6 +272,7 @@ fn concurrent_cycle<E: GraphEngine>() {
                     tenant: TenantId(0),
                     class: ClassId(0),
                     priority: 0,
+                    deadline: None,
                     deps: &deps,
                 });
                 admitted.push(match out {
@@ -369,6 +371,7 @@ fn churn_tokio<E: GraphEngine>(n: u64, fan_out: u64, extra: u64) {
                         tenant: TenantId((k % 4) as u32),
                         class: ClassId((k % 2) as u16),
                         priority: (k % 3) as u8,
+                        deadline: None,
                         deps: &deps,
                     };
                     let h = loop {
@@ -482,6 +485,7 @@ fn shutdown_churn<E: GraphEngine>(n: u64, after: u64) {
                         tenant: TenantId((k % 4) as u32),
                         class: ClassId(0),
                         priority: 0,
+                        deadline: None,
                         deps: &deps,
                     };
                     match g.submit(&spec) {

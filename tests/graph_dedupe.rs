@@ -87,6 +87,7 @@ fn d02_second_submit_of_a_live_identity_joins_it<E: GraphEngine>() {
     let other = JobSpec {
         tenant: TenantId(3),
         priority: 7,
+        deadline: None,
         ..spec(1, &deps)
     };
     assert_eq!(joined(&g, &other), a);

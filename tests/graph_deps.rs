@@ -105,6 +105,7 @@ fn job(key: u64, tenant: u32, class: u16) -> JobSpec<'static> {
         tenant: TenantId(tenant),
         class: ClassId(class),
         priority: 0,
+        deadline: None,
         deps: &[],
     }
 }

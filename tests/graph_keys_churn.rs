@@ -133,6 +133,7 @@ fn churn<E: GraphEngine>(end_with_shutdown: bool, key_churn: bool) {
                         tenant: TenantId((x % 4) as u32),
                         class: CPU,
                         priority: 0,
+                        deadline: None,
                         deps: &deps,
                     };
                     for _attempt in 0..2 {

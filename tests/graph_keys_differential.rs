@@ -172,6 +172,7 @@ fn run<E: GraphEngine>(ops: &[Op], table: u32, keys: u64) -> Vec<Step> {
                     tenant: TenantId(0),
                     class: ClassId(0),
                     priority: 0,
+                    deadline: None,
                     deps: &deps,
                 });
                 Seen::Submitted(r.map(|a| match a {

@@ -220,6 +220,7 @@ fn job(key: u64, deps: &[Dependency]) -> JobSpec<'_> {
         tenant: TenantId(0),
         class: ClassId(0),
         priority: 0,
+        deadline: None,
         deps,
     }
 }

@@ -174,6 +174,7 @@ fn spec(key: u64, deps: &[Dependency]) -> JobSpec<'_> {
         tenant: TenantId((key % 4) as u32),
         class: CPU,
         priority: 0,
+        deadline: None,
         deps,
     }
 }

@@ -139,6 +139,8 @@ impl GraphBuilder {
                 shut: AtomicBool::new(false),
                 capped: AtomicBool::new(false),
                 caps: cap::CapSlots::new(bounds.nodes),
+                reqs: reqs::ReqSlots::new(bounds.nodes),
+                bin: Arc::new(DropBin::default()),
             }),
         })
     }

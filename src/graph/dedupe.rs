@@ -56,6 +56,7 @@ pub struct Identity {
 ///     tenant: TenantId(0),
 ///     class: ClassId(0),
 ///     priority: 0,
+///     deadline: None,
 ///     deps: &[],
 /// };
 /// let hook = SameContent::default();
@@ -128,7 +129,13 @@ impl<E: GraphEngine> GraphOn<E> {
         };
         if let Some(h) = hook.probe(&probed) {
             let node = self.node_of(h)?;
-            return Ok(match self.inner.engine.join(node)? {
+            let mut work = E::Work::default();
+            let joined = self
+                .inner
+                .engine
+                .join(node, self.urgency_of(spec), &mut work);
+            self.hand_off(&mut work);
+            return Ok(match joined? {
                 Admission::DedupeJoined(n) => {
                     let h = self.handle(n);
                     hook.joined(&self.identity_of(n, probed), h);

@@ -17,43 +17,141 @@ impl<E: GraphEngine> EndAbandoned for Inner<E> {
 impl<E: GraphEngine> GraphOn<E> {
     /// Takes ledger permits for the jobs that became ready and submits them to the scheduler
     /// (SPEC D06, D12). A refusal fails the job and its dependents per their gates.
+    ///
+    /// It also re-orders in the scheduler the queued jobs whose effective urgency changed
+    /// (SPEC D30, F36), and ends `deadline-exceeded` the jobs whose requests the scheduler
+    /// let expire (F46).
     pub(super) fn hand_off(&self, work: &mut E::Work) {
         let inner = &*self.inner;
-        while let Some(Ready {
-            node,
-            key,
-            tenant,
-            class,
-            priority,
-        }) = inner.engine.pop_ready(work)
-        {
-            if self.is_shutdown() {
-                // Shut down: the job never takes a permit; it ends here.
-                inner.engine.fail_ready(node, rules::SHUTDOWN, false, work);
-                continue;
-            }
-            let request = AdmissionRequest::new(RequestId(node.packed()), tenant)
-                .class(class)
-                .priority(priority);
-            let permit = match inner.ledger.admit(request) {
-                Ok(p) => p,
-                Err(e) => {
-                    inner.engine.fail_ready(node, e, false, work);
-                    continue;
-                }
-            };
-            // Admitted: the admission-gated dependents may go, and an executor may start it as
-            // soon as the scheduler has it.
-            inner.engine.admitted(node, work);
-            if let Err(e) = inner
-                .scheduler
-                .submit(AdmittedRequest::without_token(permit), Task { node, key })
+        loop {
+            while let Some(Ready {
+                node,
+                key,
+                tenant,
+                class,
+                priority,
+                deadline,
+            }) = inner.engine.pop_ready(work)
             {
-                inner.engine.fail_ready(node, e.error, true, work);
+                self.hand_off_one(node, key, tenant, class, priority, deadline, work);
+            }
+            while let Some(node) = inner.engine.pop_resync(work) {
+                self.resync(node, None);
+            }
+            let expired = inner.bin.take();
+            if expired.is_empty() {
+                break;
+            }
+            for node in expired {
+                inner
+                    .engine
+                    .fail_ready(node, rules::DEADLINE_EXCEEDED, true, work);
             }
         }
         if self.is_shutdown() {
             self.reap(work);
+        }
+    }
+
+    /// Hands one ready job to the ledger and the scheduler (see [`hand_off`](Self::hand_off)).
+    /// Its permit carries its effective priority and the time its own deadline has left; a
+    /// job whose effective deadline has passed ends `deadline-exceeded` without a permit.
+    #[allow(clippy::too_many_arguments)]
+    fn hand_off_one(
+        &self,
+        node: NodeRef,
+        key: JobKey,
+        tenant: TenantId,
+        class: ClassId,
+        priority: Priority,
+        deadline: u64,
+        work: &mut E::Work,
+    ) {
+        let inner = &*self.inner;
+        if self.is_shutdown() {
+            // Shut down: the job never takes a permit; it ends here.
+            inner.engine.fail_ready(node, rules::SHUTDOWN, false, work);
+            return;
+        }
+        let effective = inner.engine.effective(node).map_or(deadline, |u| u.deadline);
+        let now = inner.ledger.clock().now();
+        if effective != rules::NO_DEADLINE && now >= effective {
+            inner
+                .engine
+                .fail_ready(node, rules::DEADLINE_EXCEEDED, false, work);
+            return;
+        }
+        let mut request = AdmissionRequest::new(RequestId(node.packed()), tenant)
+            .class(class)
+            .priority(priority);
+        if deadline != rules::NO_DEADLINE {
+            request = request.deadline(std::time::Duration::from_nanos(deadline - now));
+        }
+        let permit = match inner.ledger.admit(request) {
+            Ok(p) => p,
+            Err(e) => {
+                inner.engine.fail_ready(node, e, false, work);
+                return;
+            }
+        };
+        // Admitted: the admission-gated dependents may go, and an executor may start it as
+        // soon as the scheduler has it.
+        inner.engine.admitted(node, work);
+        let task = Task {
+            node,
+            key,
+            bin: Some(inner.bin.clone()),
+        };
+        match inner
+            .scheduler
+            .submit(AdmittedRequest::without_token(permit), task)
+        {
+            Ok(h) => {
+                inner.reqs.set(node, h);
+                // What the request carries now; a change since is applied here.
+                self.resync(node, Some(rules::Urgency { priority, deadline }));
+            }
+            Err(e) => {
+                if let Some((_, task)) = e.returned {
+                    task.take();
+                }
+                inner.engine.fail_ready(node, e.error, true, work);
+            }
+        }
+    }
+
+    /// Brings the scheduler's copy of the queued job on `node` to its effective urgency
+    /// (SPEC D30, F36). `applied`: what the request carries, if known. Repeats until the value
+    /// it applied is still the job's, so racing re-orderings of one job converge on its last
+    /// value. A job not queued yet is left to its hand-off, one granted or ended already
+    /// (`too-late`) to nobody.
+    fn resync(&self, node: NodeRef, mut applied: Option<rules::Urgency>) {
+        // SeqCst fence: pairs with the hand-off's (its request's record, then this fence, then
+        // the value): either this sees the request or the hand-off sees the new value.
+        fence(Ordering::SeqCst);
+        let Some(h) = self.inner.reqs.get(node) else {
+            return;
+        };
+        let s = &self.inner.scheduler;
+        loop {
+            let Some(v) = self.inner.engine.effective(node) else {
+                return;
+            };
+            if applied == Some(v) {
+                return;
+            }
+            if applied.is_none_or(|a| a.priority != v.priority)
+                && s.set_priority(h, v.priority).is_err()
+            {
+                return;
+            }
+            if applied.is_none_or(|a| a.deadline != v.deadline) {
+                let d = (v.deadline != rules::NO_DEADLINE).then_some(v.deadline);
+                if s.set_deadline(h, d).is_err() {
+                    return;
+                }
+            }
+            applied = Some(v);
         }
     }
 
@@ -84,7 +182,7 @@ impl<E: GraphEngine> GraphOn<E> {
                 // They took their permit (the scheduler refunded it): admitted.
                 self.inner
                     .engine
-                    .fail_ready(task.node, rules::SHUTDOWN, true, work);
+                    .fail_ready(task.take(), rules::SHUTDOWN, true, work);
             }
             // Their dependents: refused at once, as the graph is shut.
             while let Some(r) = self.inner.engine.pop_ready(work) {
@@ -122,6 +220,7 @@ impl<E: GraphEngine> GraphOn<E> {
     ///     tenant: TenantId(0),
     ///     class: ClassId(0),
     ///     priority: 0,
+    ///     deadline: None,
     ///     deps,
     /// };
     /// let Admission::Admitted(queued) = graph.submit(&job(1, &[]))? else { unreachable!() };
@@ -149,17 +248,23 @@ impl<E: GraphEngine> GraphOn<E> {
     }
 
     fn accept(&self, job: crate::scheduler::Job<Task>) -> Option<RunningJob> {
-        if self.inner.engine.start(job.payload.node) {
+        let crate::scheduler::Job {
+            payload,
+            assignment,
+        } = job;
+        let key = payload.key;
+        let node = payload.take();
+        if self.inner.engine.start(node) {
             let graph: Arc<dyn EndAbandoned> = self.inner.clone();
             Some(RunningJob {
-                handle: self.handle(job.payload.node),
-                key: job.payload.key,
-                assignment: Some(job.assignment),
-                cap: self.cap_of(job.payload.node),
+                handle: self.handle(node),
+                key,
+                assignment: Some(assignment),
+                cap: self.cap_of(node),
                 graph: Some(graph),
             })
         } else {
-            job.assignment.release();
+            assignment.release();
             None
         }
     }
@@ -176,8 +281,20 @@ impl<E: GraphEngine> GraphOn<E> {
         }
     }
 
-    /// An executor found nothing: after a shutdown, end what the scheduler gave back.
+    /// An executor found nothing: end the jobs whose requests expired (SPEC F46) and, after a
+    /// shutdown, what the scheduler gave back.
     fn none_left(&self) -> Option<RunningJob> {
+        let expired = self.inner.bin.take();
+        if !expired.is_empty() {
+            let mut work = E::Work::default();
+            for node in expired {
+                self.inner
+                    .engine
+                    .fail_ready(node, rules::DEADLINE_EXCEEDED, true, &mut work);
+            }
+            self.hand_off(&mut work);
+            self.wake_waiters();
+        }
         if self.is_shutdown() {
             let mut work = E::Work::default();
             self.reap(&mut work);

@@ -137,6 +137,7 @@ impl<E: GraphEngine> GraphOn<E> {
     ///     tenant: TenantId(0),
     ///     class: ClassId(0),
     ///     priority: 0,
+    ///     deadline: None,
     ///     deps: &[],
     /// };
     /// let Admission::Admitted(old) = graph.submit(&spec)? else { unreachable!() };

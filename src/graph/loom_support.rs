@@ -24,6 +24,7 @@ pub(super) fn spec(key: u64, deps: &[Dependency]) -> JobSpec<'_> {
         tenant: TenantId(0),
         class: ClassId(0),
         priority: 0,
+        deadline: None,
         deps,
     }
 }

@@ -23,6 +23,7 @@
 //!     tenant: TenantId(0),
 //!     class: ClassId(0),
 //!     priority: 0,
+//!     deadline: None,
 //!     deps,
 //! };
 //! // `link` waits for `compile`, which is submitted second (its key had no producer yet).
@@ -242,6 +243,7 @@ mod loom_support;
 #[cfg(all(test, loom))]
 mod loom_wait;
 mod mutex;
+mod reqs;
 pub(crate) mod rules;
 #[cfg(all(test, not(loom)))]
 mod tests;
@@ -278,22 +280,38 @@ pub trait GraphEngine: sealed::Sealed + Send + Sync + Sized + 'static {
     #[doc(hidden)]
     fn with_bounds(bounds: Bounds) -> Self;
     #[doc(hidden)]
+    /// `deadline`: the job's own absolute deadline, stamped by the caller (SPEC D30).
     fn submit(
         &self,
         spec: &JobSpec<'_>,
+        deadline: u64,
         work: &mut Self::Work,
     ) -> Result<Admission<NodeRef>, Error>;
     /// Adds a claim to a held job (SPEC D02, D03): `DedupeJoined`, `Backpressured` when its
-    /// claims are at their bound, `stale-handle` once every handle took the outcome.
+    /// claims are at their bound, `stale-handle` once every handle took the outcome. The
+    /// joiner's `urgency` raises the job's own for as long as it lives (SPEC D30).
     #[doc(hidden)]
-    fn join(&self, node: NodeRef) -> Result<Admission<NodeRef>, Error>;
+    fn join(
+        &self,
+        node: NodeRef,
+        urgency: rules::Urgency,
+        work: &mut Self::Work,
+    ) -> Result<Admission<NodeRef>, Error>;
+    /// `deadlines`: each job's own absolute deadline, in input order.
     #[doc(hidden)]
     fn submit_batch(
         &self,
         jobs: &[JobSpec<'_>],
+        deadlines: &[u64],
         out: &mut Vec<NodeRef>,
         work: &mut Self::Work,
     ) -> Result<Admission<()>, Error>;
+    /// The effective urgency of the job on `node` (SPEC D30), `None` for a stale handle.
+    #[doc(hidden)]
+    fn effective(&self, node: NodeRef) -> Option<rules::Urgency>;
+    /// A job whose effective urgency changed in this operation (for the scheduler's copy).
+    #[doc(hidden)]
+    fn pop_resync(&self, work: &mut Self::Work) -> Option<NodeRef>;
     #[doc(hidden)]
     fn seal_batch(&self, nodes: &[NodeRef], work: &mut Self::Work);
     #[doc(hidden)]
@@ -374,6 +392,10 @@ struct Inner<E> {
     capped: AtomicBool,
     /// Per node slot: the cap of the capped batch whose job holds it.
     caps: cap::CapSlots,
+    /// Per node slot: the scheduler request of its queued job (SPEC D30's re-ordering).
+    reqs: reqs::ReqSlots,
+    /// Nodes whose tasks the scheduler dropped (expired requests).
+    bin: Arc<DropBin>,
 }
 
 /// Submitters waiting for room: one entry per waiting future (several futures of one task
@@ -553,7 +575,7 @@ impl<E: GraphEngine> GraphOn<E> {
     /// a refusal, if it may have overlapped one's look.
     fn attempt(&self, spec: &JobSpec<'_>) -> Result<Admission<JobHandle>, Error> {
         let mut work = E::Work::default();
-        let out = self.inner.engine.submit(spec, &mut work);
+        let out = self.inner.engine.submit(spec, self.stamp(spec), &mut work);
         self.hand_off(&mut work);
         Ok(match out? {
             Admission::Admitted(node) => {
@@ -651,7 +673,7 @@ impl<E: GraphEngine> GraphOn<E> {
             let mut work = E::Work::default();
             let out = self
                 .check_open()
-                .and_then(|()| self.inner.engine.submit(spec, &mut work));
+                .and_then(|()| self.inner.engine.submit(spec, self.stamp(spec), &mut work));
             let pending = matches!(out, Ok(Admission::Backpressured));
             if !pending {
                 // Done: this entry leaves the list, so nothing wakes a finished future.
@@ -715,6 +737,7 @@ impl<E: GraphEngine> GraphOn<E> {
     ///     tenant: TenantId(0),
     ///     class: ClassId(0),
     ///     priority: 0,
+    ///     deadline: None,
     ///     deps,
     /// };
     /// let after_1 = [Dependency::on(JobKey::new(1), Gate::OnSuccess)];
@@ -747,10 +770,11 @@ impl<E: GraphEngine> GraphOn<E> {
         self.check_open()?;
         let mut nodes = Vec::with_capacity(jobs.len());
         let mut work = E::Work::default();
-        if let Admission::Backpressured = self
-            .inner
-            .engine
-            .submit_batch(jobs, &mut nodes, &mut work)?
+        let deadlines: Vec<u64> = jobs.iter().map(|j| self.stamp(j)).collect();
+        if let Admission::Backpressured =
+            self.inner
+                .engine
+                .submit_batch(jobs, &deadlines, &mut nodes, &mut work)?
         {
             return Ok(Admission::Backpressured);
         }
@@ -856,6 +880,50 @@ impl<E: GraphEngine> GraphOn<E> {
             check(run[0], run.len())?;
         }
         Ok(())
+    }
+
+    /// The job's own absolute deadline: its relative one stamped now on the ledger's clock
+    /// (SPEC D30); [`rules::NO_DEADLINE`] for none.
+    fn stamp(&self, spec: &JobSpec<'_>) -> u64 {
+        spec.deadline.map_or(rules::NO_DEADLINE, |d| {
+            let nanos = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+            self.inner
+                .ledger
+                .clock()
+                .now()
+                .saturating_add(nanos)
+                .min(rules::NO_DEADLINE - 1)
+        })
+    }
+
+    /// The job's urgency as a joiner of another job (SPEC D30).
+    fn urgency_of(&self, spec: &JobSpec<'_>) -> rules::Urgency {
+        rules::Urgency {
+            priority: spec.priority,
+            deadline: self.stamp(spec),
+        }
+    }
+
+    /// The effective priority and deadline of the job (SPEC D30): the largest priority and
+    /// the earliest deadline (absolute, in nanoseconds on the ledger's clock, as
+    /// [`Permit::deadline`](crate::admission::Permit::deadline)) of its own, its joiners' and
+    /// those of every job that waits on it, transitively, and has not ended. Frozen once the
+    /// job ends.
+    ///
+    /// # Errors
+    ///
+    /// `not-found / stale-handle` once the outcome was taken; `permission-denied /
+    /// foreign-handle`.
+    pub fn effective(&self, handle: JobHandle) -> Result<(Priority, Option<u64>), Error> {
+        let u = self
+            .inner
+            .engine
+            .effective(self.node_of(handle)?)
+            .ok_or(rules::STALE)?;
+        Ok((
+            u.priority,
+            (u.deadline != rules::NO_DEADLINE).then_some(u.deadline),
+        ))
     }
 
     fn handle(&self, node: NodeRef) -> JobHandle {

@@ -2,7 +2,7 @@
 //! through the same rule functions as the lock-free engine. It is the comparison of the graph
 //! benches and the oracle of the differential test.
 
-use super::rules::{self, Pin, CYCLE, DEPENDENCY_FAILED, DUPLICATE_KEY, SHUTDOWN, STALE};
+use super::rules::{self, Pin, Urgency, CYCLE, DEPENDENCY_FAILED, DUPLICATE_KEY, SHUTDOWN, STALE};
 use super::{
     Admission, Bounds, Gate, GraphEngine, JobKey, JobOutcome, JobSpec, NodeRef, Occupancy, Ready,
 };
@@ -66,6 +66,14 @@ struct MNode {
     /// Handles that have not taken the outcome yet: the submitter's and one per joiner
     /// (SPEC D02, D03). The slot is freed when the last one takes it.
     claims: u32,
+    /// Its own urgency, raised by joiners (SPEC D30).
+    base: Urgency,
+    /// Its effective urgency: `base` and that of every pending demander (SPEC D30).
+    eff: Urgency,
+    /// Its own absolute deadline (what its permit carries).
+    deadline: u64,
+    /// Not ended: its pending edges make it a demander of their producers.
+    active: bool,
 }
 
 #[derive(Debug)]
@@ -107,6 +115,8 @@ pub struct MutexGraph {
 #[derive(Debug, Default)]
 pub struct Work {
     ready: Vec<Ready>,
+    /// Jobs whose effective urgency changed (SPEC D30).
+    resync: Vec<NodeRef>,
 }
 
 impl super::sealed::Sealed for MutexGraph {}
@@ -138,11 +148,21 @@ impl MNode {
 impl State {
     /// Adds a claim to the job on `node` (SPEC D02, D03): `Backpressured` if its claims are
     /// at their bound, `stale-handle` if every handle of the job has taken its outcome.
-    fn join(&mut self, node: NodeRef) -> Result<Admission<NodeRef>, Error> {
+    fn join(
+        &mut self,
+        node: NodeRef,
+        urgency: Urgency,
+        work: &mut Work,
+    ) -> Result<Admission<NodeRef>, Error> {
         let n = self.node(node).ok_or(STALE)?;
         Ok(match n.claims.checked_add(1) {
             Some(c) => {
                 n.claims = c;
+                // The joiner demands the job for as long as it lives (SPEC D30, D31).
+                if n.active && urgency.exceeds(n.base) {
+                    n.base = n.base.max(urgency);
+                    self.refresh(node, work);
+                }
                 Admission::DedupeJoined(node)
             }
             None => Admission::Backpressured,
@@ -193,7 +213,8 @@ impl State {
                 key: n.job_key,
                 tenant: n.tenant,
                 class: n.class,
-                priority: n.priority,
+                priority: n.eff.priority,
+                deadline: n.deadline,
             };
             self.waiting -= 1;
             self.ready += 1;
@@ -254,6 +275,7 @@ impl State {
         work: &mut Work,
         failed: &mut Vec<NodeRef>,
     ) {
+        self.depart(node, work);
         let n = &mut self.nodes[node.idx as usize];
         n.outcome = Some(outcome);
         n.st = St::Done;
@@ -306,7 +328,13 @@ impl State {
     /// Sets up one checked job (room reserved) and links its edges, counting at once the gates
     /// of producers that have ended; `held` adds an atomic batch's count, given up by
     /// `seal_batch`. [`publish_one`](Self::publish_one) then publishes it.
-    fn link_one(&mut self, spec: &JobSpec<'_>, deps: Vec<u64>, held: bool) -> NodeRef {
+    fn link_one(
+        &mut self,
+        spec: &JobSpec<'_>,
+        deadline: u64,
+        deps: Vec<u64>,
+        held: bool,
+    ) -> NodeRef {
         let own = rules::ident(spec.key);
         let idx = self.free.pop().expect("checked above");
         let gen = self.nodes[idx as usize].gen;
@@ -328,6 +356,13 @@ impl State {
             n.waited_removed = false;
             n.waited_superseded = false;
             n.claims = 1;
+            n.base = Urgency {
+                priority: spec.priority,
+                deadline,
+            };
+            n.eff = n.base;
+            n.deadline = deadline;
+            n.active = true;
         }
         self.waiting += 1;
         let mut immediate = Vec::new();
@@ -430,6 +465,91 @@ impl State {
         self.end_failed(failed, work);
     }
 
+    /// Whether `q`'s unreleased lists hold an edge of `x` (`x` then waits on `q`, SPEC D30).
+    fn pending_on(&self, q: NodeRef, x: NodeRef) -> bool {
+        let n = &self.nodes[q.idx as usize];
+        n.done.iter().chain(n.admit.iter()).any(|e| e.0 == x)
+    }
+
+    /// The live producers that `x` has a pending edge on: its dependencies' keys' producers.
+    fn producers(&self, x: NodeRef) -> Vec<NodeRef> {
+        let mut out = Vec::new();
+        for ident in &self.nodes[x.idx as usize].deps {
+            if let Some(MKey::Live(q)) = self.keys.get(ident) {
+                if !out.contains(q) && self.pending_on(*q, x) {
+                    out.push(*q);
+                }
+            }
+        }
+        out
+    }
+
+    /// `q`'s base joined with the effective urgency of every demander still waiting on it
+    /// through a pending edge (SPEC D30): what its effective urgency must be.
+    fn pending_max(&self, q: NodeRef) -> Urgency {
+        let n = &self.nodes[q.idx as usize];
+        let mut v = n.base;
+        for e in n.done.iter().chain(n.admit.iter()) {
+            let t = &self.nodes[e.0.idx as usize];
+            if t.gen == e.0.gen && t.active {
+                v = v.max(t.eff);
+            }
+        }
+        v
+    }
+
+    /// Recomputes `q`'s effective urgency from its base and pending demanders, and settles
+    /// its producers if it changed.
+    fn refresh(&mut self, q: NodeRef, work: &mut Work) {
+        let before = self.nodes[q.idx as usize].eff;
+        let after = self.pending_max(q);
+        if after != before {
+            self.nodes[q.idx as usize].eff = after;
+            work.resync.push(q);
+            self.settle(q, Some(before), Some(after), work);
+        }
+    }
+
+    /// `y`'s urgency as a demander went from `old` to `new` (`None`: it was not one, or is
+    /// no more): recomputes every producer it may have lifted or now exceeds, transitively.
+    fn settle(&mut self, y: NodeRef, old: Option<Urgency>, new: Option<Urgency>, work: &mut Work) {
+        let mut stack = vec![(y, old, new)];
+        while let Some((y, old, new)) = stack.pop() {
+            for r in self.producers(y) {
+                let rn = &self.nodes[r.idx as usize];
+                let lifted = old.is_some_and(|o| o.may_lift(rn.eff, rn.base));
+                if lifted || new.is_some_and(|v| v.exceeds(rn.eff)) {
+                    let before = rn.eff;
+                    let after = self.pending_max(r);
+                    if after != before {
+                        self.nodes[r.idx as usize].eff = after;
+                        work.resync.push(r);
+                        stack.push((r, Some(before), Some(after)));
+                    }
+                }
+            }
+        }
+    }
+
+    /// A job that arrived (submitted, or running with new dependencies): its adopted waiters
+    /// count, and its urgency reaches its producers.
+    fn arrive(&mut self, me: NodeRef, work: &mut Work) {
+        self.refresh(me, work);
+        let v = self.nodes[me.idx as usize].eff;
+        self.settle(me, None, Some(v), work);
+    }
+
+    /// `x` ends: it demands nothing any more, and what it lifted drops back (SPEC D30).
+    pub(super) fn depart(&mut self, x: NodeRef, work: &mut Work) {
+        let n = &mut self.nodes[x.idx as usize];
+        if !n.active {
+            return;
+        }
+        n.active = false;
+        let v = n.eff;
+        self.settle(x, Some(v), None, work);
+    }
+
     fn closes_cycle(&self, own: u64, deps: &[u64]) -> bool {
         let mut stack: Vec<u64> = deps.to_vec();
         let mut seen = HashSet::new();
@@ -474,6 +594,16 @@ impl GraphEngine for MutexGraph {
                 retired: None,
                 waited_removed: false,
                 waited_superseded: false,
+                base: Urgency {
+                    priority: 0,
+                    deadline: rules::NO_DEADLINE,
+                },
+                eff: Urgency {
+                    priority: 0,
+                    deadline: rules::NO_DEADLINE,
+                },
+                deadline: rules::NO_DEADLINE,
+                active: false,
             })
             .collect();
         Self {
@@ -498,7 +628,12 @@ impl GraphEngine for MutexGraph {
         self.bounds.max_deps as usize
     }
 
-    fn submit(&self, spec: &JobSpec<'_>, work: &mut Work) -> Result<Admission<NodeRef>, Error> {
+    fn submit(
+        &self,
+        spec: &JobSpec<'_>,
+        deadline: u64,
+        work: &mut Work,
+    ) -> Result<Admission<NodeRef>, Error> {
         let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
         if s.shut || s.closed {
             return Err(SHUTDOWN);
@@ -508,7 +643,11 @@ impl GraphEngine for MutexGraph {
             // A live job of the same identity: join it (SPEC D02).
             Some(MKey::Live(p)) => {
                 let p = *p;
-                return s.join(p);
+                let urgency = Urgency {
+                    priority: spec.priority,
+                    deadline,
+                };
+                return s.join(p, urgency, work);
             }
             Some(MKey::Done { .. }) => return Err(DUPLICATE_KEY),
             _ => {}
@@ -521,14 +660,18 @@ impl GraphEngine for MutexGraph {
         if !s.room_for(core::slice::from_ref(spec), &self.bounds) {
             return Ok(Admission::Backpressured);
         }
-        let me = s.link_one(spec, deps, false);
+        let me = s.link_one(spec, deadline, deps, false);
         s.publish_one(me, work);
+        if s.nodes[me.idx as usize].active {
+            s.arrive(me, work);
+        }
         Ok(Admission::Admitted(me))
     }
 
     fn submit_batch(
         &self,
         jobs: &[JobSpec<'_>],
+        deadlines: &[u64],
         out: &mut Vec<NodeRef>,
         work: &mut Work,
     ) -> Result<Admission<()>, Error> {
@@ -557,12 +700,15 @@ impl GraphEngine for MutexGraph {
         }
         // Link every job, then publish every key (a dependency inside the batch waits on its
         // key and is adopted), as the lock-free graph does.
-        for spec in jobs {
+        for (spec, &deadline) in jobs.iter().zip(deadlines) {
             let deps = spec.deps.iter().map(|d| rules::ident(d.key)).collect();
-            out.push(s.link_one(spec, deps, true));
+            out.push(s.link_one(spec, deadline, deps, true));
         }
         for &me in out.iter() {
             s.publish_one(me, work);
+        }
+        for &me in out.iter() {
+            s.arrive(me, work);
         }
         Ok(Admission::Admitted(()))
     }
@@ -586,6 +732,10 @@ impl GraphEngine for MutexGraph {
         n.st = St::Queued;
         n.admit_sealed = Some(true);
         let list = std::mem::take(&mut n.admit);
+        // Its admission-gated demanders stop waiting on it (SPEC D30).
+        if n.eff != n.base {
+            s.refresh(node, work);
+        }
         let mut failed = Vec::new();
         s.release_list(list, true, work, &mut failed);
         // A dependent whose last gate this was may have failed another gate earlier.
@@ -714,6 +864,9 @@ impl GraphEngine for MutexGraph {
             s.release_with(node, met, why, work, &mut failed);
         }
         debug_assert!(failed.is_empty());
+        // Its urgency reaches the producers it now waits on (SPEC D30).
+        let v = s.nodes[node.idx as usize].eff;
+        s.settle(node, None, Some(v), work);
         Ok(Admission::Admitted(()))
     }
 
@@ -785,8 +938,21 @@ impl GraphEngine for MutexGraph {
         self.lock().version(rules::ident(key))
     }
 
-    fn join(&self, node: NodeRef) -> Result<Admission<NodeRef>, Error> {
-        self.lock().join(node)
+    fn join(
+        &self,
+        node: NodeRef,
+        urgency: Urgency,
+        work: &mut Work,
+    ) -> Result<Admission<NodeRef>, Error> {
+        self.lock().join(node, urgency, work)
+    }
+
+    fn effective(&self, node: NodeRef) -> Option<Urgency> {
+        self.lock().node(node).map(|n| n.eff)
+    }
+
+    fn pop_resync(&self, work: &mut Work) -> Option<NodeRef> {
+        work.resync.pop()
     }
 
     fn node_version(&self, node: NodeRef) -> Option<(JobKey, super::Version)> {

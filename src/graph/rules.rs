@@ -197,3 +197,13 @@ pub(crate) const ABANDONED: Error = Error::new(Code::Internal, Reason::Abandoned
 /// taken once.
 pub(crate) const DUPLICATE_HANDLE: Error =
     Error::new(Code::InvalidArgument, Reason::DuplicateHandle);
+
+/// No deadline, in an absolute deadline word (SPEC D30).
+pub(crate) const NO_DEADLINE: u64 = u64::MAX;
+
+/// `deadline-exceeded / deadline-exceeded`: a job whose effective deadline passed before it
+/// became ready, or while it was queued (SPEC D30, F46).
+pub(crate) const DEADLINE_EXCEEDED: Error =
+    Error::new(Code::DeadlineExceeded, Reason::DeadlineExceeded);
+
+pub(crate) use super::Urgency;

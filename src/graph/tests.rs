@@ -34,6 +34,7 @@ fn spec(key: u64, deps: &[Dependency]) -> JobSpec<'_> {
         tenant: TenantId(0),
         class: CPU,
         priority: 0,
+        deadline: None,
         deps,
     }
 }

@@ -114,8 +114,15 @@ pub struct JobSpec<'a> {
     pub tenant: TenantId,
     /// The class of cells it runs on (SPEC D40).
     pub class: ClassId,
-    /// Its priority within its tenant.
+    /// Its priority within its tenant. Its effective priority may be higher: the largest of
+    /// its own and its demanders' (SPEC D30, see the module docs).
     pub priority: Priority,
+    /// Its deadline, relative to the submission: stamped then on the ledger's clock. A job
+    /// whose effective deadline (the earliest of its own and its demanders') has passed when
+    /// it becomes ready ends `deadline-exceeded` without taking a permit; once queued, its
+    /// permit carries the time its own deadline has left, and the scheduler expires it at
+    /// its effective deadline (SPEC D30, F46).
+    pub deadline: Option<std::time::Duration>,
     /// Its dependencies, at most the graph's `max_deps`.
     pub deps: &'a [Dependency],
 }
@@ -215,11 +222,68 @@ pub struct Occupancy {
     pub running: u32,
 }
 
-/// What a job carries through the scheduler.
-#[derive(Debug, Clone, Copy)]
+/// What a job carries through the scheduler. If the scheduler drops it without handing it
+/// to an executor (its request expired, SPEC F46), the graph is told and ends the job
+/// `deadline-exceeded` at its next operation.
+#[derive(Debug)]
 pub struct Task {
     pub(super) node: NodeRef,
     pub(super) key: JobKey,
+    /// Where a dropped task reports its node; `None` once the graph took the task back.
+    pub(super) bin: Option<std::sync::Arc<DropBin>>,
+}
+
+impl Task {
+    /// Takes the task back (it reports nothing when dropped) and returns its node.
+    pub(super) fn take(mut self) -> NodeRef {
+        self.bin = None;
+        self.node
+    }
+}
+
+impl Drop for Task {
+    fn drop(&mut self) {
+        if let Some(bin) = self.bin.take() {
+            bin.push(self.node);
+        }
+    }
+}
+
+/// Nodes whose tasks the scheduler dropped (expired requests): collected by the graph's next
+/// operation. Pushed to only on that rare path; one load when empty.
+#[derive(Debug)]
+pub(super) struct DropBin {
+    any: crate::sync::AtomicBool,
+    nodes: crate::sync::Mutex<Vec<NodeRef>>,
+}
+
+impl Default for DropBin {
+    fn default() -> Self {
+        Self {
+            any: crate::sync::AtomicBool::new(false),
+            nodes: crate::sync::Mutex::new(Vec::new()),
+        }
+    }
+}
+
+impl DropBin {
+    fn push(&self, node: NodeRef) {
+        self.nodes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(node);
+        // Release: pairs with the Acquire swap in `take`.
+        self.any.store(true, crate::sync::Ordering::Release);
+    }
+
+    /// The nodes reported since the last call.
+    pub(super) fn take(&self) -> Vec<NodeRef> {
+        // Acquire: pairs with the Release store in `push`.
+        if !self.any.swap(false, crate::sync::Ordering::Acquire) {
+            return Vec::new();
+        }
+        std::mem::take(&mut *self.nodes.lock().unwrap_or_else(|e| e.into_inner()))
+    }
 }
 
 /// A job an executor pulled: run it, then pass it to [`Graph::complete`].
@@ -311,7 +375,10 @@ pub struct Ready {
     pub(crate) key: JobKey,
     pub(crate) tenant: TenantId,
     pub(crate) class: ClassId,
+    /// Its effective priority when it became ready (SPEC D30).
     pub(crate) priority: Priority,
+    /// Its own absolute deadline ([`rules::NO_DEADLINE`]: none).
+    pub(crate) deadline: u64,
 }
 
 /// Fixed bounds chosen at build (SPEC D05).
@@ -328,4 +395,40 @@ pub struct Bounds {
     /// The generation every key slot of the lock-free graph's key table starts at (0; near
     /// `u32::MAX` in tests).
     pub(crate) first_key_gen: u32,
+}
+
+/// A job's urgency (SPEC D30): a priority (higher is more urgent) and an absolute deadline in
+/// nanoseconds on the ledger's clock ([`NO_DEADLINE`]: none; earlier is more urgent).
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Urgency {
+    pub(crate) priority: crate::ids::Priority,
+    pub(crate) deadline: u64,
+}
+
+impl Urgency {
+    /// The more urgent of the two in each component: the larger priority, the earlier
+    /// deadline.
+    #[inline]
+    pub(crate) fn max(self, o: Urgency) -> Urgency {
+        Urgency {
+            priority: self.priority.max(o.priority),
+            deadline: self.deadline.min(o.deadline),
+        }
+    }
+
+    /// Whether `self` would raise `o` in either component.
+    #[inline]
+    pub(crate) fn exceeds(self, o: Urgency) -> bool {
+        self.priority > o.priority || self.deadline < o.deadline
+    }
+
+    /// Whether a demander of urgency `self` may be what lifts a producer's effective urgency
+    /// `eff` above its base `base` in some component: only then can its departure lower the
+    /// producer (SPEC D30). A necessary condition, checked before any recomputation.
+    #[inline]
+    pub(crate) fn may_lift(self, eff: Urgency, base: Urgency) -> bool {
+        (self.priority >= eff.priority && eff.priority > base.priority)
+            || (self.deadline <= eff.deadline && eff.deadline < base.deadline)
+    }
 }

@@ -87,6 +87,22 @@ pub struct RequestHandle {
 }
 
 impl RequestHandle {
+    /// The handle's parts (scheduler, class, key), for a store that keeps handles in atomics.
+    #[inline]
+    pub(crate) fn raw_parts(&self) -> (u64, ClassId, u64) {
+        (self.scheduler, self.class, self.key)
+    }
+
+    /// A handle from [`raw_parts`](Self::raw_parts).
+    #[inline]
+    pub(crate) fn from_raw_parts(scheduler: u64, class: ClassId, key: u64) -> Self {
+        Self {
+            scheduler,
+            class,
+            key,
+        }
+    }
+
     /// The class the request was queued in.
     #[inline]
     pub fn class(&self) -> ClassId {

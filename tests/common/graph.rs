@@ -59,6 +59,7 @@ pub fn spec(key: u64, deps: &[Dependency]) -> JobSpec<'_> {
         tenant: TenantId(0),
         class: CPU,
         priority: 0,
+        deadline: None,
         deps,
     }
 }

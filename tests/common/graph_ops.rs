@@ -130,6 +130,7 @@ pub fn run_sized<E: GraphEngine>(sizes: Sizes, ops: &[Op]) -> Vec<(Seen, Occupan
                     tenant: TenantId(0),
                     class: ClassId(0),
                     priority: 0,
+                    deadline: None,
                     deps: &deps,
                 });
                 submitted(r, *key, &mut handles, &mut joiners)
@@ -142,6 +143,7 @@ pub fn run_sized<E: GraphEngine>(sizes: Sizes, ops: &[Op]) -> Vec<(Seen, Occupan
                         tenant: TenantId(0),
                         class: ClassId(0),
                         priority: 0,
+                        deadline: None,
                         deps: &[],
                     },
                     &hook,
@@ -199,6 +201,7 @@ pub fn run_sized<E: GraphEngine>(sizes: Sizes, ops: &[Op]) -> Vec<(Seen, Occupan
                         tenant: TenantId(0),
                         class: ClassId(0),
                         priority: 0,
+                        deadline: None,
                         deps: d,
                     })
                     .collect();

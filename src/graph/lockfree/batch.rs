@@ -17,7 +17,7 @@ use std::collections::HashMap;
 impl LockFreeGraph {
     /// Writes a reserved node's fields and publishes its words at generation `me.gen`, with
     /// `remaining` = dependencies + 1 (the submitter's hold).
-    pub(super) fn init_node(&self, me: NodeRef, spec: &JobSpec<'_>, own: KeyRef) {
+    pub(super) fn init_node(&self, me: NodeRef, spec: &JobSpec<'_>, deadline: u64, own: KeyRef) {
         let NodeRef { idx, gen } = me;
         let n = &self.nodes[idx as usize];
         // Initialise the node; published by the key's Release store (or the edges' pushes).
@@ -28,9 +28,17 @@ impl LockFreeGraph {
                 tenant: spec.tenant,
                 class: spec.class,
                 priority: spec.priority,
+                deadline,
                 key: own,
             }
         });
+        self.init_urgency(
+            me,
+            rules::Urgency {
+                priority: spec.priority,
+                deadline,
+            },
+        );
         // SAFETY: as above.
         n.outcome.with_mut(|p| unsafe { *p = None });
         let base = idx as usize * self.bounds.max_deps as usize;
@@ -95,6 +103,7 @@ impl LockFreeGraph {
     pub(super) fn batch(
         &self,
         jobs: &[JobSpec<'_>],
+        deadlines: &[u64],
         out: &mut Vec<NodeRef>,
         work: &mut Work,
     ) -> Result<Admission<()>, Error> {
@@ -194,7 +203,7 @@ impl LockFreeGraph {
         let mut e = edges;
         let mut at = 0;
         for (j, (spec, &me)) in jobs.iter().zip(out.iter()).enumerate() {
-            self.init_node(me, spec, own_slots[j]);
+            self.init_node(me, spec, deadlines[j], own_slots[j]);
             for d in spec.deps {
                 let next = self.edges[e as usize].next.load(Ordering::Relaxed);
                 let mut held = NIL;
@@ -249,6 +258,12 @@ impl LockFreeGraph {
     /// Gives up the batch's hold on each node of `nodes`: those whose gates all hold become
     /// ready (onto `work`), those with a failed gate end.
     pub(super) fn seal_batch(&self, nodes: &[NodeRef], work: &mut Work) {
+        // Inheritance first (SPEC D30): each job's adopted waiters and its producers.
+        for &me in nodes {
+            let mut slots = super::dep_buf::DepBuf::new();
+            self.dep_slots(me, &mut slots);
+            self.arrive(me, slots.as_slice(), true, work);
+        }
         for &me in nodes {
             let mut failed = NIL;
             self.release(me, true, work, &mut failed);

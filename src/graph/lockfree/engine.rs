@@ -12,6 +12,7 @@ impl LockFreeGraph {
         &self,
         st: u64,
         spec: &JobSpec<'_>,
+        deadline: u64,
         work: &mut Work,
     ) -> Result<Admission<NodeRef>, Error> {
         let node = NodeRef {
@@ -19,9 +20,16 @@ impl LockFreeGraph {
             gen: gen_of(st),
         };
         match self.join_node(node) {
-            Join::Joined => Ok(Admission::DedupeJoined(node)),
+            Join::Joined => {
+                let u = rules::Urgency {
+                    priority: spec.priority,
+                    deadline,
+                };
+                self.join_urgency(node, u, work);
+                Ok(Admission::DedupeJoined(node))
+            }
             Join::Full => Ok(Admission::Backpressured),
-            Join::Gone => self.submit(spec, work),
+            Join::Gone => self.submit(spec, deadline, work),
         }
     }
 }
@@ -37,7 +45,12 @@ impl GraphEngine for LockFreeGraph {
         self.bounds.max_deps as usize
     }
 
-    fn submit(&self, spec: &JobSpec<'_>, work: &mut Work) -> Result<Admission<NodeRef>, Error> {
+    fn submit(
+        &self,
+        spec: &JobSpec<'_>,
+        deadline: u64,
+        work: &mut Work,
+    ) -> Result<Admission<NodeRef>, Error> {
         let own_ident = rules::ident(spec.key);
         // One probe of the index for the job's own key: `claim` below uses what it found.
         let seen = self.find(own_ident);
@@ -48,7 +61,7 @@ impl GraphEngine for LockFreeGraph {
                 // A live job of the same identity: join it, before anything is reserved
                 // (SPEC D02).
                 if st & 0xff == K_LIVE {
-                    return self.join_live(st, spec, work);
+                    return self.join_live(st, spec, deadline, work);
                 }
                 // Fast refusal of a key whose job at this generation has ended.
                 if st & 0xff > K_LIVE {
@@ -118,7 +131,7 @@ impl GraphEngine for LockFreeGraph {
             dep_slots.push(k);
         }
         let slots = dep_slots.as_mut_slice();
-        self.init_node(me, spec, own);
+        self.init_node(me, spec, deadline, own);
 
         // Link every edge first, then publish: the last job of a would-be cycle to publish finds
         // waiters on its key and checks for the cycle under the topology lock (see `closes_cycle`).
@@ -160,7 +173,7 @@ impl GraphEngine for LockFreeGraph {
                 dec(&self.gauges.waiting);
                 self.retire_refused(me, slots);
                 if st & 0xff == K_LIVE {
-                    return self.join_live(st, spec, work);
+                    return self.join_live(st, spec, deadline, work);
                 }
                 return Err(DUPLICATE_KEY);
             }
@@ -197,6 +210,7 @@ impl GraphEngine for LockFreeGraph {
             own_key.state.store(key_live(me), Ordering::Release);
             break;
         }
+        let adopted = guard.is_some();
         drop(guard);
         // The version the node runs at: read after publication, so an `advance` that the
         // publication followed is seen; one that preceded it retired the node (SPEC D20). A
@@ -205,6 +219,8 @@ impl GraphEngine for LockFreeGraph {
         let v = self.key(own).ver.load(Ordering::Acquire);
         n.ver
             .store(if self.key_valid(own) { v } else { 0 }, Ordering::Relaxed);
+        // Inheritance (SPEC D30): before the hold is given up, so the node is still waiting.
+        self.arrive(me, slots, adopted, work);
         // Give up the submitter's hold: the node may fire now.
         let mut failed = NIL;
         self.release(me, true, work, &mut failed);
@@ -213,9 +229,17 @@ impl GraphEngine for LockFreeGraph {
         Ok(Admission::Admitted(me))
     }
 
-    fn join(&self, node: NodeRef) -> Result<Admission<NodeRef>, Error> {
+    fn join(
+        &self,
+        node: NodeRef,
+        urgency: rules::Urgency,
+        work: &mut Work,
+    ) -> Result<Admission<NodeRef>, Error> {
         match self.join_node(node) {
-            Join::Joined => Ok(Admission::DedupeJoined(node)),
+            Join::Joined => {
+                self.join_urgency(node, urgency, work);
+                Ok(Admission::DedupeJoined(node))
+            }
             Join::Full => Ok(Admission::Backpressured),
             Join::Gone => Err(STALE),
         }
@@ -224,10 +248,19 @@ impl GraphEngine for LockFreeGraph {
     fn submit_batch(
         &self,
         jobs: &[JobSpec<'_>],
+        deadlines: &[u64],
         out: &mut Vec<NodeRef>,
         work: &mut Work,
     ) -> Result<Admission<()>, Error> {
-        self.batch(jobs, out, work)
+        self.batch(jobs, deadlines, out, work)
+    }
+
+    fn effective(&self, node: NodeRef) -> Option<rules::Urgency> {
+        self.effective_of(node)
+    }
+
+    fn pop_resync(&self, work: &mut Work) -> Option<NodeRef> {
+        work.resync.pop()
     }
 
     fn seal_batch(&self, nodes: &[NodeRef], work: &mut Work) {
@@ -245,12 +278,15 @@ impl GraphEngine for LockFreeGraph {
         let gen = gen_of(n.ctl.load(Ordering::Relaxed));
         // SAFETY: written before publication; the zero-reaching RMW on `ctl` acquired it.
         let info = n.info.with(|p| unsafe { *p });
+        let node = NodeRef { idx, gen };
         Some(Ready {
-            node: NodeRef { idx, gen },
+            node,
             key: info.job,
             tenant: info.tenant,
             class: info.class,
-            priority: info.priority,
+            // Its effective priority as it enters the scheduler (SPEC D12, D30).
+            priority: self.urgency(node).map_or(info.priority, |(eff, _, _)| eff.priority),
+            deadline: info.deadline,
         })
     }
 
@@ -260,6 +296,8 @@ impl GraphEngine for LockFreeGraph {
         n.state.store(word(node.gen, S_QUEUED), Ordering::Release);
         let mut failed = NIL;
         self.seal(&n.admit, node.gen, true, work, &mut failed);
+        // Its admission-gated demanders stop waiting on it (SPEC D30).
+        self.admitted_urgency(node, work);
         // A dependent whose last gate this was may have failed another gate earlier.
         self.end_failed(failed, work);
     }
@@ -483,6 +521,10 @@ impl GraphEngine for LockFreeGraph {
                 e = next;
             }
         }
+        // Its urgency reaches the producers it now waits on (SPEC D30).
+        let mut slots = DepBuf::new();
+        self.dep_slots(node, &mut slots);
+        self.arrive(node, slots.as_slice(), false, work);
         Ok(Admission::Admitted(()))
     }
 

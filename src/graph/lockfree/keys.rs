@@ -187,6 +187,8 @@ impl LockFreeGraph {
         work: &mut Work,
         failed: &mut u32,
     ) {
+        // It demands nothing any more (SPEC D30).
+        self.depart(node, work);
         let n = &self.nodes[node.idx as usize];
         let outcome = JobOutcome::Failed(retired_error(why));
         // SAFETY: the caller owns the node's `ending` transition; readers wait for `done`.

@@ -24,6 +24,7 @@ mod engine;
 mod index;
 mod keys;
 mod link;
+mod urgency;
 #[cfg(all(test, loom))]
 mod loom_publish;
 
@@ -132,6 +133,8 @@ struct Info {
     tenant: TenantId,
     class: ClassId,
     priority: Priority,
+    /// Its own absolute deadline (SPEC D30; `NO_DEADLINE`: none).
+    deadline: u64,
     /// The key slot the node is published on.
     key: KeyRef,
 }
@@ -155,6 +158,13 @@ struct Node {
     /// takes the last claim frees the slot, and a join needs a non-zero count at the node's
     /// generation, so nobody joins a job whose slot is on its way to the free list.
     claims: AtomicU64,
+    /// `gen << 32 | ACTIVE | base priority << 8 | effective priority` (SPEC D30, see
+    /// `urgency.rs`).
+    urg: AtomicU64,
+    /// The effective deadline (absolute; `NO_DEADLINE`: none).
+    eff_deadline: AtomicU64,
+    /// The base deadline: its own, raised by joiners.
+    base_deadline: AtomicU64,
 }
 
 /// What [`LockFreeGraph::join_node`] did.
@@ -277,6 +287,9 @@ pub struct Work {
     ready: u32,
     /// Jobs made ready whose gauges have not moved yet (see `flush`).
     readied: u32,
+    /// Jobs whose effective urgency changed (SPEC D30): empty, and unallocated, unless a
+    /// propagation changed something.
+    resync: Vec<NodeRef>,
 }
 
 impl Default for Work {
@@ -284,6 +297,7 @@ impl Default for Work {
         Self {
             ready: NIL,
             readied: 0,
+            resync: Vec::new(),
         }
     }
 }
@@ -315,10 +329,14 @@ impl LockFreeGraph {
                     tenant: TenantId(0),
                     class: ClassId(0),
                     priority: 0,
+                    deadline: rules::NO_DEADLINE,
                     key: KeyRef { slot: 0, gen: 0 },
                 }),
                 outcome: UnsafeCell::new(None),
                 claims: AtomicU64::new(word(bounds.first_gen, 0)),
+                urg: AtomicU64::new(word(bounds.first_gen, 0)),
+                eff_deadline: AtomicU64::new(rules::NO_DEADLINE),
+                base_deadline: AtomicU64::new(rules::NO_DEADLINE),
             })
             .collect();
         let e = bounds.edges;
@@ -560,6 +578,8 @@ impl LockFreeGraph {
         work: &mut Work,
         failed: &mut u32,
     ) {
+        // It demands nothing any more (SPEC D30).
+        self.depart(node, work);
         let n = &self.nodes[node.idx as usize];
         // SAFETY: the caller owns the node's `ending` transition; nobody else writes the
         // outcome, and readers wait for `done` (Release below).

@@ -106,6 +106,7 @@ impl State {
         work: &mut Work,
         failed: &mut Vec<NodeRef>,
     ) {
+        self.depart(node, work);
         let n = &mut self.nodes[node.idx as usize];
         n.outcome = Some(JobOutcome::Failed(error));
         n.st = St::Done;
