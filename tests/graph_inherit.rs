@@ -112,11 +112,12 @@ fn d30_inherited_deadline_relaxes_when_the_demander_leaves<E: GraphEngine>() {
 /// other's priority, while a third tenant's share of grants stays fair throughout.
 fn d30_departure_drops_to_the_remaining_demander_and_fairness_holds<E: GraphEngine>() {
     let g = graph_on::<E>(3, 1, 512, Arc::new(ManualClock::new()));
-    // Every tenant backlogged with 60 jobs of priority 5; the producer (tenant 0) at 0.
+    // Every tenant backlogged with 60 jobs; tenant 0's first 10 at priority 8, the rest at 5.
     let mut tenant_of = std::collections::HashMap::new();
     for i in 0..60u64 {
         for t in 0..3u32 {
-            let h = put(&g, &job(1000 + i * 3 + u64::from(t), t, 5, None, &[]));
+            let prio = if t == 0 && i < 10 { 8 } else { 5 };
+            let h = put(&g, &job(1000 + i * 3 + u64::from(t), t, prio, None, &[]));
             tenant_of.insert(h, t);
         }
     }
@@ -124,25 +125,24 @@ fn d30_departure_drops_to_the_remaining_demander_and_fairness_holds<E: GraphEngi
     tenant_of.insert(p, 0);
     let on_p = [dep(1, Gate::OnSuccess)];
     let _high = put(&g, &job(2, 1, 9, None, &on_p));
-    let _low = put(&g, &job(3, 2, 7, None, &on_p));
+    let low = put(&g, &job(3, 2, 7, None, &on_p));
+    tenant_of.insert(low, 2);
     assert_eq!(g.effective(p).unwrap().0, 9);
+    g.remove(JobKey::new(2)).unwrap();
+    assert_eq!(g.effective(p).unwrap().0, 7, "down to the remaining demander");
     let mut grants = Vec::new();
-    let mut p_at = None;
-    for step in 0..150 {
-        if step == 30 {
-            g.remove(JobKey::new(2)).unwrap();
-            assert_eq!(g.effective(p).unwrap().0, 7, "down to the remaining demander");
-        }
+    let mut tenant0 = Vec::new();
+    for _ in 0..150 {
         let job = g.try_next(CPU).expect("backlogged");
-        if job.handle() == p {
-            p_at = Some(step);
-        }
-        if let Some(&t) = tenant_of.get(&job.handle()) {
-            grants.push(t);
+        let t = tenant_of[&job.handle()];
+        grants.push(t);
+        if t == 0 {
+            tenant0.push(job.handle());
         }
         g.complete(job, JobOutcome::Succeeded).unwrap();
     }
-    assert!(p_at.is_some_and(|s| s < 6), "the raised producer goes first in its tenant");
+    let at = tenant0.iter().position(|&h| h == p);
+    assert_eq!(at, Some(10), "after tenant 0's priority-8 jobs, before its priority-5 ones");
     // Tenant 2's grants over any window of 3k grants are within one of k.
     for k in 1..=10 {
         for w in grants.windows(3 * k) {
