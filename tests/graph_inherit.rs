@@ -22,7 +22,12 @@ both_graphs!(
 
 const SEC: u64 = 1_000_000_000;
 
-fn graph_on<E: GraphEngine>(tenants: u32, cells: u32, nodes: u32, clock: Arc<ManualClock>) -> GraphOn<E> {
+fn graph_on<E: GraphEngine>(
+    tenants: u32,
+    cells: u32,
+    nodes: u32,
+    clock: Arc<ManualClock>,
+) -> GraphOn<E> {
     let ledger = Ledger::with_clock(
         LedgerConfig::new(vec![ClassSpec::new("cpu")], tenants).tenant_limits(Limits::UNLIMITED),
         clock,
@@ -37,13 +42,19 @@ fn graph_on<E: GraphEngine>(tenants: u32, cells: u32, nodes: u32, clock: Arc<Man
         .unwrap()
 }
 
-fn job(key: u64, tenant: u32, priority: u8, deadline: Option<u64>, deps: &[fairway::graph::Dependency]) -> JobSpec<'_> {
+fn job(
+    key: u64,
+    tenant: u32,
+    priority: u8,
+    deadline: Option<u64>,
+    deps: &[fairway::graph::Dependency],
+) -> JobSpec<'_> {
     JobSpec {
         key: JobKey::new(key),
         tenant: TenantId(tenant),
         class: CPU,
         priority,
-        deadline: deadline.map(|s| Duration::from_secs(s)),
+        deadline: deadline.map(Duration::from_secs),
         deps,
     }
 }
@@ -68,10 +79,18 @@ fn d30_urgent_demander_reorders_a_queued_producer_within_its_tenant<E: GraphEngi
     assert_eq!(g.effective(low).unwrap(), (0, None));
     let on_low = [dep(4, Gate::OnSuccess)];
     let urgent = put(&g, &job(10, 0, 9, None, &on_low));
-    assert_eq!(g.effective(low).unwrap(), (9, None), "inherited from its demander");
+    assert_eq!(
+        g.effective(low).unwrap(),
+        (9, None),
+        "inherited from its demander"
+    );
     g.complete(running, JobOutcome::Succeeded).unwrap();
     let next = g.try_next(CPU).expect("queued work");
-    assert_eq!(next.handle(), low, "the raised job is granted next within its tenant");
+    assert_eq!(
+        next.handle(),
+        low,
+        "the raised job is granted next within its tenant"
+    );
     g.complete(next, JobOutcome::Succeeded).unwrap();
     drain(&g);
     assert_eq!(g.outcome(urgent).unwrap(), Some(JobOutcome::Succeeded));
@@ -129,7 +148,11 @@ fn d30_departure_drops_to_the_remaining_demander_and_fairness_holds<E: GraphEngi
     tenant_of.insert(low, 2);
     assert_eq!(g.effective(p).unwrap().0, 9);
     g.remove(JobKey::new(2)).unwrap();
-    assert_eq!(g.effective(p).unwrap().0, 7, "down to the remaining demander");
+    assert_eq!(
+        g.effective(p).unwrap().0,
+        7,
+        "down to the remaining demander"
+    );
     let mut grants = Vec::new();
     let mut tenant0 = Vec::new();
     for _ in 0..150 {
@@ -142,12 +165,20 @@ fn d30_departure_drops_to_the_remaining_demander_and_fairness_holds<E: GraphEngi
         g.complete(job, JobOutcome::Succeeded).unwrap();
     }
     let at = tenant0.iter().position(|&h| h == p);
-    assert_eq!(at, Some(10), "after tenant 0's priority-8 jobs, before its priority-5 ones");
+    assert_eq!(
+        at,
+        Some(10),
+        "after tenant 0's priority-8 jobs, before its priority-5 ones"
+    );
     // Tenant 2's grants over any window of 3k grants are within one of k.
     for k in 1..=10 {
         for w in grants.windows(3 * k) {
             let mine = w.iter().filter(|&&t| t == 2).count() as i64;
-            assert!((mine - k as i64).abs() <= 1, "window of {}: {mine} grants", 3 * k);
+            assert!(
+                (mine - k as i64).abs() <= 1,
+                "window of {}: {mine} grants",
+                3 * k
+            );
         }
     }
 }
@@ -179,14 +210,20 @@ fn d30_fan_in_of_1000_and_a_chain_of_10000<E: GraphEngine>() {
     // A chain: job k depends on k - 1, the root waits for a missing key.
     let base = 100_000u64;
     let root = put(&g, &job(base, 0, 0, None, &never));
-    let links: Vec<_> = (0..9_999u64).map(|k| [dep(base + k, Gate::OnSuccess)]).collect();
+    let links: Vec<_> = (0..9_999u64)
+        .map(|k| [dep(base + k, Gate::OnSuccess)])
+        .collect();
     for (k, d) in links.iter().enumerate() {
         put(&g, &job(base + k as u64 + 1, 0, 0, None, d));
     }
     assert_eq!(g.effective(root).unwrap(), (0, None));
     let end = [dep(base + 9_999, Gate::OnSuccess)];
     put(&g, &job(base + 10_000, 0, 7, Some(3), &end));
-    assert_eq!(g.effective(root).unwrap(), (7, Some(now + 3 * SEC)), "raised from the far end");
+    assert_eq!(
+        g.effective(root).unwrap(),
+        (7, Some(now + 3 * SEC)),
+        "raised from the far end"
+    );
     g.remove(JobKey::new(base + 10_000)).unwrap();
     assert_eq!(g.effective(root).unwrap(), (0, None), "dropped back");
 }

@@ -73,7 +73,10 @@ impl<E: GraphEngine> GraphOn<E> {
             inner.engine.fail_ready(node, rules::SHUTDOWN, false, work);
             return;
         }
-        let effective = inner.engine.effective(node).map_or(deadline, |u| u.deadline);
+        let effective = inner
+            .engine
+            .effective(node)
+            .map_or(deadline, |u| u.deadline);
         let now = inner.ledger.clock().now();
         if effective != rules::NO_DEADLINE && now >= effective {
             inner

@@ -164,6 +164,57 @@
 //! Atomic batches do not dedupe: a job of [`Graph::submit_batch_atomic`] whose key has a
 //! live job refuses the batch `duplicate-key`, as before (a batch is all new jobs or none).
 //!
+//! # Inheritance of urgency (SPEC D30)
+//!
+//! A job's **effective** urgency is the largest priority and the earliest deadline among its
+//! own (raised by every dedupe joiner's, for as long as the job lives), and the effective
+//! urgency of every job that waits on it through a **pending** edge: an edge not yet released
+//! (an `OnAdmission` edge until the producer is admitted, any other until it ends) whose
+//! dependent has not ended. A job's deadline ([`JobSpec::deadline`]) is relative to its
+//! submission and stamped then on the ledger's clock; [`Graph::effective`] reads the values.
+//!
+//! - **Arrival.** A job that links edges (at submit, when its key's waiters are adopted, in a
+//!   batch, or through [`Graph::discover`]) and a joiner raise their producers, transitively.
+//!   Nothing flows downstream: a job submitted on a raised producer keeps its own values.
+//! - **Departure.** A dependent that ends before its producer (superseded by
+//!   [`Graph::advance`], removed, or failed) and the admission of a producer (its
+//!   admission-gated dependents stop waiting) recompute the producer from its remaining
+//!   pending dependents, transitively. A dependent that ends after its producer changes
+//!   nothing.
+//! - **Scheduler.** A job enters the scheduler with its effective priority; its permit carries
+//!   the time its own deadline has left, and a tighter inherited deadline is applied with
+//!   [`Scheduler::set_deadline`]. Later changes re-order the queued request in place
+//!   ([`Scheduler::set_priority`], SPEC F36) inside its own tenant: the tenant gets no extra
+//!   turn (F15). A `too-late` answer (it was granted meanwhile) is ignored. A job whose
+//!   effective deadline has passed when it becomes ready ends `deadline-exceeded` without
+//!   taking a permit; one whose request expires in the queue (F46) ends `deadline-exceeded` at
+//!   the graph's next operation (the scheduler drops its task, which tells the graph).
+//!
+//! **Representation.** No new arena: a job finds its producers through its dependency keys
+//! (the per-node key slots the cycle check already keeps) and the producer each key names,
+//! and a producer finds its demanders by walking its own two dependent-edge lists. Each node
+//! holds three more words (effective and base priority with an active bit, effective and base
+//! deadline).
+//!
+//! **Cost of one update.** A step that visits a job `x` finds its producers (for each of its
+//! at most `k` dependency keys, a walk of that producer's lists, at most `f` pending
+//! dependents) and recomputes each affected producer (a walk of `f` edges, done twice, see
+//! below): `O(k · f)` per visited job. An update visits the jobs upstream of its origin whose
+//! values change, each once per path that reaches it: on a chain or tree of depth `d`,
+//! `O(d · k · f)`; in a graph with diamonds a job is visited once per path. A visit whose
+//! value does not change stops there.
+//!
+//! **Locking (lock-free engine).** Every change of an effective or base value happens under
+//! the topology lock, which is taken only when a change is possible: a new dependent whose
+//! urgency exceeds a producer's, a leaving one that may have lifted a producer above its base,
+//! an admitted producer whose effective urgency is above its base, a joiner above the base, or
+//! a key whose waiters are adopted (already the slow path). When urgencies are equal — the
+//! common submit and complete path — each linking submit and each end costs one SeqCst fence
+//! and a load per dependency, no lock and no allocation. A recomputation stores its result,
+//! fences, and walks again until two walks agree, so it cannot miss a dependent that linked
+//! or left without the lock (see `lockfree/urgency.rs`). Re-ordering in the scheduler runs
+//! after the lock is released. The mutex engine keeps the same values under its one lock.
+//!
 //! # What holds, and where it is tested
 //!
 //! On both engines (`tests/graph_rules.rs`, one generic test per rule through one macro): D02
@@ -172,7 +223,9 @@
 //! refusals that change nothing, an observer that never sees half a batch, `wait_batch` in
 //! input order), D05 (full node, edge and key stores give `Backpressured` and change nothing;
 //! the waiting form resumes when room frees, D42), D06 (no quota while waiting; a ledger
-//! refusal fails the job, and its dependents per gate), D10 (every gate, transitive
+//! refusal fails the job, and its dependents per gate), D30 (`tests/graph_inherit.rs`:
+//! re-ordering a queued job, a deadline relaxed on departure, a departure with a third tenant's
+//! share kept fair, fan-in 1,000 and a chain of 10^4, joiners and the accessor), D10 (every gate, transitive
 //! `dependency-failed`), D11, D12, D13, D14 (a dependency discovered while a job runs gates
 //! its end; union with earlier edges), D15 (self-dependency; a cycle through a waiting key or
 //! inside a batch, refused with nothing changed; two threads racing the halves of a cycle in
@@ -208,7 +261,8 @@
 //!   scheme: the key table frees no memory (see `lockfree/index.rs`).
 //! - A running job is signalled through its witness, not a cancellation token; a queued job
 //!   that a key operation ended stays in the scheduler until an executor skips it.
-//! - Not built: priority inheritance and cancellation through the graph (D30, D31).
+//! - Not built: cancellation through the graph and owned handles (D31). A joiner's urgency
+//!   (D30) stays with the job until it ends, as its claim does.
 //! - A handle is a copyable token: a joiner (like the original submitter) that never takes
 //!   its outcome keeps its claim, and so the job's node slot, for good. There is no way yet
 //!   to give a claim back before the job ends.
@@ -771,10 +825,10 @@ impl<E: GraphEngine> GraphOn<E> {
         let mut nodes = Vec::with_capacity(jobs.len());
         let mut work = E::Work::default();
         let deadlines: Vec<u64> = jobs.iter().map(|j| self.stamp(j)).collect();
-        if let Admission::Backpressured =
-            self.inner
-                .engine
-                .submit_batch(jobs, &deadlines, &mut nodes, &mut work)?
+        if let Admission::Backpressured = self
+            .inner
+            .engine
+            .submit_batch(jobs, &deadlines, &mut nodes, &mut work)?
         {
             return Ok(Admission::Backpressured);
         }

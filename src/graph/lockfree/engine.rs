@@ -285,7 +285,9 @@ impl GraphEngine for LockFreeGraph {
             tenant: info.tenant,
             class: info.class,
             // Its effective priority as it enters the scheduler (SPEC D12, D30).
-            priority: self.urgency(node).map_or(info.priority, |(eff, _, _)| eff.priority),
+            priority: self
+                .urgency(node)
+                .map_or(info.priority, |(eff, _, _)| eff.priority),
             deadline: info.deadline,
         })
     }

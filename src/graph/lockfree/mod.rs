@@ -24,9 +24,9 @@ mod engine;
 mod index;
 mod keys;
 mod link;
-mod urgency;
 #[cfg(all(test, loom))]
 mod loom_publish;
+mod urgency;
 
 use index::{Found, Index, KeyRef, KeySlot};
 

@@ -33,8 +33,10 @@ impl LockFreeGraph {
         n.base_deadline.store(own.deadline, Ordering::Relaxed);
         let p = u64::from(own.priority);
         // Relaxed: published with the node (the count's Release store, the key's).
-        n.urg
-            .store(word(me.gen, (ACTIVE | p << 8 | p) as u32), Ordering::Relaxed);
+        n.urg.store(
+            word(me.gen, (ACTIVE | p << 8 | p) as u32),
+            Ordering::Relaxed,
+        );
     }
 
     /// The effective and base urgency of `node`, and whether it is still active; `None` if
@@ -324,4 +326,3 @@ impl LockFreeGraph {
         self.urgency(node).map(|(eff, _, _)| eff)
     }
 }
-
