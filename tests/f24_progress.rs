@@ -396,3 +396,66 @@ fn f24_ring_try_next_is_handed_other_tenants_jobs_while_a_turn_holder_is_paused(
         "every try_next returned at once (slowest {slowest:?})"
     );
 }
+
+/// SPEC F36 under F24: a changer stopped after its CAS (`ring.change_marked`: the change is
+/// the linearisation point's, its notice not posted yet) holds nobody up, not even its own
+/// tenant. Tenant 1 has `a` (priority 1) and `b` (priority 0, older); the paused thread lowers
+/// `a` to 0. A released cell's turn picks `a`, its grant CAS fails on the pending change, and
+/// the turn applies it itself: `b` (older, now first) is granted within [`WINDOW`] while the
+/// changer is still parked. Once let go its notice is taken and the slot of `a` comes free.
+#[test]
+fn f24_ring_change_marked_paused_its_own_tenant_still_granted_within_100ms() {
+    bounded(|| {
+        let h = Harness::<Ring>::new(&[(1, 16)], 4);
+        let held = h.occupy(1).pop().unwrap();
+        let (mut b, b_id) = queue(&h, h.admit_prio(1, 0));
+        let (mut a, _) = queue(&h, h.admit_prio(1, 1));
+        let handle = a.handle().expect("queued");
+        let gate = Gate::new("ring.change_marked");
+        std::thread::scope(|s| {
+            let paused = {
+                let (gate, h) = (gate.clone(), &h);
+                s.spawn(move || {
+                    gate.arm();
+                    let r = h.sched.set_priority(handle, 0);
+                    Gate::disarm();
+                    r
+                })
+            };
+            assert!(
+                gate.wait_parked(LIMIT),
+                "the changer never reached its pause point"
+            );
+            held.release();
+            let start = std::time::Instant::now();
+            let mut got = None;
+            while got.is_none() && start.elapsed() < WINDOW {
+                if let Poll::Ready(r) = poll_once(&mut b) {
+                    got = Some(r.expect("granted"));
+                }
+                std::thread::yield_now();
+            }
+            let still_paused = gate.parked() == 1 && !paused.is_finished();
+            assert!(
+                got.is_some() && still_paused,
+                "{b_id:?} granted within {WINDOW:?} while the changer is parked (granted: {}, \
+                 still parked: {still_paused})",
+                got.is_some()
+            );
+            assert!(
+                poll_once(&mut a).is_pending(),
+                "the lowered request went first"
+            );
+            gate.release();
+            assert_eq!(paused.join().unwrap(), Ok(()), "the change was applied");
+            got.unwrap().release();
+            match poll_once(&mut a) {
+                Poll::Ready(r) => r.expect("granted").release(),
+                Poll::Pending => panic!("the changed request was not granted after the other"),
+            }
+        });
+        let snap = h.sched.snapshot(ClassId(0)).unwrap();
+        assert_eq!((snap.queue_depth, snap.cells_leased), (0, 0));
+        assert!(h.ledger.usage().is_zero());
+    });
+}

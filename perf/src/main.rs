@@ -71,7 +71,8 @@ const USAGE: &str =
                    exceeds the spread of their repetitions
   --report FILE    print a saved JSON report (text, or --markdown; --check applies)
   --instr ROW      run one single-thread operation --ops times inside `measured` (for callgrind):
-                   cycle, fast, pull-cycle, admit-refund, cancel-1, cancel-4096 (the engine),
+                   cycle, fast, pull-cycle, admit-refund, cancel-1, cancel-4096, reorder-1,
+                   reorder-4096 (the engine), std-reorder-4096,
                    std-cycle, std-pull-cycle, std-admit-refund, pl-cycle (the mutex twins),
                    owned-fast, cas, pool, tokio, graph-p8-lock-free, graph-p8-std,
                    graph-p9-lock-free, graph-p9-std";
@@ -361,6 +362,9 @@ fn instr(row: &str, n: u64) -> Result<(), String> {
         "fast" => (lf.fast)(u),
         "cancel-1" => (lf.cancel)(1, u),
         "cancel-4096" => (lf.cancel)(4096, u),
+        "reorder-1" => (lf.reorder)(1, u),
+        "reorder-4096" => (lf.reorder)(4096, u),
+        "std-reorder-4096" => (std_mutex.reorder)(4096, u),
         "pull-cycle" => (lf.pull_cycle)(u),
         "admit-refund" => (lf.admit_refund)(u),
         "std-cycle" => (std_mutex.cycle)(u),

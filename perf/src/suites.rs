@@ -195,26 +195,34 @@ impl Job {
                 ),
             ],
             // The engine with a P7 target: fairway's (first).
+            // The engine with a P7 target: fairway's (first); beside it the in-place change
+            // (F36) at the same depth, on the engine and on the std twin.
             Job::Cancel => {
                 let all = engines();
-                [&all[0]]
-                    .into_iter()
-                    .flat_map(|e| {
-                        let (backend, f) = (e.name, e.cancel);
-                        [
-                            arm(
-                                rows::CANCEL_DEEP,
-                                backend,
-                                Box::new(move |d| time_single_at(f, 4096, d)),
-                            ),
-                            arm(
-                                rows::CANCEL_SHALLOW,
-                                backend,
-                                Box::new(move |d| time_single_at(f, 1, d)),
-                            ),
-                        ]
-                    })
-                    .collect()
+                let (backend, f, reorder) = (all[0].name, all[0].cancel, all[0].reorder);
+                let (twin, twin_reorder) = (all[1].name, all[1].reorder);
+                vec![
+                    arm(
+                        rows::CANCEL_DEEP,
+                        backend,
+                        Box::new(move |d| time_single_at(f, 4096, d)),
+                    ),
+                    arm(
+                        rows::CANCEL_SHALLOW,
+                        backend,
+                        Box::new(move |d| time_single_at(f, 1, d)),
+                    ),
+                    arm(
+                        rows::REORDER_DEEP,
+                        backend,
+                        Box::new(move |d| time_single_at(reorder, 4096, d)),
+                    ),
+                    arm(
+                        rows::REORDER_DEEP,
+                        twin,
+                        Box::new(move |d| time_single_at(twin_reorder, 4096, d)),
+                    ),
+                ]
             }
             Job::Closed(mode, t, c) => engines()
                 .into_iter()

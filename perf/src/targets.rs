@@ -81,6 +81,8 @@ pub mod rows {
     pub const CANCEL_DEEP: &str = "cancel depth 4096";
     /// P7's comparator.
     pub const CANCEL_SHALLOW: &str = "cancel depth 1";
+    /// F36 beside P7: a priority changed in place at queue depth 4096.
+    pub const REORDER_DEEP: &str = "change in place depth 4096";
     /// P3.
     pub const PULL2: &str = "pull 2 thr 4 cells";
     /// P6.

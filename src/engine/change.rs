@@ -58,7 +58,7 @@
 //! while its tenant has no turn; the delivery of a grant checks the cut.
 
 use super::{is_queued, Core, CHANGED, QUEUED};
-use crate::engine::tenant::{Owner, Unlinked};
+use crate::engine::tenant::Owner;
 use crate::policy::heap::NONE;
 use crate::sync::{AtomicU32, AtomicU64, Ordering};
 
@@ -168,6 +168,21 @@ impl Core {
         now: u64,
         on_grant: &mut impl FnMut(u32),
     ) -> Result<(), TooLate> {
+        self.mark_changed(index, wanted)?;
+        crate::raw::pause::point("ring.change_marked");
+        if let Some(tenant) = self.post_notice(index) {
+            // The tenant's owner must look at the notice: if the request was granted since
+            // and the tenant went idle, nobody else would, and the notice would keep the slot.
+            if let Some(turn) = self.turns.touch(tenant) {
+                self.run(turn, now, on_grant);
+            }
+        }
+        Ok(())
+    }
+
+    /// The change's first half: the wanted words, then the entry `QUEUED | CHANGED → CHANGED`
+    /// (the linearisation point). `Err(TooLate)` if the request is no longer queued.
+    fn mark_changed(&self, index: u32, wanted: Wanted) -> Result<(), TooLate> {
         let c = &self.changes;
         let i = index as usize;
         if wanted.is_empty() {
@@ -203,19 +218,10 @@ impl Core {
                 return Err(TooLate);
             }
             match self.entry[i].compare_exchange(s, CHANGED, Ordering::SeqCst, Ordering::SeqCst) {
-                Ok(_) => break,
+                Ok(_) => return Ok(()),
                 Err(actual) => s = actual,
             }
         }
-        crate::raw::pause::point("ring.change_marked");
-        if let Some(tenant) = self.post_notice(index) {
-            // The tenant's owner must look at the notice: if the request was granted since
-            // and the tenant went idle, nobody else would, and the notice would keep the slot.
-            if let Some(turn) = self.turns.touch(tenant) {
-                self.run(turn, now, on_grant);
-            }
-        }
-        Ok(())
     }
 
     /// Puts slot `index` on its tenant's notice stack unless it is there already; returns
@@ -306,9 +312,9 @@ impl Core {
 
     /// The grant of `index` failed on `CHANGED` after the turn holder unlinked it: applies the
     /// change to what it held and links it back.
-    pub(crate) fn relink_changed(&self, own: &mut Owner<'_>, index: u32, was: Unlinked) {
+    pub(crate) fn relink_changed(&self, own: &mut Owner<'_>, index: u32) {
         let w = self.take_change(index).unwrap_or_default();
-        own.relink(index, was, w.priority, w.deadline);
+        own.relink(index, w.priority, w.deadline);
         self.note_cut(index, w);
     }
 
@@ -320,7 +326,7 @@ impl Core {
     }
 }
 
-#[cfg(all(test, loom))]
+#[cfg(test)]
 impl Core {
     /// Whether slot `index` is on no notice stack, wants nothing, and holds no reference
     /// (free).
@@ -337,3 +343,7 @@ impl Core {
 #[cfg(all(test, loom))]
 #[path = "loom_change.rs"]
 mod loom_change;
+
+#[cfg(all(test, not(loom)))]
+#[path = "change_tests.rs"]
+mod tests;

@@ -606,7 +606,7 @@ impl Core {
         while *budget > 0 {
             let index = own.candidate(now)?;
             *budget -= 1;
-            let was = own.unlink(index);
+            own.unlink(index);
             // AcqRel: Release publishes the grant to its taker (pairs with `take`'s Acquire);
             // Acquire pairs with a canceller's Release on failure.
             match self.entry[index as usize].compare_exchange(
@@ -626,7 +626,7 @@ impl Core {
                 Err(CHANGED) => {
                     // A change (SPEC F36) won the race: it goes into the order first, then the
                     // tenant's candidate is picked again.
-                    self.relink_changed(own, index, was);
+                    self.relink_changed(own, index);
                 }
                 Err(s) => {
                     debug_assert!(s >= CANCELLED);

@@ -111,10 +111,6 @@ impl Order<Node> for ByRank {
     }
 }
 
-/// What an unlinked entry held (for [`Owner::relink`]).
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Unlinked(Node);
-
 /// One tenant's record, touched only by the holder of its turn.
 #[derive(Clone, Copy, Debug)]
 struct Record {
@@ -385,14 +381,10 @@ impl Owner<'_> {
     /// Links back entry `index`, which [`unlink`](Self::unlink) just took out (with nothing
     /// linked or unlinked in this tenant since), with its priority and/or deadline changed:
     /// the FIFO place, sequence number and enqueue time it had, a new place in the heap.
-    pub(crate) fn relink(
-        &mut self,
-        index: u32,
-        was: Unlinked,
-        priority: Option<u8>,
-        deadline: Option<u64>,
-    ) {
-        let mut node = was.0;
+    pub(crate) fn relink(&mut self, index: u32, priority: Option<u8>, deadline: Option<u64>) {
+        let mut node = self.view[index as usize];
+        debug_assert!(!node.linked, "relink of a linked slot");
+        node.linked = true;
         if let Some(p) = priority {
             node.priority = p;
         }
@@ -418,9 +410,9 @@ impl Owner<'_> {
     }
 
     /// Unlinks `index`, which must be linked in this tenant, from its heap and FIFO in
-    /// O(log n). The slot's node is the caller's again (vacant); what it held is returned, for
-    /// a [`relink`](Self::relink).
-    pub(crate) fn unlink(&mut self, index: u32) -> Unlinked {
+    /// O(log n). The slot's node is the caller's again; it keeps what it held until the slot is
+    /// staged again, for a [`relink`](Self::relink).
+    pub(crate) fn unlink(&mut self, index: u32) {
         let node = self.view[index as usize];
         debug_assert!(node.linked, "unlink of a slot not linked");
         let rec = &mut *self.rec;
@@ -436,8 +428,9 @@ impl Owner<'_> {
             self.view[node.fifo_next as usize].fifo_prev = node.fifo_prev;
         }
         rec.count -= 1;
-        self.view[index as usize] = Node::VACANT;
-        Unlinked(node)
+        // Only the flag: the rest stays as it was (the next `stage` rewrites the node), so a
+        // `relink` right after finds the FIFO place, sequence and enqueue time still there.
+        self.view[index as usize].linked = false;
     }
 
     /// Unlinks every linked entry for which `dead` holds, walking the FIFO once, and passes each
@@ -447,7 +440,7 @@ impl Owner<'_> {
         while cur != NONE {
             let next = self.view[cur as usize].fifo_next;
             if dead(cur) {
-                let _ = self.unlink(cur);
+                self.unlink(cur);
                 freed(cur);
             }
             cur = next;

@@ -352,6 +352,49 @@ impl<M: Mechanism> Drop for Cancel<'_, M> {
     }
 }
 
+/// SPEC F36 beside P7: the same queue as [`Cancel`] (one cell held, `depth` requests queued);
+/// one operation changes the priority of a random queued request in place
+/// (`Scheduler::set_priority`), where [`Cancel`] cancels it and queues a replacement. On the
+/// engine the change is applied to the tenant's order by the tenant's next turn, which this
+/// queue never gets (its cell stays held): the row is the changer's side, as the cancel row
+/// leaves its tombstones to a later turn.
+pub struct Reorder<'a, M: Mechanism> {
+    queue: Cancel<'a, M>,
+    handles: Vec<fairway::RequestHandle>,
+    turn: u8,
+}
+
+impl<'a, M: Mechanism> Reorder<'a, M> {
+    /// `depth` requests queued behind one held cell of `f` (a [`Cancel::fixture`]).
+    pub fn new(f: &'a Fixture<M>, depth: usize) -> Self {
+        let queue = Cancel::new(f, depth);
+        let handles = queue
+            .queued
+            .iter()
+            .map(|q| q.handle().expect("queued"))
+            .collect();
+        Self {
+            queue,
+            handles,
+            turn: 0,
+        }
+    }
+}
+
+impl<M: Mechanism> SingleOp for Reorder<'_, M> {
+    fn run(&mut self, iters: u64) {
+        for _ in 0..iters {
+            let k = (xorshift(&mut self.queue.pick) % self.handles.len() as u64) as usize;
+            self.turn = self.turn.wrapping_add(1);
+            self.queue
+                .f
+                .sched
+                .set_priority(self.handles[k], self.turn % 8)
+                .expect("queued requests change");
+        }
+    }
+}
+
 /// P13: nothing queued, the cheapest request the public API allows: admit (one tenant, no
 /// priority, no deadline), `try_enqueue` (grant), release (which refunds the permit), on engine
 /// `M`.
@@ -1014,6 +1057,8 @@ pub struct EngineRuns {
     pub fast: fn(OpUser<'_>),
     /// Runs a closure on a fresh [`Cancel`] at a depth.
     pub cancel: fn(usize, OpUser<'_>),
+    /// Runs a closure on a fresh [`Reorder`] at a depth.
+    pub reorder: fn(usize, OpUser<'_>),
     /// Runs a closure on a fresh [`AdmitRefund`].
     pub admit_refund: fn(OpUser<'_>),
     /// Runs a closure on a fresh [`PullCycle`].
@@ -1030,6 +1075,7 @@ impl EngineRuns {
             cycle: |run| run(&mut Cycle::new(&Cycle::<M>::fixture())),
             fast: |run| run(&mut FastPath::<M>::new()),
             cancel: |depth, run| run(&mut Cancel::new(&Cancel::<M>::fixture(depth), depth)),
+            reorder: |depth, run| run(&mut Reorder::new(&Cancel::<M>::fixture(depth), depth)),
             admit_refund: |run| run(&mut AdmitRefund::<M>::new()),
             pull_cycle: |run| run(&mut PullCycle::<M>::new()),
         }
@@ -1074,6 +1120,8 @@ mod tests {
             (e.fast)(run);
             (e.cancel)(1, run);
             (e.cancel)(64, run);
+            (e.reorder)(1, run);
+            (e.reorder)(64, run);
             (e.admit_refund)(run);
             (e.pull_cycle)(run);
         }
