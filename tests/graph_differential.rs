@@ -6,6 +6,13 @@
 //! join it (SPEC D02), submits through a [`DedupeHook`] that names another key's job join that
 //! one (D03), and the joiners' outcomes are collected too.
 //!
+//! Urgency (SPEC D30): most submits carry a priority in `0..8` and some a deadline; `advance` and
+//! `remove` of random keys make demanders leave before their producers ran, and the clock moves
+//! on so queued requests expire. After every operation the effective priority and deadline of
+//! every job held are compared too, and the grant order is compared through the pulls. The test
+//! counts that the sequences reach a queued producer raised by a more urgent demander and a
+//! departure that lowers a producer that has not run, and asserts both happened.
+//!
 //! Fixed seeds by default; `FAIRWAY_GRAPH_DIFF_CASES` raises the number of cases.
 
 #[path = "common/graph_ops.rs"]
@@ -13,7 +20,7 @@ mod graph_ops;
 
 use fairway::graph::{Admission, Gate, JobOutcome};
 use fairway::Reason;
-use graph_ops::{run, Op, Seen};
+use graph_ops::{run, Op, Seen, Step, Urge};
 
 struct Rng(u64);
 
@@ -43,10 +50,29 @@ fn random_deps(r: &mut Rng) -> Vec<(u64, Gate)> {
         .collect()
 }
 
+/// A submit of `key`: plain (priority 0, no deadline) a third of the time, otherwise with a
+/// priority in `0..8` and, a third of the time, a deadline one to eight seconds on.
+fn submit(r: &mut Rng, key: u64) -> Op {
+    let deps = random_deps(r);
+    if r.below(3) == 0 {
+        return Op::Submit(key, deps);
+    }
+    let priority = r.below(8) as u8;
+    let deadline = (r.below(3) == 0).then(|| 1 + r.below(8));
+    Op::Urgent(key, priority, deadline, deps)
+}
+
 fn ops(seed: u64, n: usize) -> Vec<Op> {
     let mut r = Rng(seed | 1);
     (0..n)
-        .map(|_| match r.below(14) {
+        .map(|_| match r.below(19) {
+            14 | 15 => Op::Advance(r.below(12)),
+            16 => Op::Remove(r.below(12)),
+            17 => Op::Tick(1 + r.below(3)),
+            18 => {
+                let key = r.below(12);
+                submit(&mut r, key)
+            }
             12 => Op::Hooked(r.below(12), r.below(12)),
             13 => Op::TakeJoiner(r.below(4) as usize),
             11 => Op::Batch(
@@ -59,8 +85,7 @@ fn ops(seed: u64, n: usize) -> Vec<Op> {
             ),
             0..=3 => {
                 let key = r.below(12);
-                let deps = random_deps(&mut r);
-                Op::Submit(key, deps)
+                submit(&mut r, key)
             }
             10 => {
                 let i = r.below(8) as usize;
@@ -71,6 +96,48 @@ fn ops(seed: u64, n: usize) -> Vec<Op> {
             _ => Op::Take(r.below(12)),
         })
         .collect()
+}
+
+/// An urgency as one number that grows with it: priority first, then the earlier deadline.
+fn rank((p, d): (u8, Option<u64>)) -> (u8, u64) {
+    (p, u64::MAX - d.unwrap_or(u64::MAX))
+}
+
+/// Engine-independent checks of one step's urgency log: a job that has not ended is at least as
+/// urgent as its own values in both priority and deadline. Returns whether a queued job was
+/// raised above its own values by a demander.
+fn check_urgency(step: &Step, case: u64, i: usize) -> bool {
+    let mut raised_queued = false;
+    for u in &step.urgency {
+        let Ok((p, d)) = u.effective else { continue };
+        if u.ended || u.key == u64::MAX {
+            continue;
+        }
+        assert!(
+            p >= u.own.0 && d.unwrap_or(u64::MAX) <= u.own.1.unwrap_or(u64::MAX),
+            "case {case} op {i}: job {u:?} is below its own urgency"
+        );
+        raised_queued |=
+            u.queued && (p > u.own.0 || d.unwrap_or(u64::MAX) < u.own.1.unwrap_or(u64::MAX));
+    }
+    raised_queued
+}
+
+/// Whether a job that has not run (neither ended nor running), in both `before` and `after`,
+/// became less urgent.
+fn lowered(before: &Step, after: &Step) -> bool {
+    let live = |u: &&Urge| !u.ended && !u.running && u.key != u64::MAX;
+    after.urgency.iter().filter(live).any(|a| {
+        before
+            .urgency
+            .iter()
+            .filter(live)
+            .find(|b| b.key == a.key)
+            .is_some_and(|b| match (&b.effective, &a.effective) {
+                (Ok(x), Ok(y)) => rank(*y) < rank(*x),
+                _ => false,
+            })
+    })
 }
 
 #[test]
@@ -86,6 +153,8 @@ fn q02_graph_engines_agree_on_random_sequences() {
     let mut dependency_failed = 0;
     let mut discovered = 0;
     let (mut batches, mut batches_refused) = (0, 0);
+    let (mut raised_queued, mut lowered_by_advance, mut lowered_by_remove) = (0, 0, 0);
+    let (mut urgent_pulls, mut expired) = (0, 0);
     for case in 0..cases {
         let seed = 0x9E37_79B9_7F4A_7C15u64.wrapping_mul(case + 1);
         let ops = ops(seed, 80);
@@ -99,7 +168,34 @@ fn q02_graph_engines_agree_on_random_sequences() {
                 ops[i],
                 &ops[..=i]
             );
-            match &x.0 {
+            if check_urgency(x, case, i) {
+                raised_queued += 1;
+            }
+            if i > 0 && lowered(&a[i - 1], x) {
+                match ops[i] {
+                    Op::Advance(_) => lowered_by_advance += 1,
+                    Op::Remove(_) => lowered_by_remove += 1,
+                    _ => {}
+                }
+            }
+            match &x.seen {
+                // A pull of a job raised above its own priority.
+                Seen::Pulled(Some(k))
+                    if i > 0
+                        && a[i - 1].urgency.iter().any(|u| {
+                            u.key == k.key.0 && matches!(u.effective, Ok((p, _)) if p > u.own.0)
+                        }) =>
+                {
+                    urgent_pulls += 1
+                }
+                Seen::Taken(Some(Ok(Some(JobOutcome::Failed(e)))))
+                    if e.reason() == Reason::DeadlineExceeded =>
+                {
+                    expired += 1
+                }
+                _ => {}
+            }
+            match &x.seen {
                 Seen::Submitted(Ok("admitted")) => submitted += 1,
                 Seen::Submitted(Ok("backpressured")) => backpressured += 1,
                 Seen::Submitted(Ok("joined")) => joined += 1,
@@ -120,8 +216,18 @@ fn q02_graph_engines_agree_on_random_sequences() {
         "{cases} cases: admitted {submitted}, cycles refused {refused_cycles}, \
          backpressured {backpressured}, dependency-failed outcomes {dependency_failed}, \
          discoveries {discovered}, batches admitted {batches}, refused {batches_refused}, \
-         joined {joined}"
+         joined {joined}; urgency: queued jobs raised {raised_queued}, pulls of raised jobs \
+         {urgent_pulls}, lowered by advance {lowered_by_advance}, by remove {lowered_by_remove}, \
+         deadline-exceeded outcomes {expired}"
     );
+    // The sequences reach the states D30 is about: a queued producer raised by a more urgent
+    // demander (and granted while raised), and a demander leaving before its producer ran.
+    assert!(
+        raised_queued > 0 && urgent_pulls > 0 && lowered_by_advance > 0 && lowered_by_remove > 0,
+        "raised {raised_queued}, pulls {urgent_pulls}, lowered by advance {lowered_by_advance}, \
+         by remove {lowered_by_remove}"
+    );
+    assert!(expired > 0);
     assert!(joined > 0);
     // The generator reaches every interesting case.
     assert!(discovered > 0);

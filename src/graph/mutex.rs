@@ -660,11 +660,15 @@ impl GraphEngine for MutexGraph {
         if !s.room_for(core::slice::from_ref(spec), &self.bounds) {
             return Ok(Admission::Backpressured);
         }
-        let me = s.link_one(spec, deadline, deps, false);
+        // Linked with a hold, as the lock-free graph's submitter holds its node: inheritance
+        // (SPEC D30) from the adopted waiters comes before the job may fire, so it becomes ready
+        // with its effective urgency and one that ends at once keeps the values it inherited.
+        let me = s.link_one(spec, deadline, deps, true);
         s.publish_one(me, work);
-        if s.nodes[me.idx as usize].active {
-            s.arrive(me, work);
-        }
+        s.arrive(me, work);
+        let mut failed = Vec::new();
+        s.release(me, true, work, &mut failed);
+        s.end_failed(failed, work);
         Ok(Admission::Admitted(me))
     }
 

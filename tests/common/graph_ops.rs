@@ -1,8 +1,9 @@
 //! The graph's operation sequences and their interpreter, shared by the graph differential test
 //! (`tests/graph_differential.rs`, which generates them from a seed) and the graph fuzz target
 //! (`fuzz/fuzz_targets/graph.rs`, which decodes them from libFuzzer's bytes): a run returns what
-//! every operation showed and the occupancy after it, and the lock-free graph and the mutex graph
-//! must return the same.
+//! every operation showed, the occupancy after it and the effective urgency (SPEC D30) of every
+//! job still held, and the lock-free graph and the mutex graph must return the same. The graph
+//! runs on a manual clock, so deadlines stamp the same values on both.
 #![allow(dead_code)]
 
 use fairway::admission::{ClassSpec, Ledger, LedgerConfig};
@@ -10,8 +11,10 @@ use fairway::graph::{
     Admission, DedupeHook, Dependency, Gate, Graph, GraphEngine, Identity, JobHandle, JobKey,
     JobOutcome, JobSpec, Occupancy, RunningJob,
 };
-use fairway::{ClassId, Code, Error, Reason, TenantId};
+use fairway::{ClassId, Clock, Code, Error, ManualClock, Priority, Reason, TenantId};
 use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
 
 /// One step of a sequence; keys and indices are taken as they are (indices modulo the number of
 /// jobs held).
@@ -27,6 +30,15 @@ pub enum Op {
     Hooked(u64, u64),
     /// Take the outcome of the `.0`-th joiner still held.
     TakeJoiner(usize),
+    /// Submit key `.0` with priority `.1` and, if given, a deadline `.2` seconds on (SPEC D30);
+    /// on a live key, a joiner of that urgency.
+    Urgent(u64, Priority, Option<u64>, Vec<(u64, Gate)>),
+    /// `advance(key)`: supersedes the key's job (SPEC D20), a departure of a demander.
+    Advance(u64),
+    /// `remove(key)` (SPEC D24), a departure of a demander.
+    Remove(u64),
+    /// Moves the clock on by `.0` seconds (queued requests past their deadline expire, F46).
+    Tick(u64),
 }
 
 /// A hook that names the handle it was given, if any.
@@ -43,10 +55,37 @@ impl DedupeHook for Alias {
 pub enum Seen {
     Submitted(Result<&'static str, Error>),
     Pulled(Option<JobKey>),
-    Completed(Option<JobKey>),
+    Completed(Option<(JobKey, Result<(), Error>)>),
     Taken(Option<Result<Option<JobOutcome>, Error>>),
     Discovered(Option<Result<Admission<()>, Error>>),
     Batched(Result<&'static str, Error>),
+    Advanced(Result<u32, Error>),
+    Removed(Result<(), Error>),
+    Ticked,
+}
+
+/// What one job showed after an operation (SPEC D30): its key, its own priority and deadline
+/// (absolute, as the graph stamps them), and what [`Graph::effective`] read.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Urge {
+    pub key: u64,
+    pub own: (Priority, Option<u64>),
+    pub effective: Result<(Priority, Option<u64>), Error>,
+    /// Admitted with no dependencies and not pulled: queued in the scheduler unless it ended.
+    pub queued: bool,
+    /// Its outcome is known.
+    pub ended: bool,
+    /// Pulled and not completed.
+    pub running: bool,
+}
+
+/// One operation's record: what it showed, the occupancy after it, and every held job's
+/// urgency (admitted handles in key order, then joiners in order).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Step {
+    pub seen: Seen,
+    pub occupancy: Occupancy,
+    pub urgency: Vec<Urge>,
 }
 
 /// The dependencies `(key, gate)` name, unpinned.
@@ -61,26 +100,30 @@ fn dependencies(deps: &[(u64, Gate)]) -> Vec<Dependency> {
 }
 
 /// What a submit showed; keeps the handle of an admitted job by key and a joiner's handle.
-fn submitted(
-    r: Result<Admission<JobHandle>, Error>,
-    key: u64,
-    handles: &mut HashMap<u64, JobHandle>,
-    joiners: &mut Vec<JobHandle>,
-) -> Seen {
+fn submitted(r: Result<Admission<JobHandle>, Error>, key: u64, held: &mut Held) -> Seen {
     Seen::Submitted(r.map(|a| match a {
         Admission::Admitted(h) => {
-            handles.insert(key, h);
+            held.handles.insert(key, h);
             "admitted"
         }
         Admission::Backpressured => "backpressured",
         Admission::DedupeJoined(h) => {
-            joiners.push(h);
+            held.joiners.push(h);
             "joined"
         }
     }))
 }
 
-pub fn run<E: GraphEngine>(ops: &[Op]) -> Vec<(Seen, Occupancy)> {
+/// The handles a run holds, and what it knows of each job.
+#[derive(Default)]
+struct Held {
+    handles: HashMap<u64, JobHandle>,
+    joiners: Vec<JobHandle>,
+    /// Own urgency and whether it was submitted without dependencies, by handle.
+    own: HashMap<JobHandle, ((Priority, Option<u64>), bool)>,
+}
+
+pub fn run<E: GraphEngine>(ops: &[Op]) -> Vec<Step> {
     run_sized::<E>(Sizes::DIFFERENTIAL, ops)
 }
 
@@ -106,9 +149,14 @@ impl Sizes {
 }
 
 /// Runs `ops` on a graph of engine `E` and `sizes` (which must build); returns what each
-/// operation showed and the occupancy after it.
-pub fn run_sized<E: GraphEngine>(sizes: Sizes, ops: &[Op]) -> Vec<(Seen, Occupancy)> {
-    let ledger = Ledger::new(LedgerConfig::new(vec![ClassSpec::new("cpu")], 1)).unwrap();
+/// operation showed, the occupancy after it and the urgency of every job held.
+pub fn run_sized<E: GraphEngine>(sizes: Sizes, ops: &[Op]) -> Vec<Step> {
+    let clock = Arc::new(ManualClock::new());
+    let ledger = Ledger::with_clock(
+        LedgerConfig::new(vec![ClassSpec::new("cpu")], 1),
+        clock.clone(),
+    )
+    .unwrap();
     let g = Graph::builder(ledger)
         .class(sizes.cells)
         .nodes(sizes.nodes)
@@ -117,13 +165,15 @@ pub fn run_sized<E: GraphEngine>(sizes: Sizes, ops: &[Op]) -> Vec<(Seen, Occupan
         .max_deps(sizes.max_deps)
         .build_with::<E>()
         .unwrap();
-    let mut handles: HashMap<u64, JobHandle> = HashMap::new();
+    let mut held = Held::default();
     let mut running: Vec<RunningJob> = Vec::new();
-    let mut joiners: Vec<JobHandle> = Vec::new();
     let mut out = Vec::new();
     for op in ops {
+        // What an admission adds to `held.own`: own urgency, no dependencies.
+        let mut own = ((0, None), false);
         let seen = match op {
             Op::Submit(key, deps) => {
+                own.1 = deps.is_empty();
                 let deps = dependencies(deps);
                 let r = g.submit(&JobSpec {
                     key: JobKey::new(*key),
@@ -133,10 +183,36 @@ pub fn run_sized<E: GraphEngine>(sizes: Sizes, ops: &[Op]) -> Vec<(Seen, Occupan
                     deadline: None,
                     deps: &deps,
                 });
-                submitted(r, *key, &mut handles, &mut joiners)
+                submitted(r, *key, &mut held)
+            }
+            Op::Urgent(key, priority, deadline, deps) => {
+                own = (
+                    (
+                        *priority,
+                        deadline.map(|s| clock.now() + Duration::from_secs(s).as_nanos() as u64),
+                    ),
+                    deps.is_empty(),
+                );
+                let deps = dependencies(deps);
+                let r = g.submit(&JobSpec {
+                    key: JobKey::new(*key),
+                    tenant: TenantId(0),
+                    class: ClassId(0),
+                    priority: *priority,
+                    deadline: deadline.map(Duration::from_secs),
+                    deps: &deps,
+                });
+                submitted(r, *key, &mut held)
+            }
+            Op::Advance(key) => Seen::Advanced(g.advance(JobKey::new(*key)).map(|v| v.generation)),
+            Op::Remove(key) => Seen::Removed(g.remove(JobKey::new(*key))),
+            Op::Tick(s) => {
+                clock.advance(Duration::from_secs(*s));
+                Seen::Ticked
             }
             Op::Hooked(key, alias) => {
-                let hook = Alias(handles.get(alias).copied());
+                own.1 = true;
+                let hook = Alias(held.handles.get(alias).copied());
                 let r = g.submit_with(
                     &JobSpec {
                         key: JobKey::new(*key),
@@ -148,15 +224,15 @@ pub fn run_sized<E: GraphEngine>(sizes: Sizes, ops: &[Op]) -> Vec<(Seen, Occupan
                     },
                     &hook,
                 );
-                submitted(r, *key, &mut handles, &mut joiners)
+                submitted(r, *key, &mut held)
             }
-            Op::TakeJoiner(i) => Seen::Taken(if joiners.is_empty() {
+            Op::TakeJoiner(i) => Seen::Taken(if held.joiners.is_empty() {
                 None
             } else {
-                let i = i % joiners.len();
-                let r = g.take_outcome(joiners[i]);
+                let i = i % held.joiners.len();
+                let r = g.take_outcome(held.joiners[i]);
                 if matches!(r, Ok(Some(_))) {
-                    joiners.remove(i);
+                    held.joiners.remove(i);
                 }
                 Some(r)
             }),
@@ -177,8 +253,8 @@ pub fn run_sized<E: GraphEngine>(sizes: Sizes, ops: &[Op]) -> Vec<(Seen, Occupan
                     } else {
                         JobOutcome::Failed(Error::new(Code::Internal, Reason::Failed))
                     };
-                    g.complete(j, outcome).unwrap();
-                    Seen::Completed(Some(k))
+                    // A stale completion (superseded or removed meanwhile) is refused (D21).
+                    Seen::Completed(Some((k, g.complete(j, outcome))))
                 }
             }
             Op::Discover(i, deps) => {
@@ -207,8 +283,9 @@ pub fn run_sized<E: GraphEngine>(sizes: Sizes, ops: &[Op]) -> Vec<(Seen, Occupan
                     .collect();
                 Seen::Batched(g.submit_batch_atomic(&specs, None).map(|a| match a {
                     Admission::Admitted(hs) => {
-                        for ((key, _), h) in jobs.iter().zip(hs) {
-                            handles.insert(*key, h);
+                        for ((key, d), h) in jobs.iter().zip(hs) {
+                            held.handles.insert(*key, h);
+                            held.own.insert(h, ((0, None), d.is_empty()));
                         }
                         "admitted"
                     }
@@ -216,15 +293,53 @@ pub fn run_sized<E: GraphEngine>(sizes: Sizes, ops: &[Op]) -> Vec<(Seen, Occupan
                     Admission::DedupeJoined(_) => "joined",
                 }))
             }
-            Op::Take(key) => Seen::Taken(handles.get(key).copied().map(|h| {
+            Op::Take(key) => Seen::Taken(held.handles.get(key).copied().map(|h| {
                 let r = g.take_outcome(h);
                 if matches!(r, Ok(Some(_))) {
-                    handles.remove(key);
+                    held.handles.remove(key);
+                    held.own.remove(&h);
                 }
                 r
             })),
         };
-        out.push((seen, g.occupancy()));
+        if let Seen::Submitted(Ok("admitted")) = seen {
+            if let Some(h) = op_key(op).and_then(|k| held.handles.get(&k)) {
+                held.own.insert(*h, own);
+            }
+        }
+        let mut keys: Vec<u64> = held.handles.keys().copied().collect();
+        keys.sort_unstable();
+        let urgency = keys
+            .iter()
+            .map(|k| (*k, held.handles[k]))
+            .chain(held.joiners.iter().map(|h| (u64::MAX, *h)))
+            .map(|(key, h)| {
+                let (own, no_deps) = held.own.get(&h).copied().unwrap_or(((0, None), false));
+                let ended = !matches!(g.outcome(h), Ok(None));
+                let is_running = running.iter().any(|j| j.handle() == h);
+                Urge {
+                    key,
+                    own,
+                    effective: g.effective(h),
+                    queued: no_deps && !ended && !is_running,
+                    ended,
+                    running: is_running,
+                }
+            })
+            .collect();
+        out.push(Step {
+            seen,
+            occupancy: g.occupancy(),
+            urgency,
+        });
     }
     out
+}
+
+/// The key a submitting operation admits a job on.
+fn op_key(op: &Op) -> Option<u64> {
+    match op {
+        Op::Submit(k, _) | Op::Urgent(k, ..) | Op::Hooked(k, _) => Some(*k),
+        _ => None,
+    }
 }
