@@ -15,6 +15,7 @@
 
 mod compare;
 mod graph_dag;
+mod graph_inherit;
 mod plot;
 mod report;
 mod suites;
@@ -57,7 +58,9 @@ const USAGE: &str =
                    compaction), all, request (the request path's rows only: P1, P13, P7, P3),
                    versions (P12: the version directory's capture at 250, 3,000, 10^5 keys),
                    tower (P17: the fair tower layer beside firq-tower, a quiet tenant alone
-                   and while another floods)
+                   and while another floods), inherit (in-place changes beside cancel, and
+                   the graph's inheritance: raise and drop through chains of 1, 16 and 256,
+                   an urgent job whose dependency waits behind 10^3 jobs)
   --json           print the report as JSON (no progress on stderr)
   --markdown       print the targets as the README's Markdown table
   --check          exit with status 1 when a target misses (on the run's median)

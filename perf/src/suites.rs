@@ -13,13 +13,14 @@ use fairway_bench_support::sched::{engines, AdmitRefund, Mode, UncontendedCas};
 use fairway_bench_support::{Measured, OpUser, SingleOp};
 
 use crate::graph_dag;
+use crate::graph_inherit;
 use crate::report::{Rep, Row};
 use crate::targets::rows;
 use fairway::oracle::{LockFreeGraph, MutexGraph};
 use fairway_bench_support::graph;
 
 /// The named suites (`--suite`).
-pub const SUITES: [&str; 8] = [
+pub const SUITES: [&str; 9] = [
     "default",
     "open-loop",
     "scaling",
@@ -28,6 +29,7 @@ pub const SUITES: [&str; 8] = [
     "request",
     "versions",
     "tower",
+    "inherit",
 ];
 
 /// Offered loads of the open-loop suite, % of the std baseline's capacity.
@@ -67,6 +69,11 @@ pub enum Job {
     Versions,
     /// P17: the fair tower layer and firq-tower, the quiet tenant alone and under a flood.
     Tower,
+    /// SPEC D30: a raise and a drop through a chain of this many jobs, both graph engines.
+    GraphRaise(usize),
+    /// SPEC D30: an urgent job whose dependency is queued behind 10^3 jobs of its tenant, with
+    /// an urgent and an equal-priority dependent, both graph engines.
+    GraphUrgent,
 }
 
 /// How long each kind of run lasts, and how many repetitions.
@@ -112,6 +119,8 @@ impl Job {
             Job::GraphKeyCompaction => "graph key compaction, 2^17 cells".into(),
             Job::Versions => crate::versions::workload(crate::versions::KEYS[0]),
             Job::Tower => crate::tower::FLOOD.into(),
+            Job::GraphRaise(n) => format!("graph raise+drop, chain {n}"),
+            Job::GraphUrgent => "graph grant behind 10^3".into(),
         }
     }
 
@@ -127,6 +136,8 @@ impl Job {
             | Job::GraphRemove(_)
             | Job::GraphKeyChurn
             | Job::GraphKeyCompaction
+            | Job::GraphRaise(_)
+            | Job::GraphUrgent
             | Job::Versions => s.single,
             Job::Closed(..) | Job::Open(..) | Job::GraphDag(_) => s.threaded,
             Job::Fairness => s.fairness,
@@ -143,7 +154,9 @@ impl Job {
             | Job::GraphAdvance(_)
             | Job::GraphRemove(_)
             | Job::GraphKeyChurn
-            | Job::GraphKeyCompaction => 2.0,
+            | Job::GraphKeyCompaction
+            | Job::GraphRaise(_) => 2.0,
+            Job::GraphUrgent => 4.0,
             Job::GraphDag(_) | Job::Versions => 3.0,
             Job::Tower => 4.0,
             // Every scheduler engine.
@@ -278,6 +291,38 @@ impl Job {
                     ),
                 ]
             }
+            Job::GraphRaise(n) => vec![
+                arm(
+                    &name,
+                    "lock-free",
+                    Box::new(move |d| graph_inherit::raise_chain::<LockFreeGraph>(n, d)),
+                ),
+                arm(
+                    &name,
+                    "std Mutex",
+                    Box::new(move |d| graph_inherit::raise_chain::<MutexGraph>(n, d)),
+                ),
+            ],
+            Job::GraphUrgent => [
+                (true, "urgent, inherited"),
+                (false, "equal, none inherited"),
+            ]
+            .into_iter()
+            .flat_map(|(urgent, what)| {
+                [
+                    arm(
+                        &name,
+                        &format!("lock-free, {what}"),
+                        Box::new(move |d| graph_inherit::urgent_behind::<LockFreeGraph>(urgent, d)),
+                    ),
+                    arm(
+                        &name,
+                        &format!("std Mutex, {what}"),
+                        Box::new(move |d| graph_inherit::urgent_behind::<MutexGraph>(urgent, d)),
+                    ),
+                ]
+            })
+            .collect(),
             Job::GraphAdvance(n) => vec![
                 arm(
                     &name,
@@ -432,11 +477,24 @@ pub fn plan(suite: &str, threads: &[usize]) -> Result<Vec<Job>, String> {
             Job::GraphRemove(1000),
             Job::GraphKeyChurn,
             Job::GraphKeyCompaction,
+            Job::GraphRaise(1),
+            Job::GraphRaise(16),
+            Job::GraphRaise(256),
+            Job::GraphUrgent,
         ],
         // The request path's rows (P1, P13, P7, P3): the before/after check of a change to it.
         "request" => vec![Job::Cycle, Job::Fast, Job::Single, Job::Cancel, pull(2)],
         "versions" => vec![Job::Versions],
         "tower" => vec![Job::Tower],
+        // In-place changes and inheritance (SPEC F36, D30): cancel beside change in place, the
+        // graph's raise through chains, an urgent job behind a backlog.
+        "inherit" => vec![
+            Job::Cancel,
+            Job::GraphRaise(1),
+            Job::GraphRaise(16),
+            Job::GraphRaise(256),
+            Job::GraphUrgent,
+        ],
         "all" => {
             let mut v = Vec::new();
             // "request" is a subset of "default".
@@ -576,10 +634,16 @@ mod tests {
             .collect();
         assert_eq!(names, ["lock-free", "std Mutex", "parking_lot"]);
         let (deep, shallow) = (rows::CANCEL_DEEP, rows::CANCEL_SHALLOW);
-        let want: Vec<(String, String)> = [(deep, "lock-free"), (shallow, "lock-free")]
-            .iter()
-            .map(|&(w, b)| (w.to_owned(), b.to_owned()))
-            .collect();
+        let reorder = rows::REORDER_DEEP;
+        let want: Vec<(String, String)> = [
+            (deep, "lock-free"),
+            (shallow, "lock-free"),
+            (reorder, "lock-free"),
+            (reorder, "std Mutex"),
+        ]
+        .iter()
+        .map(|&(w, b)| (w.to_owned(), b.to_owned()))
+        .collect();
         assert_eq!(backends(Job::Cancel), want);
     }
 

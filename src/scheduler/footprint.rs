@@ -69,8 +69,8 @@ impl Footprint {
     pub const BYTES_PER_ID_CELL: u64 = 24;
     /// Bytes per cell, besides its entry slot (lease timestamp, pool bits, ready ring).
     pub const BYTES_PER_CELL: u64 = 28;
-    /// Bytes per tenant in each class (its fairness state and ring position).
-    pub const BYTES_PER_TENANT: u64 = 32;
+    /// Bytes per tenant in each class (its fairness state, ring position and notice stack).
+    pub const BYTES_PER_TENANT: u64 = 36;
     /// Fixed bytes per class (counters, wait histogram, executor wakers).
     pub const BYTES_PER_CLASS: u64 = 8 << 10;
 

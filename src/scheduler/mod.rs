@@ -71,8 +71,10 @@ impl sealed::Sealed for Ring {}
 impl Mechanism for Ring {
     type Class<T: Send + 'static> = RingClass<T>;
     // Also covers its per-tenant words beyond `Footprint::BYTES_PER_TENANT` (turn state, ring
-    // positions, record) at the test suite's ratio of tenants to slots.
-    const BYTES_PER_SLOT: u64 = 448;
+    // positions, record, notice stack head) at the test suite's ratio of tenants to slots. 24
+    // of it are the in-place change's words (SPEC F36: wanted priority and deadline, the
+    // deadline in effect, the notice link).
+    const BYTES_PER_SLOT: u64 = 472;
 }
 
 /// The mutex twin: the same policy under one lock per class, never tuned — the differential

@@ -262,7 +262,7 @@ impl LockFreeGraph {
         for &me in nodes {
             let mut slots = super::dep_buf::DepBuf::new();
             self.dep_slots(me, &mut slots);
-            self.arrive(me, slots.as_slice(), true, work);
+            self.arrive(me, slots.as_slice(), true);
         }
         for &me in nodes {
             let mut failed = NIL;

@@ -25,7 +25,7 @@ impl LockFreeGraph {
                     priority: spec.priority,
                     deadline,
                 };
-                self.join_urgency(node, u, work);
+                self.join_urgency(node, u);
                 Ok(Admission::DedupeJoined(node))
             }
             Join::Full => Ok(Admission::Backpressured),
@@ -220,7 +220,7 @@ impl GraphEngine for LockFreeGraph {
         n.ver
             .store(if self.key_valid(own) { v } else { 0 }, Ordering::Relaxed);
         // Inheritance (SPEC D30): before the hold is given up, so the node is still waiting.
-        self.arrive(me, slots, adopted, work);
+        self.arrive(me, slots, adopted);
         // Give up the submitter's hold: the node may fire now.
         let mut failed = NIL;
         self.release(me, true, work, &mut failed);
@@ -233,11 +233,11 @@ impl GraphEngine for LockFreeGraph {
         &self,
         node: NodeRef,
         urgency: rules::Urgency,
-        work: &mut Work,
+        _work: &mut Work,
     ) -> Result<Admission<NodeRef>, Error> {
         match self.join_node(node) {
             Join::Joined => {
-                self.join_urgency(node, urgency, work);
+                self.join_urgency(node, urgency);
                 Ok(Admission::DedupeJoined(node))
             }
             Join::Full => Ok(Admission::Backpressured),
@@ -259,8 +259,8 @@ impl GraphEngine for LockFreeGraph {
         self.effective_of(node)
     }
 
-    fn pop_resync(&self, work: &mut Work) -> Option<NodeRef> {
-        work.resync.pop()
+    fn pop_resync(&self, _work: &mut Work) -> Option<NodeRef> {
+        self.take_resync()
     }
 
     fn seal_batch(&self, nodes: &[NodeRef], work: &mut Work) {
@@ -299,7 +299,7 @@ impl GraphEngine for LockFreeGraph {
         let mut failed = NIL;
         self.seal(&n.admit, node.gen, true, work, &mut failed);
         // Its admission-gated demanders stop waiting on it (SPEC D30).
-        self.admitted_urgency(node, work);
+        self.admitted_urgency(node);
         // A dependent whose last gate this was may have failed another gate earlier.
         self.end_failed(failed, work);
     }
@@ -526,7 +526,7 @@ impl GraphEngine for LockFreeGraph {
         // Its urgency reaches the producers it now waits on (SPEC D30).
         let mut slots = DepBuf::new();
         self.dep_slots(node, &mut slots);
-        self.arrive(node, slots.as_slice(), false, work);
+        self.arrive(node, slots.as_slice(), false);
         Ok(Admission::Admitted(()))
     }
 

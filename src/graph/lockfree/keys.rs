@@ -188,7 +188,7 @@ impl LockFreeGraph {
         failed: &mut u32,
     ) {
         // It demands nothing any more (SPEC D30).
-        self.depart(node, work);
+        self.depart(node);
         let n = &self.nodes[node.idx as usize];
         let outcome = JobOutcome::Failed(retired_error(why));
         // SAFETY: the caller owns the node's `ending` transition; readers wait for `done`.

@@ -256,6 +256,11 @@ pub struct LockFreeGraph {
     free_keys: FreeList,
     free_edges: FreeList,
     topology: Mutex<()>,
+    /// The urgency propagation's buffers (SPEC D30, `urgency.rs`): taken under the topology
+    /// lock (never the other way round), and alone by `pop_resync`.
+    scratch: Mutex<urgency::Scratch>,
+    /// Jobs in `scratch`'s re-order list (a hint, so an empty list costs one load).
+    resync_len: AtomicU32,
     /// Set (under the topology lock) by `shutdown`: no dependency parks on a key any more.
     shut: AtomicBool,
     /// Set by `close`, before the shutdown ends anything: no reservation is kept any more.
@@ -287,9 +292,6 @@ pub struct Work {
     ready: u32,
     /// Jobs made ready whose gauges have not moved yet (see `flush`).
     readied: u32,
-    /// Jobs whose effective urgency changed (SPEC D30): empty, and unallocated, unless a
-    /// propagation changed something.
-    resync: Vec<NodeRef>,
 }
 
 impl Default for Work {
@@ -297,7 +299,6 @@ impl Default for Work {
         Self {
             ready: NIL,
             readied: 0,
-            resync: Vec::new(),
         }
     }
 }
@@ -370,6 +371,8 @@ impl LockFreeGraph {
                 head: AtomicU64::new(word(0, 0)),
             },
             topology: Mutex::new(()),
+            scratch: Mutex::new(urgency::Scratch::default()),
+            resync_len: AtomicU32::new(0),
             shut: AtomicBool::new(false),
             closed: AtomicBool::new(false),
             gauges: Gauges::default(),
@@ -579,7 +582,7 @@ impl LockFreeGraph {
         failed: &mut u32,
     ) {
         // It demands nothing any more (SPEC D30).
-        self.depart(node, work);
+        self.depart(node);
         let n = &self.nodes[node.idx as usize];
         // SAFETY: the caller owns the node's `ending` transition; nobody else writes the
         // outcome, and readers wait for `done` (Release below).

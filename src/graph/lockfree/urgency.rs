@@ -18,12 +18,60 @@
 //! Between the two fences, either the walk sees the change or the lock-free reader sees the
 //! stored value (and takes the lock), so no arrival or departure is missed.
 
+//!
+//! Nothing here allocates in a steady state: a job's producers are collected in a fixed buffer
+//! on the stack (at most `max_deps`), and the walk's stack and the list of jobs to re-order in
+//! the scheduler live in [`Scratch`], kept across calls, growing only at a new high-water mark
+//! of one propagation's size.
+
 use super::*;
-use crate::graph::rules::Urgency;
+use crate::graph::rules::{Urgency, MAX_DEPS};
 use crate::sync::fence;
+use core::mem::MaybeUninit;
 
 /// In `urg`: the job has not ended, so its pending edges make it a demander.
 pub(super) const ACTIVE: u64 = 1 << 16;
+
+/// The propagation's buffers, behind their own mutex (taken under the topology lock, or alone
+/// by [`LockFreeGraph::take_resync`]).
+#[derive(Debug, Default)]
+pub(super) struct Scratch {
+    /// The walk upstream: (job, its urgency as a demander before, after).
+    stack: Vec<(NodeRef, Option<Urgency>, Option<Urgency>)>,
+    /// Jobs whose effective urgency changed, for the scheduler's in-place re-order.
+    resync: Vec<NodeRef>,
+}
+
+/// Up to [`MAX_DEPS`] producers of one job, on the stack (no memset: entries past `len` stay
+/// uninitialised).
+struct Producers {
+    nodes: [MaybeUninit<NodeRef>; MAX_DEPS],
+    len: usize,
+}
+
+impl Producers {
+    fn new() -> Self {
+        Self {
+            nodes: [const { MaybeUninit::uninit() }; MAX_DEPS],
+            len: 0,
+        }
+    }
+
+    fn as_slice(&self) -> &[NodeRef] {
+        // SAFETY: the first `len` entries were written by `push`; `MaybeUninit<NodeRef>` has
+        // `NodeRef`'s layout.
+        unsafe { core::slice::from_raw_parts(self.nodes.as_ptr().cast(), self.len) }
+    }
+
+    fn push(&mut self, q: NodeRef) {
+        if !self.as_slice().contains(&q) {
+            // A job has at most `max_deps` ≤ MAX_DEPS dependency slots, each one producer.
+            assert!(self.len < MAX_DEPS, "more producers than MAX_DEPS");
+            self.nodes[self.len].write(q);
+            self.len += 1;
+        }
+    }
+}
 
 impl LockFreeGraph {
     /// Sets up a node's urgency before publication.
@@ -128,25 +176,25 @@ impl LockFreeGraph {
         found
     }
 
-    /// Under the lock: the live producers `x` has a pending edge on.
-    fn producers(&self, x: NodeRef) -> Vec<NodeRef> {
+    /// Under the lock: the live producers `x` has a pending edge on, into `out` (filled in
+    /// place: the buffer is a few KiB, not to be moved per call).
+    fn producers(&self, x: NodeRef, out: &mut Producers) {
+        out.len = 0;
         let n = &self.nodes[x.idx as usize];
         // Acquire: pairs with the count's Release store (submit, discover).
         let count =
             (n.dep_count.load(Ordering::Acquire) as usize).min(self.bounds.max_deps as usize);
         let base = x.idx as usize * self.bounds.max_deps as usize;
-        let mut out = Vec::new();
         for d in &self.dep_keys[base..base + count] {
             let Some(k) = self.lookup_locked(d.load(Ordering::Relaxed)) else {
                 continue;
             };
             if let Some(q) = self.live_producer(k) {
-                if !out.contains(&q) && self.pending_on(q, x) {
+                if self.pending_on(q, x) {
                     out.push(q);
                 }
             }
         }
-        out
     }
 
     /// The producer key slot `k` names, if any.
@@ -183,17 +231,15 @@ impl LockFreeGraph {
 
     /// Under the lock: `y`'s urgency as a demander went from `old` to `new` (`None`: it was
     /// not one, or is no more); recomputes every producer it may have lifted or now exceeds,
-    /// transitively. Changed jobs go onto `resync`.
-    fn settle(
-        &self,
-        y: NodeRef,
-        old: Option<Urgency>,
-        new: Option<Urgency>,
-        resync: &mut Vec<NodeRef>,
-    ) {
-        let mut stack = vec![(y, old, new)];
+    /// transitively. Changed jobs go onto the re-order list.
+    fn settle(&self, y: NodeRef, old: Option<Urgency>, new: Option<Urgency>) {
+        let mut s = self.scratch.lock().unwrap_or_else(|e| e.into_inner());
+        let Scratch { stack, resync } = &mut *s;
+        stack.push((y, old, new));
+        let mut producers = Producers::new();
         while let Some((y, old, new)) = stack.pop() {
-            for r in self.producers(y) {
+            self.producers(y, &mut producers);
+            for &r in producers.as_slice() {
                 let Some((eff, base, _)) = self.urgency(r) else {
                     continue;
                 };
@@ -208,22 +254,45 @@ impl LockFreeGraph {
                 }
             }
         }
+        // Relaxed: a hint for `take_resync`; the list itself is read under the mutex.
+        self.resync_len
+            .store(resync.len() as u32, Ordering::Relaxed);
     }
 
     /// Under the lock: recomputes `q` itself (with a new base if given) and settles upstream.
-    fn refresh_locked(&self, q: NodeRef, base: Option<Urgency>, resync: &mut Vec<NodeRef>) {
+    fn refresh_locked(&self, q: NodeRef, base: Option<Urgency>) {
         if let Some((before, after)) = self.recompute(q, base) {
             if after != before {
-                resync.push(q);
-                self.settle(q, Some(before), Some(after), resync);
+                self.scratch
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .resync
+                    .push(q);
+                self.settle(q, Some(before), Some(after));
             }
         }
+    }
+
+    /// A job whose effective urgency changed, for the graph to re-order in the scheduler
+    /// (SPEC D30, F36); `None` if none is listed. One load when the list is empty.
+    pub(super) fn take_resync(&self) -> Option<NodeRef> {
+        // Relaxed: a hint; a job listed by another thread meanwhile is taken by that thread's
+        // own hand-off.
+        if self.resync_len.load(Ordering::Relaxed) == 0 {
+            return None;
+        }
+        let mut s = self.scratch.lock().unwrap_or_else(|e| e.into_inner());
+        let next = s.resync.pop();
+        // Relaxed: as above.
+        self.resync_len
+            .store(s.resync.len() as u32, Ordering::Relaxed);
+        next
     }
 
     /// A job that linked edges (submitted, or running with new dependencies on `slots`):
     /// takes the lock only if it exceeds one of its producers, or `adopted` (its key had
     /// waiters, whose urgency it inherits).
-    pub(super) fn arrive(&self, me: NodeRef, slots: &[KeyRef], adopted: bool, work: &mut Work) {
+    pub(super) fn arrive(&self, me: NodeRef, slots: &[KeyRef], adopted: bool) {
         // SeqCst fence: after the pushes of its edges, before reading its producers' values.
         fence(Ordering::SeqCst);
         let Some((mine, _, _)) = self.urgency(me) else {
@@ -239,10 +308,10 @@ impl LockFreeGraph {
         }
         let _g = self.lock();
         if adopted {
-            self.refresh_locked(me, None, &mut work.resync);
+            self.refresh_locked(me, None);
         }
         if let Some((mine, _, _)) = self.urgency(me) {
-            self.settle(me, None, Some(mine), &mut work.resync);
+            self.settle(me, None, Some(mine));
         }
     }
 
@@ -262,7 +331,7 @@ impl LockFreeGraph {
 
     /// `x` ends (SPEC D30): it demands nothing any more. Takes the lock only if it may have
     /// lifted one of its live producers above that producer's base.
-    pub(super) fn depart(&self, x: NodeRef, work: &mut Work) {
+    pub(super) fn depart(&self, x: NodeRef) {
         let n = &self.nodes[x.idx as usize];
         // SeqCst: the leaver's half of the fence pairing (see the module docs).
         let w = n.urg.fetch_and(!ACTIVE, Ordering::SeqCst);
@@ -283,26 +352,26 @@ impl LockFreeGraph {
         });
         if lifted {
             let _g = self.lock();
-            self.settle(x, Some(mine), None, &mut work.resync);
+            self.settle(x, Some(mine), None);
         }
     }
 
     /// `q` was admitted: its admission-gated demanders stop waiting on it. Takes the lock only
     /// if its effective urgency is above its base.
-    pub(super) fn admitted_urgency(&self, q: NodeRef, work: &mut Work) {
+    pub(super) fn admitted_urgency(&self, q: NodeRef) {
         // SeqCst fence: after the seal of its admission list.
         fence(Ordering::SeqCst);
         if let Some((eff, base, true)) = self.urgency(q) {
             if eff != base {
                 let _g = self.lock();
-                self.refresh_locked(q, None, &mut work.resync);
+                self.refresh_locked(q, None);
             }
         }
     }
 
     /// A joiner of urgency `u` demands `q` for as long as it lives (SPEC D30, D31): raises its
     /// base, under the lock only if `u` exceeds it.
-    pub(super) fn join_urgency(&self, q: NodeRef, u: Urgency, work: &mut Work) {
+    pub(super) fn join_urgency(&self, q: NodeRef, u: Urgency) {
         let Some((_, base, true)) = self.urgency(q) else {
             return;
         };
@@ -311,7 +380,7 @@ impl LockFreeGraph {
         }
         let _g = self.lock();
         if let Some((_, base, true)) = self.urgency(q) {
-            self.refresh_locked(q, Some(base.max(u)), &mut work.resync);
+            self.refresh_locked(q, Some(base.max(u)));
         }
     }
 
