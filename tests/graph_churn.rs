@@ -2,7 +2,9 @@
 //! executors; jobs depend on keys whose producers may not exist yet (SPEC D11) and fail by
 //! script; at the end every job has exactly the outcome the gates imply (computed
 //! sequentially), every node and edge slot is free, occupancy is back to zero and the ledger
-//! holds nothing.
+//! holds nothing. The urgency churn (SPEC D30) races demanders of mixed priorities and
+//! deadlines against removals and advances, checks every live job's effective urgency exactly
+//! once the racers are joined, and conserves at quiescence.
 
 use fairway::admission::{ClassSpec, Ledger, LedgerConfig};
 use fairway::graph::{
@@ -569,4 +571,534 @@ fn shutdown_churn_at_several_points<E: GraphEngine>() {
     for after in [0, runnable / 4, runnable * 3 / 4] {
         shutdown_churn::<E>(N, after);
     }
+}
+
+/// The own urgency of job `k` in the urgency churn (SPEC D30): a priority in `0..8` and, for a
+/// third of the keys, a deadline one to 64 seconds on the manual clock, which stays at zero (so
+/// no deadline passes and the values are absolute).
+fn own_urgency(k: u64) -> (u8, Option<u64>) {
+    let x = mix(k ^ 0x0bad_cafe);
+    let deadline = x
+        .is_multiple_of(3)
+        .then(|| (1 + (x >> 8) % 64) * 1_000_000_000);
+    (((x >> 4) % 8) as u8, deadline)
+}
+
+/// The larger urgency of `a` and `b`, component by component (priority up, deadline earlier).
+fn urgency_max(a: (u8, Option<u64>), b: (u8, Option<u64>)) -> (u8, Option<u64>) {
+    let d = match (a.1, b.1) {
+        (Some(x), Some(y)) => Some(x.min(y)),
+        (x, y) => x.or(y),
+    };
+    (a.0.max(b.0), d)
+}
+
+fn urgent_spec(k: u64, deps: &[Dependency]) -> JobSpec<'_> {
+    let (priority, deadline) = own_urgency(k);
+    JobSpec {
+        key: JobKey::new(k),
+        tenant: TenantId((k % 4) as u32),
+        class: ClassId(0),
+        priority,
+        deadline: deadline.map(std::time::Duration::from_nanos),
+        deps,
+    }
+}
+
+/// Submits until admitted (waiting out backpressure).
+fn admit_urgent<E: GraphEngine>(
+    g: &fairway::oracle::GraphOn<E>,
+    k: u64,
+    deps: &[Dependency],
+) -> JobHandle {
+    let limit = std::time::Instant::now() + TEST_LIMIT;
+    loop {
+        match g.submit(&urgent_spec(k, deps)).unwrap() {
+            Admission::Admitted(h) => return h,
+            Admission::Backpressured => {
+                assert!(
+                    std::time::Instant::now() < limit,
+                    "key {k}: backpressured for {TEST_LIMIT:?}: {:?}",
+                    g.occupancy()
+                );
+                std::thread::yield_now();
+            }
+            Admission::DedupeJoined(_) => unreachable!("every key is submitted once"),
+        }
+    }
+}
+
+#[path = "common/bound.rs"]
+mod bound;
+use bound::{join_within, within, TEST_LIMIT};
+
+/// One job of the urgency churn: its key, handle and dependencies.
+#[derive(Clone)]
+struct Urgent {
+    key: u64,
+    handle: JobHandle,
+    deps: Vec<(u64, Gate)>,
+}
+
+/// The effective urgency every live job of `jobs` must have (SPEC D30), computed from the
+/// graph's structure: its own, joined with that of every live job with a pending edge on it.
+/// Producers `0..producers` never run here; the even ones have no dependency (admitted, so an
+/// `OnAdmission` edge on them is released), every other job waits.
+fn expected_urgency<E: GraphEngine>(
+    g: &fairway::oracle::GraphOn<E>,
+    jobs: &[Urgent],
+    producers: u64,
+) -> Vec<Option<(u8, Option<u64>)>> {
+    let live: Vec<bool> = jobs
+        .iter()
+        .map(|j| g.outcome(j.handle).unwrap().is_none())
+        .collect();
+    let by_key: std::collections::HashMap<u64, usize> =
+        jobs.iter().enumerate().map(|(i, j)| (j.key, i)).collect();
+    let mut dependents: Vec<Vec<(usize, Gate)>> = vec![Vec::new(); jobs.len()];
+    for (i, j) in jobs.iter().enumerate() {
+        for &(k, gate) in &j.deps {
+            dependents[by_key[&k]].push((i, gate));
+        }
+    }
+    fn eff(
+        x: usize,
+        jobs: &[Urgent],
+        live: &[bool],
+        dependents: &[Vec<(usize, Gate)>],
+        producers: u64,
+        memo: &mut Vec<Option<(u8, Option<u64>)>>,
+    ) -> (u8, Option<u64>) {
+        if let Some(v) = memo[x] {
+            return v;
+        }
+        let admitted = jobs[x].key < producers && jobs[x].key.is_multiple_of(2);
+        let mut v = own_urgency(jobs[x].key);
+        for &(y, gate) in &dependents[x] {
+            if live[y] && !(gate == Gate::OnAdmission && admitted) {
+                v = urgency_max(v, eff(y, jobs, live, dependents, producers, memo));
+            }
+        }
+        memo[x] = Some(v);
+        v
+    }
+    let mut memo = vec![None; jobs.len()];
+    (0..jobs.len())
+        .map(|x| live[x].then(|| eff(x, jobs, &live, &dependents, producers, &mut memo)))
+        .collect()
+}
+
+/// Asserts that every live job of `jobs` has the effective urgency `expected_urgency` computes;
+/// returns how many live jobs were raised above their own values.
+fn check_effective<E: GraphEngine>(
+    g: &fairway::oracle::GraphOn<E>,
+    jobs: &[Urgent],
+    producers: u64,
+    when: &str,
+) -> usize {
+    let want = expected_urgency(g, jobs, producers);
+    let mut raised = 0;
+    for (j, w) in jobs.iter().zip(want) {
+        let Some(w) = w else { continue };
+        let got = g.effective(j.handle).unwrap();
+        assert_eq!(
+            got,
+            w,
+            "{when}: key {} (own {:?}, deps {:?}) has the wrong effective urgency",
+            j.key,
+            own_urgency(j.key),
+            j.deps
+        );
+        raised += usize::from(w != own_urgency(j.key));
+    }
+    raised
+}
+
+/// Churn with urgency on threads (SPEC D30, D31), in three phases on one graph.
+///
+/// 1. With no executor, `producers` jobs wait (odd ones on the even one before them, the even
+///    ones queued in the scheduler); submitter threads race demanders of mixed priorities and
+///    deadlines onto them (some on other demanders) while a leaver thread removes and advances
+///    demander keys. Once they are joined, every live job's effective urgency is exactly its
+///    own joined with that of its live pending demanders: no arrival missed, no stale raise.
+/// 2. Two threads remove every demander key at once: every producer is back to its own values.
+/// 3. Executors start; submitters add jobs with dependencies on earlier keys and producers while
+///    a leaver removes and advances keys; each pulled job is at least as urgent as its own values.
+///    After a last removal of every key the leaver touched (waiters on a key with no producer
+///    fail), at quiescence every job has ended exactly once, every completion refused is a job
+///    superseded or removed while it ran, and occupancy, the ledger and the scheduler's queue
+///    are all empty.
+fn urgency_churn<E: GraphEngine>(
+    seed: u64,
+    producers: u64,
+    demanders: u64,
+    later: u64,
+) -> (usize, u64) {
+    const SUBMITTERS: u64 = 3;
+    let clock = Arc::new(fairway::ManualClock::new());
+    let ledger = Ledger::with_clock(
+        LedgerConfig::new(vec![ClassSpec::new("cpu")], 4)
+            .tenant_limits(fairway::admission::Limits::UNLIMITED),
+        clock,
+    )
+    .unwrap();
+    let total = producers + SUBMITTERS * demanders + 2 * later;
+    let g = Graph::builder(ledger)
+        .class(2)
+        .nodes(total as u32)
+        .edges((total * 3) as u32)
+        .keys((total * 4) as u32)
+        .max_deps(3)
+        .build_with::<E>()
+        .unwrap();
+    let mut jobs: Vec<Urgent> = Vec::new();
+    for k in 0..producers {
+        let deps: Vec<(u64, Gate)> = if k % 2 == 1 {
+            vec![(k - 1, Gate::OnSuccess)]
+        } else {
+            Vec::new()
+        };
+        let d: Vec<Dependency> = deps.iter().map(|&(k, gate)| dep_on(k, gate)).collect();
+        jobs.push(Urgent {
+            key: k,
+            handle: admit_urgent(&g, k, &d),
+            deps,
+        });
+    }
+    // Phase 1: demanders arrive while others leave.
+    let submitted: Arc<Mutex<Vec<Urgent>>> = Arc::new(Mutex::new(Vec::new()));
+    let done = Arc::new(AtomicBool::new(false));
+    let subs: Vec<_> = (0..SUBMITTERS)
+        .map(|t| {
+            let (g, submitted) = (g.clone(), submitted.clone());
+            std::thread::spawn(move || {
+                let first = 1_000 * (t + 1);
+                for i in 0..demanders {
+                    let k = first + i;
+                    let x = mix(seed ^ k);
+                    // The first dependency waits (a producer that never runs here, gate not
+                    // `OnAdmission`), so a demander is never admitted in this phase; a third
+                    // depend on an earlier demander of this thread too, with any gate.
+                    let mut deps = vec![(
+                        x % producers,
+                        if x & 1 == 0 {
+                            Gate::Sequential
+                        } else {
+                            Gate::OnSuccess
+                        },
+                    )];
+                    let p2 = (x >> 8) % producers;
+                    if p2 != deps[0].0 && (x >> 16).is_multiple_of(2) {
+                        deps.push((p2, gate_of(x >> 20)));
+                    }
+                    if i > 0 && (x >> 24).is_multiple_of(3) {
+                        deps.push((first + (x >> 28) % i, gate_of(x >> 32)));
+                    }
+                    let d: Vec<Dependency> =
+                        deps.iter().map(|&(k, gate)| dep_on(k, gate)).collect();
+                    let handle = admit_urgent(&g, k, &d);
+                    submitted.lock().unwrap().push(Urgent {
+                        key: k,
+                        handle,
+                        deps,
+                    });
+                    // Room for the leaver between arrivals.
+                    std::thread::yield_now();
+                }
+            })
+        })
+        .collect();
+    let leaver = {
+        let (g, submitted, done) = (g.clone(), submitted.clone(), done.clone());
+        std::thread::spawn(move || {
+            let (mut removed, mut advanced) = (0u64, 0u64);
+            let mut i = 0u64;
+            while !done.load(Ordering::Acquire) {
+                i += 1;
+                let x = mix(seed ^ i ^ 0x1eaf);
+                let pick = {
+                    let s = submitted.lock().unwrap();
+                    (!s.is_empty()).then(|| s[(x % s.len() as u64) as usize].key)
+                };
+                match pick {
+                    Some(k) if x.is_multiple_of(3) => {
+                        removed += u64::from(g.remove(JobKey::new(k)).is_ok())
+                    }
+                    Some(k) if x % 3 == 1 => {
+                        advanced += u64::from(g.advance(JobKey::new(k)).is_ok())
+                    }
+                    _ => {}
+                }
+                std::thread::yield_now();
+            }
+            (removed, advanced)
+        })
+    };
+    for s in subs {
+        join_within(s, TEST_LIMIT, "a demander submitter (backpressured?)");
+    }
+    done.store(true, Ordering::Release);
+    let (removed, advanced) = join_within(leaver, TEST_LIMIT, "the leaver of phase 1");
+    jobs.extend(submitted.lock().unwrap().iter().cloned());
+    check_effective(&g, &jobs, producers, "after arrivals racing departures");
+    let raised_values: Vec<_> = jobs[..producers as usize]
+        .iter()
+        .map(|j| g.effective(j.handle).unwrap())
+        .collect();
+    // Phase 2: every demander leaves.
+    let keys: Vec<u64> = jobs[producers as usize..].iter().map(|j| j.key).collect();
+    let halves: Vec<_> = keys
+        .chunks(keys.len().div_ceil(2).max(1))
+        .map(|c| {
+            let (g, c) = (g.clone(), c.to_vec());
+            std::thread::spawn(move || {
+                for k in c {
+                    let _ = g.remove(JobKey::new(k));
+                }
+            })
+        })
+        .collect();
+    for h in halves {
+        join_within(h, TEST_LIMIT, "a remover of every demander");
+    }
+    for j in &jobs[producers as usize..] {
+        assert!(
+            g.outcome(j.handle).unwrap().is_some(),
+            "demander {} lives on after its key was removed",
+            j.key
+        );
+    }
+    // Only the producers' own chain still raises: an even producer is raised by the odd one
+    // after it, and nothing else is above its own values.
+    let chain = (0..producers / 2)
+        .filter(|p| urgency_max(own_urgency(2 * p), own_urgency(2 * p + 1)) != own_urgency(2 * p))
+        .count();
+    assert_eq!(
+        check_effective(&g, &jobs, producers, "after every demander left"),
+        chain,
+        "a producer kept an inherited value with no demander left"
+    );
+    // Producers raised by demanders in phase 1 and lowered again by their departure.
+    let raised = jobs[..producers as usize]
+        .iter()
+        .zip(&raised_values)
+        .filter(|(j, v)| g.effective(j.handle).unwrap() != **v)
+        .count();
+    // Phase 3: executors, submitters and a leaver together.
+    let stop = Arc::new(AtomicBool::new(false));
+    let execs: Vec<_> = (0..2)
+        .map(|_| {
+            let (g, stop) = (g.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let (mut ran, mut refused) = (0u64, 0u64);
+                loop {
+                    match g.try_next(ClassId(0)) {
+                        Some(job) => {
+                            ran += 1;
+                            let k = job.key().key.0;
+                            let (p, d) = g.effective(job.handle()).unwrap();
+                            let own = own_urgency(k);
+                            assert!(
+                                p >= own.0 && d.unwrap_or(u64::MAX) <= own.1.unwrap_or(u64::MAX),
+                                "key {k} runs at {:?}, below its own {own:?}",
+                                (p, d)
+                            );
+                            let outcome = if body_fails(k) {
+                                JobOutcome::Failed(Error::new(Code::Internal, Reason::Failed))
+                            } else {
+                                JobOutcome::Succeeded
+                            };
+                            // The body runs a while: a removal or advance may meet it.
+                            for _ in 0..k % 4 {
+                                std::thread::yield_now();
+                            }
+                            if g.complete(job, outcome).is_err() {
+                                refused += 1;
+                            }
+                        }
+                        None if stop.load(Ordering::Acquire) => return (ran, refused),
+                        None => std::thread::yield_now(),
+                    }
+                }
+            })
+        })
+        .collect();
+    let base = 100_000;
+    let later_keys = Arc::new(Mutex::new(Vec::<u64>::new()));
+    let subs: Vec<_> = (0..2u64)
+        .map(|t| {
+            let (g, later_keys) = (g.clone(), later_keys.clone());
+            std::thread::spawn(move || {
+                let mut out = Vec::new();
+                for i in 0..later {
+                    let k = base + 2 * i + t;
+                    let x = mix(seed ^ k);
+                    let mut deps = Vec::new();
+                    for (j, shift) in [0u32, 20, 40].into_iter().enumerate() {
+                        let y = x >> shift;
+                        let on = if j == 0 || i == 0 {
+                            y % producers
+                        } else {
+                            // An earlier key of either submitter (perhaps not submitted yet).
+                            base + (y >> 4) % (2 * i)
+                        };
+                        if y % 4 != 3 && !deps.iter().any(|&(k, _)| k == on) {
+                            deps.push((on, gate_of(y >> 2)));
+                        }
+                    }
+                    let d: Vec<Dependency> =
+                        deps.iter().map(|&(k, gate)| dep_on(k, gate)).collect();
+                    out.push(Urgent {
+                        key: k,
+                        handle: admit_urgent(&g, k, &d),
+                        deps,
+                    });
+                    later_keys.lock().unwrap().push(k);
+                    std::thread::yield_now();
+                }
+                out
+            })
+        })
+        .collect();
+    let done = Arc::new(AtomicBool::new(false));
+    let leaver = {
+        let (g, later_keys, done) = (g.clone(), later_keys.clone(), done.clone());
+        std::thread::spawn(move || {
+            let mut touched = Vec::new();
+            let mut i = 0u64;
+            while !done.load(Ordering::Acquire) {
+                i += 1;
+                let x = mix(seed ^ i ^ 0x7ea);
+                let pick = {
+                    let s = later_keys.lock().unwrap();
+                    (!s.is_empty()).then(|| s[(x % s.len() as u64) as usize])
+                };
+                if let Some(k) = pick {
+                    let r = if x.is_multiple_of(2) {
+                        g.remove(JobKey::new(k))
+                    } else {
+                        g.advance(JobKey::new(k)).map(|_| ())
+                    };
+                    if r.is_ok() {
+                        touched.push(k);
+                    }
+                }
+                for _ in 0..3 {
+                    std::thread::yield_now();
+                }
+            }
+            touched
+        })
+    };
+    for s in subs {
+        jobs.extend(join_within(s, TEST_LIMIT, "a submitter of phase 3"));
+    }
+    done.store(true, Ordering::Release);
+    let touched = join_within(leaver, TEST_LIMIT, "the leaver of phase 3");
+    // A key removed or advanced may have dependents waiting for a producer that never comes:
+    // removing it once more fails them (SPEC D11, D24).
+    for &k in &touched {
+        let _ = g.remove(JobKey::new(k));
+    }
+    let limit = std::time::Instant::now() + TEST_LIMIT;
+    for j in &jobs {
+        while g.outcome(j.handle).unwrap().is_none() {
+            assert!(
+                std::time::Instant::now() < limit,
+                "key {} (deps {:?}) never ended: {:?}",
+                j.key,
+                j.deps,
+                g.occupancy()
+            );
+            std::thread::yield_now();
+        }
+    }
+    stop.store(true, Ordering::Release);
+    let (mut ran, mut refused) = (0, 0);
+    for e in execs {
+        let (r, f) = join_within(e, TEST_LIMIT, "an executor at quiescence");
+        ran += r;
+        refused += f;
+    }
+    let mut reasons: std::collections::BTreeMap<String, u64> = Default::default();
+    let mut bodies = 0;
+    for j in &jobs {
+        let got = g.take_outcome(j.handle).unwrap().expect("ended");
+        assert!(g.take_outcome(j.handle).is_err(), "exactly one outcome");
+        let reason = match got {
+            JobOutcome::Succeeded => {
+                bodies += 1;
+                "succeeded".to_owned()
+            }
+            JobOutcome::Failed(e) => {
+                match e.reason() {
+                    Reason::Failed => bodies += 1,
+                    Reason::DependencyFailed | Reason::Superseded | Reason::Removed => {}
+                    other => panic!("key {}: unexpected outcome {other:?} ({e})", j.key),
+                }
+                format!("{:?}", e.reason())
+            }
+        };
+        *reasons.entry(reason).or_default() += 1;
+    }
+    eprintln!(
+        "seed {seed:#x}: {} jobs; phase 1 removed {removed}, advanced {advanced}, producers raised then lowered {raised}; \
+         phase 3 keys touched {}, ran {ran}, completions refused {refused}; outcomes {reasons:?}",
+        jobs.len(),
+        touched.len()
+    );
+    assert_eq!(ran, bodies + refused, "every job that ran ended once");
+    let o = g.occupancy();
+    assert_eq!(
+        (o.nodes_used, o.edges_used, o.waiting, o.ready, o.running),
+        (0, 0, 0, 0, 0),
+        "{o:?}"
+    );
+    assert!(g.ledger().usage().is_zero());
+    assert_eq!(
+        g.scheduler().snapshot(ClassId(0)).unwrap().queue_depth,
+        0,
+        "the scheduler's queue is empty"
+    );
+    (raised, removed + advanced)
+}
+
+fn dep_on(key: u64, gate: Gate) -> Dependency {
+    Dependency {
+        key: JobKey::new(key),
+        gate,
+        pin: None,
+    }
+}
+
+/// Several seeds; the races reached raised producers and departures.
+fn urgency_churn_seeds<E: GraphEngine>() {
+    let (mut raised, mut left) = (0, 0);
+    for seed in 1..=6u64 {
+        let (r, l) = urgency_churn::<E>(seed * 0x9E37_79B9, 24, 120, 1_500);
+        raised += r;
+        left += l;
+    }
+    assert!(
+        raised > 0 && left > 0,
+        "producers raised then lowered {raised}, phase-1 departures {left}"
+    );
+}
+
+#[test]
+fn d30_urgency_churn_conserves_and_leaves_no_stale_raise_lock_free() {
+    within(
+        TEST_LIMIT,
+        "d30 urgency churn, lock-free",
+        urgency_churn_seeds::<fairway::oracle::LockFreeGraph>,
+    );
+}
+
+#[test]
+fn d30_urgency_churn_conserves_and_leaves_no_stale_raise_mutex() {
+    within(
+        TEST_LIMIT,
+        "d30 urgency churn, mutex",
+        urgency_churn_seeds::<fairway::oracle::MutexGraph>,
+    );
 }
