@@ -6,7 +6,9 @@
 //! generation; the link, which already waited on the old compile, follows the key to the new
 //! one), one failure (the linter) that gates the packaging job depending on it, and
 //! one dedupe (a second client asks for the test run while it is live and joins it: the tests
-//! run once, and both handles see the one outcome).
+//! run once, and both handles see the one outcome). Then, on a second graph, an urgent
+//! request pulls its dependency forward: the dependency inherits the request's priority and
+//! runs ahead of the backlog it was queued behind.
 //!
 //! Run with `cargo run --example dag`.
 
@@ -164,5 +166,49 @@ pub fn main() -> Result<(), Error> {
     println!("occupancy at the end: {:?}", graph.occupancy());
     // Every claim was taken by `wait_batch`: every node slot is free.
     assert_eq!(graph.occupancy().nodes_used, 0);
+    urgent_pulls_its_dependency_forward()
+}
+
+/// An urgent request pulls its dependency forward (SPEC D30): one cpu cell, busy; a backlog
+/// of five jobs queued, then `docs`, all at priority 0; then an urgent `hotfix` (priority 9)
+/// that needs `docs`. `docs` inherits priority 9 and is re-ordered in the scheduler in place:
+/// it runs next, ahead of the backlog it queued behind, and the hotfix one job later.
+fn urgent_pulls_its_dependency_forward() -> Result<(), Error> {
+    let ledger = Ledger::new(LedgerConfig::new(vec![ClassSpec::new("cpu")], 1))?;
+    let graph = Graph::builder(ledger).class(1).build()?;
+    let submit = |key: u64, priority: u8, deps: &[Dependency]| -> Result<JobHandle, Error> {
+        match graph.submit(&JobSpec {
+            key: JobKey::new(key),
+            tenant: TenantId(0),
+            class: ClassId(0),
+            priority,
+            deadline: None,
+            deps,
+        })? {
+            Admission::Admitted(h) => Ok(h),
+            other => unreachable!("{other:?}"),
+        }
+    };
+    submit(100, 0, &[])?;
+    let busy = graph.try_next(ClassId(0)).expect("the cell is free");
+    for key in 101..=105 {
+        submit(key, 0, &[])?;
+    }
+    let docs = submit(200, 0, &[])?;
+    let hotfix = submit(300, 9, &[Dependency::on(JobKey::new(200), Gate::OnSuccess)])?;
+    let (priority, _) = graph.effective(docs)?;
+    println!("docs inherits priority {priority} from the hotfix that waits on it");
+    assert_eq!(priority, 9);
+    graph.complete(busy, JobOutcome::Succeeded)?;
+    let mut order = Vec::new();
+    while let Some(job) = graph.try_next(ClassId(0)) {
+        order.push(job.key().key.0);
+        graph.complete(job, JobOutcome::Succeeded)?;
+    }
+    println!("run order after the busy job: {order:?}");
+    // `docs` goes first. The hotfix becomes ready when `docs` completes; the cell `docs` gives
+    // back is granted before the hotfix is queued, so one job of the backlog runs in between.
+    assert_eq!(order, [200, 101, 300, 102, 103, 104, 105]);
+    assert!(graph.take_outcome(hotfix)?.is_some_and(|o| o.is_success()));
     Ok(())
 }
