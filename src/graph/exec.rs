@@ -77,7 +77,13 @@ impl<E: GraphEngine> GraphOn<E> {
             .engine
             .effective(node)
             .map_or(deadline, |u| u.deadline);
-        let now = inner.ledger.clock().now();
+        // The clock only for a job with a deadline (its own or inherited): the common hand-off
+        // reads no time.
+        let now = if effective == rules::NO_DEADLINE && deadline == rules::NO_DEADLINE {
+            0
+        } else {
+            inner.ledger.clock().now()
+        };
         if effective != rules::NO_DEADLINE && now >= effective {
             inner
                 .engine

@@ -423,6 +423,14 @@ impl Urgency {
         self.priority > o.priority || self.deadline < o.deadline
     }
 
+    /// Whether this is the least urgency (priority 0, no deadline): a demander of it neither
+    /// [`exceeds`](Self::exceeds) nor [`may_lift`](Self::may_lift) any producer, so its arrival
+    /// and departure change nothing.
+    #[inline]
+    pub(crate) fn is_least(self) -> bool {
+        self.priority == 0 && self.deadline == super::rules::NO_DEADLINE
+    }
+
     /// Whether a demander of urgency `self` may be what lifts a producer's effective urgency
     /// `eff` above its base `base` in some component: only then can its departure lower the
     /// producer (SPEC D30). A necessary condition, checked before any recomputation.

@@ -293,6 +293,15 @@ impl LockFreeGraph {
     /// takes the lock only if it exceeds one of its producers, or `adopted` (its key had
     /// waiters, whose urgency it inherits).
     pub(super) fn arrive(&self, me: NodeRef, slots: &[KeyRef], adopted: bool) {
+        let Some((mine, _, _)) = self.urgency(me) else {
+            return;
+        };
+        // The common case: a job of the least urgency raises nobody, and a recomputation that
+        // misses its edge loses nothing, so it needs neither the fence nor the reads. (A
+        // joiner that raises it meanwhile settles upstream itself, under the lock.)
+        if mine.is_least() && !adopted {
+            return;
+        }
         // SeqCst fence: after the pushes of its edges, before reading its producers' values.
         fence(Ordering::SeqCst);
         let Some((mine, _, _)) = self.urgency(me) else {
@@ -338,11 +347,15 @@ impl LockFreeGraph {
         if gen_of(w) != x.gen || w & ACTIVE == 0 {
             return;
         }
-        fence(Ordering::SeqCst);
         let mine = Urgency {
             priority: w as u8,
             deadline: n.eff_deadline.load(Ordering::Relaxed),
         };
+        // A least-urgent job lifted nobody: its departure changes nothing.
+        if mine.is_least() {
+            return;
+        }
+        fence(Ordering::SeqCst);
         let mut slots = super::dep_buf::DepBuf::new();
         self.dep_slots(x, &mut slots);
         let lifted = slots.as_slice().iter().any(|&k| {
