@@ -37,7 +37,12 @@ fn loom_graph_atomic_batch_is_never_seen_half_admitted() {
                     pin: None,
                 }];
                 let mut nodes = Vec::new();
-                match g.submit_batch(&[spec(1, &[]), spec(2, &d)], &mut nodes, &mut w) {
+                match g.submit_batch(
+                    &[spec(1, &[]), spec(2, &d)],
+                    &[crate::graph::rules::NO_DEADLINE; 2],
+                    &mut nodes,
+                    &mut w,
+                ) {
                     Ok(Admission::Admitted(())) => {
                         g.seal_batch(&nodes, &mut w);
                         let mut ready = Vec::new();
@@ -61,7 +66,7 @@ fn loom_graph_atomic_batch_is_never_seen_half_admitted() {
             loom::thread::spawn(move || {
                 let probe = |k| {
                     let mut w = Work::default();
-                    match g.submit(&spec(k, &[]), &mut w) {
+                    match g.submit(&spec(k, &[]), crate::graph::rules::NO_DEADLINE, &mut w) {
                         Ok(Admission::Admitted(_)) => true,
                         // The batch's job is live: the probe joins it (SPEC D02).
                         Ok(Admission::DedupeJoined(_)) => false,

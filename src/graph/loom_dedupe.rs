@@ -21,7 +21,9 @@ fn loom_graph_join_races_the_end_and_the_last_take() {
     model(move || {
         let g = Arc::new(LockFreeGraph::new(bounds(2, 1, 2)));
         let mut w = Work::default();
-        let Ok(Admission::Admitted(p)) = g.submit(&spec(1, &[]), &mut w) else {
+        let Ok(Admission::Admitted(p)) =
+            g.submit(&spec(1, &[]), crate::graph::rules::NO_DEADLINE, &mut w)
+        else {
             panic!("not admitted");
         };
         let r = g.pop_ready(&mut w).expect("ready");
@@ -41,7 +43,7 @@ fn loom_graph_join_races_the_end_and_the_last_take() {
             let g = g.clone();
             loom::thread::spawn(move || {
                 let mut w = Work::default();
-                let r = g.submit(&spec(1, &[]), &mut w);
+                let r = g.submit(&spec(1, &[]), crate::graph::rules::NO_DEADLINE, &mut w);
                 assert!(g.pop_ready(&mut w).is_none(), "a second job");
                 r
             })
@@ -61,7 +63,9 @@ fn loom_graph_join_races_the_end_and_the_last_take() {
         assert!(g.outcome(p, true).is_err());
         assert_eq!(g.occupancy().nodes_used, 0);
         let mut w = Work::default();
-        let Ok(Admission::Admitted(n)) = g.submit(&spec(2, &[]), &mut w) else {
+        let Ok(Admission::Admitted(n)) =
+            g.submit(&spec(2, &[]), crate::graph::rules::NO_DEADLINE, &mut w)
+        else {
             panic!("the freed slot serves a new job");
         };
         assert_ne!(n, p);
@@ -82,7 +86,9 @@ fn loom_graph_racing_submits_of_one_identity_admit_one() {
         let submit = |g: Arc<LockFreeGraph>| {
             loom::thread::spawn(move || {
                 let mut w = Work::default();
-                let r = g.submit(&spec(1, &[]), &mut w).unwrap();
+                let r = g
+                    .submit(&spec(1, &[]), crate::graph::rules::NO_DEADLINE, &mut w)
+                    .unwrap();
                 let readied = g.pop_ready(&mut w).map(|r| r.node);
                 (r, readied)
             })
@@ -122,10 +128,14 @@ fn d02_the_last_take_frees_the_slot_only_after_every_other_take_read_the_outcome
     model(|| {
         let g = Arc::new(LockFreeGraph::new(bounds(1, 1, 4)));
         let mut w = Work::default();
-        let Ok(Admission::Admitted(p)) = g.submit(&spec(1, &[]), &mut w) else {
+        let Ok(Admission::Admitted(p)) =
+            g.submit(&spec(1, &[]), crate::graph::rules::NO_DEADLINE, &mut w)
+        else {
             panic!("not admitted");
         };
-        let Ok(Admission::DedupeJoined(j)) = g.submit(&spec(1, &[]), &mut w) else {
+        let Ok(Admission::DedupeJoined(j)) =
+            g.submit(&spec(1, &[]), crate::graph::rules::NO_DEADLINE, &mut w)
+        else {
             panic!("the second submit of a live identity did not join");
         };
         assert_eq!(j, p);
@@ -139,7 +149,7 @@ fn d02_the_last_take_frees_the_slot_only_after_every_other_take_read_the_outcome
                 let mut w = Work::default();
                 assert_eq!(g.outcome(p, true).unwrap(), Some(JobOutcome::Succeeded));
                 matches!(
-                    g.submit(&spec(key, &[]), &mut w),
+                    g.submit(&spec(key, &[]), crate::graph::rules::NO_DEADLINE, &mut w),
                     Ok(Admission::Admitted(_))
                 )
             })

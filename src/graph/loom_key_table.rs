@@ -15,7 +15,7 @@ use crate::sync::Arc;
 /// producer and no waiters.
 fn create(g: &LockFreeGraph, key: u64) {
     let mut w = Work::default();
-    let n: NodeRef = match g.submit(&spec(key, &[]), &mut w) {
+    let n: NodeRef = match g.submit(&spec(key, &[]), crate::graph::rules::NO_DEADLINE, &mut w) {
         Ok(Admission::Admitted(n)) => n,
         other => panic!("key {key} not admitted: {other:?}"),
     };
@@ -102,7 +102,7 @@ fn loom_graph_insert_vs_key_compaction() {
             loom::thread::spawn(move || {
                 let mut w = Work::default();
                 let before = g.key_compactions();
-                match g.submit(&spec(c, &[]), &mut w) {
+                match g.submit(&spec(c, &[]), crate::graph::rules::NO_DEADLINE, &mut w) {
                     Ok(Admission::Admitted(_)) => {}
                     other => panic!("key {c} not admitted: {other:?}"),
                 };

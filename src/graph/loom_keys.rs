@@ -22,7 +22,7 @@ fn ready(g: &LockFreeGraph, work: &mut Work) -> Vec<u64> {
 }
 
 fn submit(g: &LockFreeGraph, key: u64, deps: &[Dependency], w: &mut Work) -> NodeRef {
-    match g.submit(&spec(key, deps), w) {
+    match g.submit(&spec(key, deps), crate::graph::rules::NO_DEADLINE, w) {
         Ok(Admission::Admitted(n)) => n,
         other => panic!("job {key} not admitted: {other:?}"),
     }

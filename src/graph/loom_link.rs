@@ -27,7 +27,9 @@ fn link_races_complete(gate: Gate, succeeds: bool) {
     model(move || {
         let g = Arc::new(LockFreeGraph::new(bounds(3, 2, 4)));
         let mut w = Work::default();
-        let Ok(Admission::Admitted(p)) = g.submit(&spec(1, &[]), &mut w) else {
+        let Ok(Admission::Admitted(p)) =
+            g.submit(&spec(1, &[]), crate::graph::rules::NO_DEADLINE, &mut w)
+        else {
             panic!("producer not admitted");
         };
         assert_eq!(ready(&g, &mut w), vec![1]);
@@ -56,7 +58,9 @@ fn link_races_complete(gate: Gate, succeeds: bool) {
                     gate,
                     pin: None,
                 }];
-                let Ok(Admission::Admitted(d)) = g.submit(&spec(2, &deps), &mut w) else {
+                let Ok(Admission::Admitted(d)) =
+                    g.submit(&spec(2, &deps), crate::graph::rules::NO_DEADLINE, &mut w)
+                else {
                     panic!("dependent not admitted");
                 };
                 (d, ready(&g, &mut w))
@@ -120,7 +124,9 @@ fn loom_graph_late_linker_never_links_onto_a_reused_slot() {
     model(move || {
         let g = Arc::new(LockFreeGraph::new(bounds(3, 2, 4)));
         let mut w = Work::default();
-        let Ok(Admission::Admitted(p)) = g.submit(&spec(1, &[]), &mut w) else {
+        let Ok(Admission::Admitted(p)) =
+            g.submit(&spec(1, &[]), crate::graph::rules::NO_DEADLINE, &mut w)
+        else {
             panic!("producer not admitted");
         };
         assert_eq!(ready(&g, &mut w), vec![1]);
@@ -134,7 +140,9 @@ fn loom_graph_late_linker_never_links_onto_a_reused_slot() {
                 g.complete(p, JobOutcome::Succeeded, &mut w).unwrap();
                 let mut r = ready(&g, &mut w);
                 assert_eq!(g.outcome(p, true).unwrap(), Some(JobOutcome::Succeeded));
-                let Ok(Admission::Admitted(_)) = g.submit(&spec(3, &[]), &mut w) else {
+                let Ok(Admission::Admitted(_)) =
+                    g.submit(&spec(3, &[]), crate::graph::rules::NO_DEADLINE, &mut w)
+                else {
                     panic!("reuser not admitted");
                 };
                 r.extend(ready(&g, &mut w));
@@ -150,7 +158,9 @@ fn loom_graph_late_linker_never_links_onto_a_reused_slot() {
                     gate: Gate::OnSuccess,
                     pin: None,
                 }];
-                let Ok(Admission::Admitted(_)) = g.submit(&spec(2, &deps), &mut w) else {
+                let Ok(Admission::Admitted(_)) =
+                    g.submit(&spec(2, &deps), crate::graph::rules::NO_DEADLINE, &mut w)
+                else {
                     panic!("dependent not admitted");
                 };
                 ready(&g, &mut w)
@@ -187,7 +197,9 @@ fn loom_graph_discovery_races_the_producer_completing() {
         let g = Arc::new(LockFreeGraph::new(bounds(3, 2, 4)));
         let mut w = Work::default();
         let mut run = |key: u64| {
-            let Ok(Admission::Admitted(h)) = g.submit(&spec(key, &[]), &mut w) else {
+            let Ok(Admission::Admitted(h)) =
+                g.submit(&spec(key, &[]), crate::graph::rules::NO_DEADLINE, &mut w)
+            else {
                 panic!("not admitted");
             };
             assert_eq!(ready(&g, &mut w), vec![key]);
@@ -202,7 +214,9 @@ fn loom_graph_discovery_races_the_producer_completing() {
             gate: Gate::Sequential,
             pin: None,
         }];
-        let Ok(Admission::Admitted(_)) = g.submit(&spec(3, &after), &mut w) else {
+        let Ok(Admission::Admitted(_)) =
+            g.submit(&spec(3, &after), crate::graph::rules::NO_DEADLINE, &mut w)
+        else {
             panic!("dependent not admitted");
         };
 
@@ -262,7 +276,9 @@ fn d11_a_dependent_linking_while_its_producer_publishes_is_released_once() {
             let g = g.clone();
             loom::thread::spawn(move || {
                 let mut w = Work::default();
-                let Ok(Admission::Admitted(p)) = g.submit(&spec(1, &[]), &mut w) else {
+                let Ok(Admission::Admitted(p)) =
+                    g.submit(&spec(1, &[]), crate::graph::rules::NO_DEADLINE, &mut w)
+                else {
                     panic!("producer not admitted");
                 };
                 (p, ready(&g, &mut w))
@@ -277,7 +293,9 @@ fn d11_a_dependent_linking_while_its_producer_publishes_is_released_once() {
                     gate: Gate::Sequential,
                     pin: None,
                 }];
-                let Ok(Admission::Admitted(d)) = g.submit(&spec(2, &deps), &mut w) else {
+                let Ok(Admission::Admitted(d)) =
+                    g.submit(&spec(2, &deps), crate::graph::rules::NO_DEADLINE, &mut w)
+                else {
                     panic!("dependent not admitted");
                 };
                 (d, ready(&g, &mut w))

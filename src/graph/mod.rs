@@ -295,6 +295,8 @@ mod loom_shutdown;
 #[cfg(all(test, loom))]
 mod loom_support;
 #[cfg(all(test, loom))]
+mod loom_urgency;
+#[cfg(all(test, loom))]
 mod loom_wait;
 mod mutex;
 mod reqs;

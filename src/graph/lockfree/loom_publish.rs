@@ -46,7 +46,7 @@ fn loom_graph_a_joiner_that_sees_the_key_live_finds_the_node_set_up() {
             let g = g.clone();
             loom::thread::spawn(move || {
                 let mut w = Work::default();
-                match g.submit(&spec(1, &[]), &mut w) {
+                match g.submit(&spec(1, &[]), crate::graph::rules::NO_DEADLINE, &mut w) {
                     Ok(Admission::Admitted(n)) => n,
                     other => panic!("the only submit was not admitted: {other:?}"),
                 }
