@@ -167,9 +167,13 @@ pub(crate) mod model {
     /// [`model`] with `f` run on a [`spawn_deep`] thread that the model's main thread joins:
     /// for models that build a graph (its scheduler's classes are built on the calling stack)
     /// or call into one from the main thread.
+    /// Its branch bound is ten times loom's default: a whole graph call (hand-off, scheduler
+    /// submit, the in-place re-order it may make) takes more branches than a primitive's.
     pub(crate) fn model_deep(f: impl Fn() + Sync + Send + 'static) {
         let f = std::sync::Arc::new(f);
-        model(move || {
+        let mut builder = loom::model::Builder::new();
+        builder.max_branches *= 10;
+        builder.check(move || {
             let f = f.clone();
             spawn_deep(move || f()).join().expect("the model's body");
         });
