@@ -117,8 +117,10 @@ impl<E: GraphEngine> GraphOn<E> {
         {
             Ok(h) => {
                 inner.reqs.set(node, h);
-                // What the request carries now; a change since is applied here.
-                self.resync(node, Some(rules::Urgency { priority, deadline }));
+                // What the request carries now; a change since is applied here. SeqCst fence:
+                // as in `resync` (the record above, then the value below).
+                fence(Ordering::SeqCst);
+                self.apply(node, h, Some(rules::Urgency { priority, deadline }));
             }
             Err(e) => {
                 if let Some((_, task)) = e.returned {
@@ -134,13 +136,23 @@ impl<E: GraphEngine> GraphOn<E> {
     /// it applied is still the job's, so racing re-orderings of one job converge on its last
     /// value. A job not queued yet is left to its hand-off, one granted or ended already
     /// (`too-late`) to nobody.
-    fn resync(&self, node: NodeRef, mut applied: Option<rules::Urgency>) {
+    fn resync(&self, node: NodeRef, applied: Option<rules::Urgency>) {
         // SeqCst fence: pairs with the hand-off's (its request's record, then this fence, then
         // the value): either this sees the request or the hand-off sees the new value.
         fence(Ordering::SeqCst);
         let Some(h) = self.inner.reqs.get(node) else {
             return;
         };
+        self.apply(node, h, applied);
+    }
+
+    /// [`resync`](Self::resync) once the job's request `h` is known.
+    fn apply(
+        &self,
+        node: NodeRef,
+        h: crate::scheduler::RequestHandle,
+        mut applied: Option<rules::Urgency>,
+    ) {
         let s = &self.inner.scheduler;
         loop {
             let Some(v) = self.inner.engine.effective(node) else {
