@@ -1,8 +1,9 @@
 //! The lock-free graph against the mutex graph: libFuzzer's bytes choose the graph's sizes, then
 //! decode to the graph differential's operation sequences (`tests/common/graph_ops.rs`: submits
 //! with random keys and gates, cycles possible, all-or-none batches, dedupe joins through a hook,
-//! pulls, discovery, completion with success or failure, collection). What every operation showed
-//! and the occupancy after it must be the same on both.
+//! pulls, discovery, completion with success or failure, collection, urgent jobs with deadlines,
+//! advance, remove, time). What every operation showed, every held job's effective urgency and
+//! the occupancy after it must be the same on both.
 #[allow(dead_code)]
 #[path = "../../tests/common/graph_ops.rs"]
 mod graph_ops;
@@ -23,7 +24,7 @@ fn deps(u: &mut Unstructured<'_>, keys: u64) -> Vec<(u64, Gate)> {
 }
 
 fn op(u: &mut Unstructured<'_>, keys: u64) -> Op {
-    match pick(u, &[0u8, 0, 0, 0, 1, 1, 2, 2, 3, 3, 4, 5, 6, 7]) {
+    match pick(u, &[0u8, 0, 0, 0, 1, 1, 2, 2, 3, 3, 4, 5, 6, 7, 8, 8, 9, 10, 11]) {
         0 => {
             let key = int(u, 0..=keys);
             Op::Submit(key, deps(u, keys))
@@ -44,7 +45,17 @@ fn op(u: &mut Unstructured<'_>, keys: u64) -> Op {
                 .collect(),
         ),
         6 => Op::Hooked(int(u, 0..=keys), int(u, 0..=keys)),
-        _ => Op::TakeJoiner(int(u, 0..=3) as usize),
+        7 => Op::TakeJoiner(int(u, 0..=3) as usize),
+        // Inheritance (SPEC D30): urgent jobs with deadlines, departures, time.
+        8 => {
+            let key = int(u, 0..=keys);
+            let priority = int(u, 0..=8) as u8;
+            let deadline = (int(u, 0..=2) == 0).then(|| int(u, 1..=5));
+            Op::Urgent(key, priority, deadline, deps(u, keys))
+        }
+        9 => Op::Advance(int(u, 0..=keys)),
+        10 => Op::Remove(int(u, 0..=keys)),
+        _ => Op::Tick(int(u, 1..=3)),
     }
 }
 
