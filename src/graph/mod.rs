@@ -210,7 +210,9 @@
 //! an admitted producer whose effective urgency is above its base, a joiner above the base, or
 //! a key whose waiters are adopted (already the slow path). When urgencies are equal — the
 //! common submit and complete path — each linking submit and each end costs one SeqCst fence
-//! and a load per dependency, no lock and no allocation. A recomputation stores its result,
+//! and a load per dependency, no lock and no allocation; a job of the least urgency (priority
+//! 0, no deadline) not even that, as it can lift no producer. The propagation itself allocates
+//! nothing in a steady state (its buffers are kept across calls). A recomputation stores its result,
 //! fences, and walks again until two walks agree, so it cannot miss a dependent that linked
 //! or left without the lock (see `lockfree/urgency.rs`). Re-ordering in the scheduler runs
 //! after the lock is released. The mutex engine keeps the same values under its one lock.
@@ -225,7 +227,10 @@
 //! the waiting form resumes when room frees, D42), D06 (no quota while waiting; a ledger
 //! refusal fails the job, and its dependents per gate), D30 (`tests/graph_inherit.rs`:
 //! re-ordering a queued job, a deadline relaxed on departure, a departure with a third tenant's
-//! share kept fair, fan-in 1,000 and a chain of 10^4, joiners and the accessor), D10 (every gate, transitive
+//! share kept fair, fan-in 1,000 and a chain of 10^4, joiners and the accessor; urgent jobs,
+//! advance, remove and time in `tests/graph_differential.rs`; urgency churn with conservation
+//! in `tests/graph_churn.rs`; `loom_urgency.rs` models an urgent link racing a departing
+//! demander and a departure racing a recomputation), D10 (every gate, transitive
 //! `dependency-failed`), D11, D12, D13, D14 (a dependency discovered while a job runs gates
 //! its end; union with earlier edges), D15 (self-dependency; a cycle through a waiting key or
 //! inside a batch, refused with nothing changed; two threads racing the halves of a cycle in
