@@ -24,7 +24,10 @@ fn deps(u: &mut Unstructured<'_>, keys: u64) -> Vec<(u64, Gate)> {
 }
 
 fn op(u: &mut Unstructured<'_>, keys: u64) -> Op {
-    match pick(u, &[0u8, 0, 0, 0, 1, 1, 2, 2, 3, 3, 4, 5, 6, 7, 8, 8, 9, 10, 11]) {
+    match pick(
+        u,
+        &[0u8, 0, 0, 0, 1, 1, 2, 2, 3, 3, 4, 5, 6, 7, 8, 8, 9, 10, 11],
+    ) {
         0 => {
             let key = int(u, 0..=keys);
             Op::Submit(key, deps(u, keys))
