@@ -26,6 +26,7 @@ both_engines!(
     f36_changes_deep_in_a_queue_of_10_000,
     f36_pull_mode_requests_change_in_place,
     f36_changes_racing_grants_lose_nothing,
+    f36_the_waiting_future_changes_its_own_request,
 );
 
 /// Grants one at a time through `held`, polling only the request `expect` says is next, and
@@ -420,4 +421,30 @@ fn f36_changes_racing_grants_lose_nothing<M: Mechanism>() {
     let snap = h.sched.snapshot(ClassId(0)).unwrap();
     assert_eq!((snap.queue_depth, snap.cells_leased), (0, 0));
     assert!(h.ledger.usage().is_zero());
+}
+
+fn f36_the_waiting_future_changes_its_own_request<M: Mechanism>() {
+    let h = Harness::<M>::new(&[(1, 8)], 2);
+    let held = h.occupy(1).pop().unwrap();
+    let mut pending: Vec<_> = (0..3).map(|_| queue(&h, h.admit(1))).collect();
+    let ids: Vec<_> = pending.iter().map(|p| p.1).collect();
+    pending[2].0.set_priority(4).unwrap();
+    let now = h.ledger.clock().now();
+    pending[1]
+        .0
+        .set_deadline(Some(now + 1_000_000_000))
+        .unwrap();
+    let order = grant_order(held, &mut pending);
+    assert_eq!(order, vec![ids[2], ids[1], ids[0]]);
+    // Granted and taken: the future is done, and says so.
+    let held = h.occupy(1).pop().unwrap();
+    let (mut f, _) = queue(&h, h.admit(1));
+    held.release();
+    let a = granted(&mut f);
+    let e = f.set_priority(1).unwrap_err();
+    assert_eq!(
+        (e.code(), e.reason().as_str()),
+        (Code::NotFound, "too-late")
+    );
+    a.release();
 }

@@ -183,6 +183,33 @@ impl<'a, T: Send + 'static, M: Mechanism> EnqueueOn<'a, T, M> {
         }
     }
 
+    /// Changes this request's priority in place while it waits (SPEC F36): what
+    /// [`Scheduler::set_priority`](crate::Scheduler::set_priority) does with its handle.
+    ///
+    /// # Errors
+    ///
+    /// `not-found / too-late` once the request is no longer queued (granted or ended).
+    pub fn set_priority(&self, priority: crate::ids::Priority) -> Result<(), Error> {
+        match self.stage {
+            Stage::Queued(key) => self.engine().change(key, Some(priority), None),
+            _ => Err(Error::new(Code::NotFound, Reason::TooLate)),
+        }
+    }
+
+    /// Changes this request's deadline in place while it waits (SPEC F36), within its
+    /// permit's own deadline: what [`Scheduler::set_deadline`](crate::Scheduler::set_deadline)
+    /// does with its handle.
+    ///
+    /// # Errors
+    ///
+    /// As [`set_priority`](Self::set_priority).
+    pub fn set_deadline(&self, deadline: Option<u64>) -> Result<(), Error> {
+        match self.stage {
+            Stage::Queued(key) => self.engine().change(key, None, Some(deadline)),
+            _ => Err(Error::new(Code::NotFound, Reason::TooLate)),
+        }
+    }
+
     fn engine(&self) -> &M::Class<T> {
         &self.shared.classes[usize::from(self.class.0)]
     }
