@@ -128,14 +128,20 @@ fn d30_inherited_deadline_relaxes_when_the_demander_leaves<E: GraphEngine>() {
 }
 
 /// (c) Two demanders from different tenants; the higher leaves and the job drops to the
-/// other's priority, while a third tenant's share of grants stays fair throughout.
+/// other's priority, while a third tenant's share of grants stays fair throughout (grants
+/// while it is raised, and after).
 fn d30_departure_drops_to_the_remaining_demander_and_fairness_holds<E: GraphEngine>() {
     let g = graph_on::<E>(3, 1, 512, Arc::new(ManualClock::new()));
-    // Every tenant backlogged with 60 jobs; tenant 0's first 10 at priority 8, the rest at 5.
+    // Every tenant backlogged with 60 jobs; tenant 0's first 12 at priority 10 (ahead of the
+    // raised job while it is raised), the next 10 at 8, the rest at 5.
     let mut tenant_of = std::collections::HashMap::new();
     for i in 0..60u64 {
         for t in 0..3u32 {
-            let prio = if t == 0 && i < 10 { 8 } else { 5 };
+            let prio = match (t, i) {
+                (0, 0..12) => 10,
+                (0, 12..22) => 8,
+                _ => 5,
+            };
             let h = put(&g, &job(1000 + i * 3 + u64::from(t), t, prio, None, &[]));
             tenant_of.insert(h, t);
         }
@@ -147,28 +153,35 @@ fn d30_departure_drops_to_the_remaining_demander_and_fairness_holds<E: GraphEngi
     let low = put(&g, &job(3, 2, 7, None, &on_p));
     tenant_of.insert(low, 2);
     assert_eq!(g.effective(p).unwrap().0, 9);
+    let mut grants = Vec::new();
+    let mut tenant0 = Vec::new();
+    let mut run = |n: usize, grants: &mut Vec<u32>, tenant0: &mut Vec<_>| {
+        for _ in 0..n {
+            let job = g.try_next(CPU).expect("backlogged");
+            let t = tenant_of[&job.handle()];
+            grants.push(t);
+            if t == 0 {
+                tenant0.push(job.handle());
+            }
+            g.complete(job, JobOutcome::Succeeded).unwrap();
+        }
+    };
+    // Grants while the job is raised (tenant 0 gets its priority-10 jobs), then the higher
+    // demander leaves, then the rest.
+    run(30, &mut grants, &mut tenant0);
+    assert_eq!(g.effective(p).unwrap().0, 9, "still raised");
     g.remove(JobKey::new(2)).unwrap();
     assert_eq!(
         g.effective(p).unwrap().0,
         7,
         "down to the remaining demander"
     );
-    let mut grants = Vec::new();
-    let mut tenant0 = Vec::new();
-    for _ in 0..150 {
-        let job = g.try_next(CPU).expect("backlogged");
-        let t = tenant_of[&job.handle()];
-        grants.push(t);
-        if t == 0 {
-            tenant0.push(job.handle());
-        }
-        g.complete(job, JobOutcome::Succeeded).unwrap();
-    }
+    run(120, &mut grants, &mut tenant0);
     let at = tenant0.iter().position(|&h| h == p);
     assert_eq!(
         at,
-        Some(10),
-        "after tenant 0's priority-8 jobs, before its priority-5 ones"
+        Some(22),
+        "after tenant 0's priority-10 and priority-8 jobs, before its priority-5 ones"
     );
     // Tenant 2's grants over any window of 3k grants are within one of k.
     for k in 1..=10 {
