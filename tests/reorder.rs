@@ -27,6 +27,7 @@ both_engines!(
     f36_pull_mode_requests_change_in_place,
     f36_changes_racing_grants_lose_nothing,
     f36_the_waiting_future_changes_its_own_request,
+    f36_ten_thousand_tenants_each_changed_in_place,
 );
 
 /// Grants one at a time through `held`, polling only the request `expect` says is next, and
@@ -447,4 +448,32 @@ fn f36_the_waiting_future_changes_its_own_request<M: Mechanism>() {
         (Code::NotFound, "too-late")
     );
     a.release();
+}
+
+/// 10^4 tenants (past one bitmap word and the ring's small sizes), each with two requests
+/// queued; the second of every tenant is raised. Grants take the tenants in turn, as without
+/// the changes (F11, F15), and inside every tenant the raised request goes first.
+fn f36_ten_thousand_tenants_each_changed_in_place<M: Mechanism>() {
+    const TENANTS: u32 = if cfg!(miri) { 40 } else { 10_000 };
+    let h = Harness::<M>::new(&[(1, 2 * TENANTS + 1)], TENANTS + 1);
+    let held = h.occupy(1).pop().unwrap();
+    let mut pending = HashMap::new();
+    let mut firsts = Vec::new();
+    let mut seconds = Vec::new();
+    for t in 1..=TENANTS {
+        let a = queue(&h, h.admit(t));
+        let b = queue(&h, h.admit(t));
+        firsts.push(a.1);
+        seconds.push((b.0.handle().unwrap(), b.1));
+        pending.insert(a.1, a);
+        pending.insert(b.1, b);
+    }
+    for &(handle, _) in &seconds {
+        h.sched.set_priority(handle, 1).unwrap();
+    }
+    // Round robin over the tenants in arrival order, twice: each tenant's raised request at
+    // its first turn, its other one at its second.
+    let expect: Vec<RequestId> = seconds.iter().map(|s| s.1).chain(firsts).collect();
+    drain_in_order(held, &mut pending, &expect);
+    assert!(h.ledger.usage().is_zero());
 }
