@@ -155,7 +155,7 @@ fn d30_departure_drops_to_the_remaining_demander_and_fairness_holds<E: GraphEngi
     assert_eq!(g.effective(p).unwrap().0, 9);
     let mut grants = Vec::new();
     let mut tenant0 = Vec::new();
-    let mut run = |n: usize, grants: &mut Vec<u32>, tenant0: &mut Vec<_>| {
+    let run = |n: usize, grants: &mut Vec<u32>, tenant0: &mut Vec<_>| {
         for _ in 0..n {
             let job = g.try_next(CPU).expect("backlogged");
             let t = tenant_of[&job.handle()];
