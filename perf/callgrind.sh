@@ -3,7 +3,8 @@
 # judges costs too small for wall time on a shared VM: PERF.md, Method).
 #
 #   perf/callgrind.sh [--ops N] ROW [ROW...]     rows: cycle fast pull-cycle admit-refund
-#                                                cancel-1 cancel-4096 (the engine), std-cycle
+#                                                cancel-1 cancel-4096 reorder-1 reorder-4096
+#                                                (the engine), std-reorder-4096, std-cycle
 #                                                std-pull-cycle std-admit-refund pl-cycle (the
 #                                                mutex twins), owned-fast cas pool tokio
 #   perf/callgrind.sh --p7                       P7's O(1) check: cancel-4096 vs cancel-1,
