@@ -278,6 +278,12 @@ impl DropBin {
 
     /// The nodes reported since the last call.
     pub(super) fn take(&self) -> Vec<NodeRef> {
+        // The common case, nothing reported: one load, no RMW on the hand-off path. Relaxed
+        // (a hint): the swap below decides, and a report this load misses is taken by the
+        // next hand-off or by an executor that finds nothing.
+        if !self.any.load(crate::sync::Ordering::Relaxed) {
+            return Vec::new();
+        }
         // Acquire: pairs with the Release store in `push`.
         if !self.any.swap(false, crate::sync::Ordering::Acquire) {
             return Vec::new();
