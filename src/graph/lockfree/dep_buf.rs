@@ -5,14 +5,14 @@ use super::KeyRef;
 use crate::graph::rules::MAX_DEPS;
 use core::mem::MaybeUninit;
 
-/// Up to [`MAX_DEPS`] key slots. Entries past `len` are left uninitialised: no 8 KiB memset per
+/// Up to [`MAX_DEPS`] key slots (or, for the urgency walk, producer nodes). Entries past `len` are left uninitialised: no 8 KiB memset per
 /// submit.
-pub(super) struct DepBuf {
-    slots: [MaybeUninit<KeyRef>; MAX_DEPS],
+pub(super) struct DepBuf<T: Copy = KeyRef> {
+    slots: [MaybeUninit<T>; MAX_DEPS],
     len: usize,
 }
 
-impl DepBuf {
+impl<T: Copy> DepBuf<T> {
     #[inline]
     pub(super) fn new() -> Self {
         Self {
@@ -28,24 +28,28 @@ impl DepBuf {
     /// Past [`MAX_DEPS`] entries: the builder refuses a larger `max_deps` and submit refuses
     /// more dependencies than `max_deps`, so it does not happen.
     #[inline]
-    pub(super) fn push(&mut self, k: KeyRef) {
+    pub(super) fn push(&mut self, k: T) {
         assert!(self.len < MAX_DEPS, "more than MAX_DEPS dependencies");
         self.slots[self.len].write(k);
         self.len += 1;
     }
 
     #[inline]
-    pub(super) fn as_slice(&self) -> &[KeyRef] {
-        // SAFETY: the first `len` entries were written by `push`; `MaybeUninit<KeyRef>` has
-        // `KeyRef`'s layout.
-        unsafe { &*(&self.slots[..self.len] as *const [MaybeUninit<KeyRef>] as *const [KeyRef]) }
+    pub(super) fn as_slice(&self) -> &[T] {
+        // SAFETY: the first `len` entries were written by `push`; `MaybeUninit<T>` has `T`'s
+        // layout.
+        unsafe { &*(&self.slots[..self.len] as *const [MaybeUninit<T>] as *const [T]) }
+    }
+
+    /// Forgets every entry (they are `Copy`: nothing to drop).
+    #[inline]
+    pub(super) fn clear(&mut self) {
+        self.len = 0;
     }
 
     #[inline]
-    pub(super) fn as_mut_slice(&mut self) -> &mut [KeyRef] {
+    pub(super) fn as_mut_slice(&mut self) -> &mut [T] {
         // SAFETY: as in `as_slice`; the borrow of `self` is exclusive.
-        unsafe {
-            &mut *(&mut self.slots[..self.len] as *mut [MaybeUninit<KeyRef>] as *mut [KeyRef])
-        }
+        unsafe { &mut *(&mut self.slots[..self.len] as *mut [MaybeUninit<T>] as *mut [T]) }
     }
 }

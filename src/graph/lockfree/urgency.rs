@@ -25,9 +25,8 @@
 //! of one propagation's size.
 
 use super::*;
-use crate::graph::rules::{Urgency, MAX_DEPS};
+use crate::graph::rules::Urgency;
 use crate::sync::fence;
-use core::mem::MaybeUninit;
 
 /// In `urg`: the job has not ended, so its pending edges make it a demander.
 pub(super) const ACTIVE: u64 = 1 << 16;
@@ -42,36 +41,8 @@ pub(super) struct Scratch {
     resync: Vec<NodeRef>,
 }
 
-/// Up to [`MAX_DEPS`] producers of one job, on the stack (no memset: entries past `len` stay
-/// uninitialised).
-struct Producers {
-    nodes: [MaybeUninit<NodeRef>; MAX_DEPS],
-    len: usize,
-}
-
-impl Producers {
-    fn new() -> Self {
-        Self {
-            nodes: [const { MaybeUninit::uninit() }; MAX_DEPS],
-            len: 0,
-        }
-    }
-
-    fn as_slice(&self) -> &[NodeRef] {
-        // SAFETY: the first `len` entries were written by `push`; `MaybeUninit<NodeRef>` has
-        // `NodeRef`'s layout.
-        unsafe { core::slice::from_raw_parts(self.nodes.as_ptr().cast(), self.len) }
-    }
-
-    fn push(&mut self, q: NodeRef) {
-        if !self.as_slice().contains(&q) {
-            // A job has at most `max_deps` ≤ MAX_DEPS dependency slots, each one producer.
-            assert!(self.len < MAX_DEPS, "more producers than MAX_DEPS");
-            self.nodes[self.len].write(q);
-            self.len += 1;
-        }
-    }
-}
+/// Up to `max_deps` producers of one job, on the stack (no memset), filled in place.
+type Producers = super::dep_buf::DepBuf<NodeRef>;
 
 impl LockFreeGraph {
     /// Sets up a node's urgency before publication.
@@ -179,7 +150,7 @@ impl LockFreeGraph {
     /// Under the lock: the live producers `x` has a pending edge on, into `out` (filled in
     /// place: the buffer is a few KiB, not to be moved per call).
     fn producers(&self, x: NodeRef, out: &mut Producers) {
-        out.len = 0;
+        out.clear();
         let n = &self.nodes[x.idx as usize];
         // Acquire: pairs with the count's Release store (submit, discover).
         let count =
@@ -190,7 +161,7 @@ impl LockFreeGraph {
                 continue;
             };
             if let Some(q) = self.live_producer(k) {
-                if self.pending_on(q, x) {
+                if !out.as_slice().contains(&q) && self.pending_on(q, x) {
                     out.push(q);
                 }
             }

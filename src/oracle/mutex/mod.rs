@@ -315,7 +315,18 @@ impl<T: Send + 'static, L: BaselineLock> BaselineClass<T, L> {
         if next > now {
             return;
         }
-        let mut budget = PASS_BUDGET;
+        self.expire(policy, inner, now, after, &mut { PASS_BUDGET });
+    }
+
+    /// Ends the queued requests whose deadline is at or before `now` (F46), within `budget`.
+    fn expire(
+        &self,
+        policy: &mut Policy,
+        inner: &mut Inner<T>,
+        now: u64,
+        after: &mut After<T>,
+        budget: &mut u32,
+    ) {
         policy.expire(
             now,
             &mut EndJudge {
@@ -324,7 +335,7 @@ impl<T: Send + 'static, L: BaselineLock> BaselineClass<T, L> {
                 why: Ended::Expired,
                 after,
             },
-            &mut budget,
+            budget,
         );
     }
 
@@ -368,16 +379,7 @@ impl<T: Send + 'static, L: BaselineLock> BaselineClass<T, L> {
         } else if !policy.is_empty() {
             let now = self.clock.now();
             inner.recent_now = now;
-            policy.expire(
-                now,
-                &mut EndJudge {
-                    class: self,
-                    inner,
-                    why: Ended::Expired,
-                    after,
-                },
-                &mut budget,
-            );
+            self.expire(policy, inner, now, after, &mut budget);
             while budget > 0 && inner.free_cells > 0 && inner.queued > 0 {
                 inner.free_cells -= 1;
                 let mut judge = GrantJudge {
