@@ -168,6 +168,12 @@ pub enum Reason {
     UnknownVersion,
     /// A cell id at or past its class's cell count.
     CellRange,
+    /// A graph job whose last demander went: every handle dropped or cancelled, and no
+    /// dependent waits on it (SPEC D31).
+    Withdrawn,
+    /// A graph job whose dependency was cancelled (withdrawn, or itself failed so),
+    /// transitively through its gates (SPEC D31).
+    DependencyCancelled,
 }
 
 impl Reason {
@@ -229,6 +235,8 @@ impl Reason {
             Reason::DuplicateHandle => "duplicate-handle",
             Reason::UnknownVersion => "unknown-version",
             Reason::CellRange => "cell-range",
+            Reason::Withdrawn => "withdrawn",
+            Reason::DependencyCancelled => "dependency-cancelled",
         }
     }
 }

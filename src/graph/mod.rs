@@ -403,6 +403,21 @@ pub trait GraphEngine: sealed::Sealed + Send + Sync + Sized + 'static {
     /// one took it (the handle is stale).
     #[doc(hidden)]
     fn claims(&self, node: NodeRef) -> Option<u32>;
+    /// Gives back one handle's claim on the job on `node` (SPEC D31). `detach`: the job keeps
+    /// running with no handle and is never cancelled for want of demand. A job that ended is
+    /// freed with its last claim; one that has not ended is cancelled (`cancelled /
+    /// withdrawn`) when this was its last demand, and so, transitively, are the producers it
+    /// leaves without demand. `Ok(true)` when this release cancelled the job.
+    #[doc(hidden)]
+    fn release(&self, node: NodeRef, detach: bool, work: &mut Self::Work) -> Result<bool, Error>;
+    /// A queued job that this operation ended before an executor started it: its scheduler
+    /// request is withdrawn by the caller (SPEC D31).
+    #[doc(hidden)]
+    fn pop_withdrawn(&self, work: &mut Self::Work) -> Option<NodeRef>;
+    /// Whether the started job on `node` is told to stop: its demand is gone (SPEC D31), or
+    /// `advance` or `remove` retired it (D20, D24). One load.
+    #[doc(hidden)]
+    fn signalled(&self, node: NodeRef) -> bool;
     /// Refuses every reservation from now on (`unavailable / shutdown`): called by
     /// [`Graph::shutdown`] before anything ends, so a submit that takes a slot freed by the
     /// shutdown's ending of a job sees it and gives the slot back (SPEC D02).

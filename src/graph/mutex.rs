@@ -879,6 +879,21 @@ impl GraphEngine for MutexGraph {
         s.node(node).map(|n| n.claims).filter(|&c| c > 0)
     }
 
+    fn release(&self, node: NodeRef, detach: bool, work: &mut Work) -> Result<bool, Error> {
+        let _ = (node, detach, work);
+        todo!("D31 release")
+    }
+
+    fn pop_withdrawn(&self, work: &mut Work) -> Option<NodeRef> {
+        let _ = work;
+        None
+    }
+
+    fn signalled(&self, node: NodeRef) -> bool {
+        let _ = node;
+        false
+    }
+
     fn outcome(&self, node: NodeRef, take: bool) -> Result<Option<JobOutcome>, Error> {
         let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
         let n = s.node(node).ok_or(STALE)?;

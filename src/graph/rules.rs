@@ -198,6 +198,22 @@ pub(crate) const ABANDONED: Error = Error::new(Code::Internal, Reason::Abandoned
 pub(crate) const DUPLICATE_HANDLE: Error =
     Error::new(Code::InvalidArgument, Reason::DuplicateHandle);
 
+/// `cancelled / withdrawn`: the outcome of a job whose last demander went (SPEC D31).
+pub(crate) const WITHDRAWN: Error = Error::new(Code::Cancelled, Reason::Withdrawn);
+
+/// `cancelled / dependency-cancelled`: the outcome of a job whose gate failed because its
+/// producer was cancelled (SPEC D31), transitively.
+pub(crate) const DEPENDENCY_CANCELLED: Error =
+    Error::new(Code::Cancelled, Reason::DependencyCancelled);
+
+/// Whether `outcome` is a cancellation that flows downstream (SPEC D31): a failed gate on
+/// such a producer fails its dependent `dependency-cancelled`.
+#[inline]
+pub(crate) fn is_cancellation(outcome: &super::JobOutcome) -> bool {
+    matches!(outcome, super::JobOutcome::Failed(e)
+        if matches!(e.reason(), Reason::Withdrawn | Reason::DependencyCancelled))
+}
+
 /// No deadline, in an absolute deadline word (SPEC D30).
 pub(crate) const NO_DEADLINE: u64 = u64::MAX;
 

@@ -536,6 +536,21 @@ impl GraphEngine for LockFreeGraph {
         (gen_of(c) == node.gen && low_of(c) > 0).then_some(low_of(c))
     }
 
+    fn release(&self, node: NodeRef, detach: bool, work: &mut Work) -> Result<bool, Error> {
+        let _ = (node, detach, work);
+        todo!("D31 release")
+    }
+
+    fn pop_withdrawn(&self, work: &mut Work) -> Option<NodeRef> {
+        let _ = work;
+        None
+    }
+
+    fn signalled(&self, node: NodeRef) -> bool {
+        let _ = node;
+        false
+    }
+
     fn outcome(&self, node: NodeRef, take: bool) -> Result<Option<JobOutcome>, Error> {
         let n = self.nodes.get(node.idx as usize).ok_or(STALE)?;
         // Acquire: pairs with the Release store of `done` in `end_one`.
