@@ -141,6 +141,7 @@ impl GraphBuilder {
                 caps: cap::CapSlots::new(bounds.nodes),
                 reqs: reqs::ReqSlots::new(bounds.nodes),
                 bin: Arc::new(DropBin::default()),
+                outcome_waiters: handle::OutcomeWaiters::default(),
             }),
         })
     }

@@ -41,7 +41,7 @@ pub struct Identity {
 /// struct SameContent(Cell<Option<JobHandle>>);
 ///
 /// impl DedupeHook for SameContent {
-///     fn probe(&self, _: &Identity) -> Option<JobHandle> {
+///     fn probe(&self, _: &Identity) -> Option<JobId> {
 ///         self.0.get()
 ///     }
 ///     fn admitted(&self, _: &Identity, handle: JobHandle) {
@@ -76,17 +76,17 @@ pub struct Identity {
 /// ```
 pub trait DedupeHook {
     /// A job to join instead of submitting one for `identity`, or `None` to submit.
-    fn probe(&self, identity: &Identity) -> Option<JobHandle>;
+    fn probe(&self, identity: &Identity) -> Option<JobId>;
 
     /// The submission admitted a new job (its handle). Default: nothing.
-    fn admitted(&self, identity: &Identity, handle: JobHandle) {
-        let _ = (identity, handle);
+    fn admitted(&self, identity: &Identity, job: JobId) {
+        let _ = (identity, job);
     }
 
     /// The submission joined a job, through [`probe`](Self::probe) or the graph's own
     /// deduplication of a live identity (D02); `handle` is the joiner's. Default: nothing.
-    fn joined(&self, identity: &Identity, handle: JobHandle) {
-        let _ = (identity, handle);
+    fn joined(&self, identity: &Identity, job: JobId) {
+        let _ = (identity, job);
     }
 }
 
@@ -98,7 +98,7 @@ pub struct NoDedupeHook;
 
 impl DedupeHook for NoDedupeHook {
     #[inline]
-    fn probe(&self, _: &Identity) -> Option<JobHandle> {
+    fn probe(&self, _: &Identity) -> Option<JobId> {
         None
     }
 }
@@ -120,7 +120,7 @@ impl<E: GraphEngine> GraphOn<E> {
         &self,
         spec: &JobSpec<'_>,
         hook: &H,
-    ) -> Result<Admission<JobHandle>, Error> {
+    ) -> Result<Admission<JobHandle<E>>, Error> {
         self.validate(spec)?;
         self.check_open()?;
         let probed = Identity {
@@ -137,17 +137,16 @@ impl<E: GraphEngine> GraphOn<E> {
             self.hand_off(&mut work);
             return Ok(match joined? {
                 Admission::DedupeJoined(n) => {
-                    let h = self.handle(n);
-                    hook.joined(&self.identity_of(n, probed), h);
-                    Admission::DedupeJoined(h)
+                    hook.joined(&self.identity_of(n, probed), self.id_of(n));
+                    Admission::DedupeJoined(self.handle(n))
                 }
                 _ => Admission::Backpressured,
             });
         }
         let out = self.submit_checked(spec)?;
-        match out {
-            Admission::Admitted(h) => hook.admitted(&self.identity_of(h.node, probed), h),
-            Admission::DedupeJoined(h) => hook.joined(&self.identity_of(h.node, probed), h),
+        match &out {
+            Admission::Admitted(h) => hook.admitted(&self.identity_of(h.node, probed), h.id()),
+            Admission::DedupeJoined(h) => hook.joined(&self.identity_of(h.node, probed), h.id()),
             Admission::Backpressured => {}
         }
         Ok(out)

@@ -12,6 +12,18 @@ impl<E: GraphEngine> EndAbandoned for Inner<E> {
         // is left to end then.
         let _ = GraphOn { inner: self }.end_running(node, JobOutcome::Failed(rules::ABANDONED));
     }
+
+    fn signalled(&self, node: NodeRef) -> bool {
+        self.engine.signalled(node)
+    }
+
+    fn watch(&self, entry: &mut Option<u64>, waker: &std::task::Waker) {
+        self.outcome_waiters.join(entry, waker);
+    }
+
+    fn unwatch(&self, entry: &mut Option<u64>) {
+        self.outcome_waiters.leave(entry);
+    }
 }
 
 impl<E: GraphEngine> GraphOn<E> {
@@ -37,6 +49,13 @@ impl<E: GraphEngine> GraphOn<E> {
             }
             while let Some(node) = inner.engine.pop_resync(work) {
                 self.resync(node, None);
+            }
+            // Queued jobs a cancellation ended (SPEC D31): their requests leave the scheduler,
+            // which gives their permits back.
+            while let Some(node) = inner.engine.pop_withdrawn(work) {
+                if let Some(h) = inner.reqs.get(node) {
+                    let _ = inner.scheduler.cancel(h);
+                }
             }
             let expired = inner.bin.take();
             if expired.is_empty() {
@@ -278,7 +297,7 @@ impl<E: GraphEngine> GraphOn<E> {
         if self.inner.engine.start(node) {
             let graph: Arc<dyn EndAbandoned> = self.inner.clone();
             Some(RunningJob {
-                handle: self.handle(node),
+                id: self.id_of(node),
                 key,
                 assignment: Some(assignment),
                 cap: self.cap_of(node),
@@ -356,7 +375,7 @@ impl<E: GraphEngine> GraphOn<E> {
     ///
     /// `permission-denied / foreign-handle` for a job of another graph.
     pub fn complete(&self, mut job: RunningJob, outcome: JobOutcome) -> Result<(), Error> {
-        let node = self.node_of(job.handle)?;
+        let node = self.node_of(job.id)?;
         // Taken out: the job's drop then abandons nothing.
         job.graph = None;
         if let Some(a) = job.assignment.take() {
@@ -388,7 +407,7 @@ impl<E: GraphEngine> GraphOn<E> {
     /// `not-found / stale-handle` if the job is no longer running. `Backpressured` when the
     /// edge or key store is full; on any refusal nothing changed.
     pub fn discover(&self, job: &RunningJob, deps: &[Dependency]) -> Result<Admission<()>, Error> {
-        let node = self.node_of(job.handle)?;
+        let node = self.node_of(job.id)?;
         self.check_open()?;
         for d in deps {
             if d.key.key.0 > WorkKey::MAX {
@@ -406,27 +425,24 @@ impl<E: GraphEngine> GraphOn<E> {
         r
     }
 
-    /// The job's outcome if it has ended, leaving the job in place.
+    /// The job's outcome if it has ended. `job` is a [`JobId`] or a `&`[`JobHandle`].
     ///
     /// # Errors
     ///
-    /// `not-found / stale-handle` once the outcome was taken; `permission-denied /
-    /// foreign-handle`.
-    pub fn outcome(&self, handle: JobHandle) -> Result<Option<JobOutcome>, Error> {
-        self.inner.engine.outcome(self.node_of(handle)?, false)
+    /// `not-found / stale-handle` once the job was freed (it ended and its last handle went);
+    /// `permission-denied / foreign-handle` for another graph's job.
+    pub fn outcome(&self, job: impl Into<JobId>) -> Result<Option<JobOutcome>, Error> {
+        self.inner.engine.outcome(self.node_of(job.into())?, false)
     }
 
-    /// The job's outcome if it has ended, freeing its node slot (the handle goes stale).
-    ///
-    /// # Errors
-    ///
-    /// As [`outcome`](Self::outcome).
-    pub fn take_outcome(&self, handle: JobHandle) -> Result<Option<JobOutcome>, Error> {
-        let r = self.inner.engine.outcome(self.node_of(handle)?, true);
-        if matches!(r, Ok(Some(_))) {
-            self.wake_submitters();
-        }
-        r
+    /// Gives back one handle's claim (SPEC D31): what a handle's drop, `detach` and `cancel`
+    /// do. `true` when that cancelled the job.
+    pub(super) fn release_claim(&self, node: NodeRef, detach: bool) -> bool {
+        let mut work = E::Work::default();
+        let r = self.inner.engine.release(node, detach, &mut work);
+        self.hand_off(&mut work);
+        self.wake_waiters();
+        matches!(r, Ok(true))
     }
 
     /// Used and total capacity of every store (SPEC D50).

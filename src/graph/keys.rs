@@ -202,11 +202,11 @@ impl<E: GraphEngine> GraphOn<E> {
         let (key, version) = self
             .inner
             .engine
-            .node_version(job.handle.node)
+            .node_version(job.id.node)
             .unwrap_or((job.key, Version::unpack(0)));
         Witness {
             graph: self.inner.id,
-            node: job.handle.node,
+            node: job.id.node,
             key,
             version,
         }

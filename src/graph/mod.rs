@@ -283,6 +283,7 @@ mod builder;
 mod cap;
 mod dedupe;
 mod exec;
+mod handle;
 mod keys;
 mod lockfree;
 #[cfg(all(test, loom))]
@@ -313,6 +314,7 @@ mod types;
 pub use builder::GraphBuilder;
 pub use cap::ConcurrencyCap;
 pub use dedupe::{DedupeHook, Identity, NoDedupeHook};
+pub use handle::{BatchHandle, JobHandle, JobId};
 pub use keys::{Version, Witness};
 #[doc(hidden)]
 pub use lockfree::LockFreeGraph;
@@ -472,6 +474,8 @@ struct Inner<E> {
     reqs: reqs::ReqSlots,
     /// Nodes whose tasks the scheduler dropped (expired requests).
     bin: Arc<DropBin>,
+    /// Futures waiting for an outcome or a running job's signal (SPEC D31).
+    outcome_waiters: handle::OutcomeWaiters,
 }
 
 /// Submitters waiting for room: one entry per waiting future (several futures of one task
@@ -590,7 +594,7 @@ impl<E: GraphEngine> GraphOn<E> {
     /// the key's current generation has ended, `unavailable / shutdown` after
     /// [`shutdown`](Self::shutdown). A full store is not an error but
     /// [`Admission::Backpressured`]. On any of these nothing was mutated.
-    pub fn submit(&self, spec: &JobSpec<'_>) -> Result<Admission<JobHandle>, Error> {
+    pub fn submit(&self, spec: &JobSpec<'_>) -> Result<Admission<JobHandle<E>>, Error> {
         self.validate(spec)?;
         self.check_open()?;
         self.submit_checked(spec)
@@ -635,7 +639,7 @@ impl<E: GraphEngine> GraphOn<E> {
     }
 
     /// [`submit`](Self::submit) after its input checks.
-    fn submit_checked(&self, spec: &JobSpec<'_>) -> Result<Admission<JobHandle>, Error> {
+    fn submit_checked(&self, spec: &JobSpec<'_>) -> Result<Admission<JobHandle<E>>, Error> {
         let out = self.attempt(spec);
         if !matches!(out, Ok(Admission::Admitted(_) | Admission::DedupeJoined(_))) {
             // A refusal may have taken a node, edges or key slots and given them back, while a
@@ -649,7 +653,7 @@ impl<E: GraphEngine> GraphOn<E> {
     /// [`wait_batch`](Self::wait_batch) and the waiting submitters only when it admitted the
     /// job (its hand-off may have ended jobs); whoever calls it wakes waiting submitters after
     /// a refusal, if it may have overlapped one's look.
-    fn attempt(&self, spec: &JobSpec<'_>) -> Result<Admission<JobHandle>, Error> {
+    fn attempt(&self, spec: &JobSpec<'_>) -> Result<Admission<JobHandle<E>>, Error> {
         let mut work = E::Work::default();
         let out = self.inner.engine.submit(spec, self.stamp(spec), &mut work);
         self.hand_off(&mut work);
@@ -681,6 +685,7 @@ impl<E: GraphEngine> GraphOn<E> {
         if self.inner.room_sleepers.load(Ordering::Relaxed) > 0 {
             self.wake_submitters();
         }
+        self.inner.outcome_waiters.wake();
     }
 
     /// Wakes submitters waiting for capacity after an operation that may have freed node or
@@ -721,7 +726,7 @@ impl<E: GraphEngine> GraphOn<E> {
     /// # Errors
     ///
     /// As [`submit`](Self::submit).
-    pub async fn submit_waiting(&self, spec: &JobSpec<'_>) -> Result<JobHandle, Error> {
+    pub async fn submit_waiting(&self, spec: &JobSpec<'_>) -> Result<JobHandle<E>, Error> {
         use std::task::Poll;
         self.validate(spec)?;
         // This future's entry in the waiter list, taken out when it completes or is dropped.
@@ -777,7 +782,7 @@ impl<E: GraphEngine> GraphOn<E> {
 
     /// Submits jobs one by one (SPEC D04): an observer may see part of the batch. One result
     /// per job, in input order.
-    pub fn submit_batch(&self, jobs: &[JobSpec<'_>]) -> Vec<Result<Admission<JobHandle>, Error>> {
+    pub fn submit_batch(&self, jobs: &[JobSpec<'_>]) -> Vec<Result<Admission<JobHandle<E>>, Error>> {
         jobs.iter().map(|j| self.submit(j)).collect()
     }
 
@@ -833,7 +838,7 @@ impl<E: GraphEngine> GraphOn<E> {
         &self,
         jobs: &[JobSpec<'_>],
         cap: Option<&ConcurrencyCap>,
-    ) -> Result<Admission<Vec<JobHandle>>, Error> {
+    ) -> Result<Admission<BatchHandle<E>>, Error> {
         let max = self.inner.engine.max_deps();
         let mut keys = std::collections::HashSet::with_capacity(jobs.len());
         for j in jobs {
@@ -865,9 +870,9 @@ impl<E: GraphEngine> GraphOn<E> {
         self.inner.engine.seal_batch(&nodes, &mut work);
         self.hand_off(&mut work);
         self.wake_waiters();
-        Ok(Admission::Admitted(
-            nodes.into_iter().map(|n| self.handle(n)).collect(),
-        ))
+        Ok(Admission::Admitted(BatchHandle {
+            handles: nodes.into_iter().map(|n| self.handle(n)).collect(),
+        }))
     }
 
     /// The batch cap of the job on `node`, which this thread has just started, if it was
@@ -881,79 +886,88 @@ impl<E: GraphEngine> GraphOn<E> {
         unsafe { self.inner.caps.get(node) }
     }
 
-    /// Blocks until every job of `handles` has ended, then takes their outcomes (freeing their
-    /// slots) and returns them in input order (SPEC D04): never a partial set.
+    /// Blocks until every job of `handles` has ended, then returns their outcomes in input
+    /// order (SPEC D04): never a partial set. The handles keep their jobs (and demand them
+    /// while this waits); a job is freed when its last handle is dropped.
     ///
     /// # Errors
     ///
-    /// `not-found / stale-handle` (or `permission-denied / foreign-handle`) if a handle names
-    /// no job, checked before waiting; `invalid-argument / duplicate-handle` if a handle
-    /// appears more often than the job has claims (one per handle, its submitter's and one per
-    /// [`DedupeJoined`](Admission::DedupeJoined)): each appearance takes one. Nothing is taken
-    /// then.
-    pub fn wait_batch(&self, handles: &[JobHandle]) -> Result<Vec<JobOutcome>, Error> {
-        self.check_repeats(handles)?;
-        let all_ended = |g: &Self| -> Result<bool, Error> {
-            for h in handles {
-                if g.outcome(*h)?.is_none() {
-                    return Ok(false);
-                }
-            }
-            Ok(true)
-        };
-        if !all_ended(self)? {
+    /// `permission-denied / foreign-handle` if a handle is another graph's, checked before
+    /// waiting.
+    pub fn wait_batch(&self, handles: &[JobHandle<E>]) -> Result<Vec<JobOutcome>, Error> {
+        self.check_own(handles)?;
+        let all_ended = || handles.iter().all(|h| h.outcome().is_some());
+        if !all_ended() {
             let (lock, cond) = &self.inner.ended;
             let mut guard = lock.lock().unwrap_or_else(|e| e.into_inner());
             self.inner.sleepers.fetch_add(1, Ordering::Relaxed);
             // SeqCst fence: pairs with the one in `wake_waiters`.
             fence(Ordering::SeqCst);
-            let r = loop {
-                match all_ended(self) {
-                    Ok(true) => break Ok(()),
-                    Ok(false) => {
-                        guard = cond.wait(guard).unwrap_or_else(|e| e.into_inner());
-                    }
-                    Err(e) => break Err(e),
-                }
-            };
+            while !all_ended() {
+                guard = cond.wait(guard).unwrap_or_else(|e| e.into_inner());
+            }
             self.inner.sleepers.fetch_sub(1, Ordering::Relaxed);
             drop(guard);
-            r?;
         }
-        handles
+        Ok(handles
             .iter()
-            .map(|h| Ok(self.take_outcome(*h)?.expect("ended")))
-            .collect()
+            .map(|h| h.outcome().expect("ended"))
+            .collect())
     }
 
-    /// Refuses a handle that `handles` names more often than its job has claims, before
-    /// anything is taken. Quadratic up to 32 handles (no allocation); beyond, one sorted copy.
-    fn check_repeats(&self, handles: &[JobHandle]) -> Result<(), Error> {
-        let check = |h: JobHandle, times: usize| -> Result<(), Error> {
-            if times > 1 {
-                let claims = self
-                    .inner
-                    .engine
-                    .claims(self.node_of(h)?)
-                    .ok_or(rules::STALE)?;
-                if times > claims as usize {
-                    return Err(rules::DUPLICATE_HANDLE);
-                }
-            }
-            Ok(())
-        };
-        if handles.len() <= 32 {
-            for (i, h) in handles.iter().enumerate() {
-                if !handles[..i].contains(h) {
-                    check(*h, handles[i..].iter().filter(|x| *x == h).count())?;
-                }
-            }
-            return Ok(());
+    /// The asynchronous form of [`wait_batch`](Self::wait_batch) (SPEC D31): resolves once
+    /// every job of `handles` has ended, with their outcomes in input order. Cancel-safe
+    /// (dropping the future leaves the handles as they were); the task is woken by the
+    /// operations that end jobs, never by polling.
+    ///
+    /// # Errors
+    ///
+    /// As [`wait_batch`](Self::wait_batch).
+    pub async fn wait_batch_async(
+        &self,
+        handles: &[JobHandle<E>],
+    ) -> Result<Vec<JobOutcome>, Error> {
+        self.check_own(handles)?;
+        struct Entry<'a, E: GraphEngine> {
+            graph: &'a GraphOn<E>,
+            id: Option<u64>,
         }
-        let mut sorted = handles.to_vec();
-        sorted.sort_unstable_by_key(|h| (h.graph, h.node.packed()));
-        for run in sorted.chunk_by(|a, b| a == b) {
-            check(run[0], run.len())?;
+        impl<E: GraphEngine> Drop for Entry<'_, E> {
+            fn drop(&mut self) {
+                if self.id.is_some() {
+                    self.graph.inner.outcome_waiters.leave(&mut self.id);
+                }
+            }
+        }
+        let mut entry = Entry {
+            graph: self,
+            id: None,
+        };
+        std::future::poll_fn(|cx| {
+            let all = |hs: &[JobHandle<E>]| hs.iter().all(|h| h.outcome().is_some());
+            if !all(handles) {
+                self.inner.outcome_waiters.join(&mut entry.id, cx.waker());
+                if !all(handles) {
+                    return std::task::Poll::Pending;
+                }
+            }
+            std::task::Poll::Ready(())
+        })
+        .await;
+        drop(entry);
+        Ok(handles
+            .iter()
+            .map(|h| h.outcome().expect("ended"))
+            .collect())
+    }
+
+    /// Refuses a handle of another graph.
+    fn check_own(&self, handles: &[JobHandle<E>]) -> Result<(), Error> {
+        if handles
+            .iter()
+            .any(|h| !Arc::ptr_eq(&h.graph.inner, &self.inner))
+        {
+            return Err(Error::new(Code::PermissionDenied, Reason::ForeignHandle));
         }
         Ok(())
     }
@@ -990,11 +1004,11 @@ impl<E: GraphEngine> GraphOn<E> {
     ///
     /// `not-found / stale-handle` once the outcome was taken; `permission-denied /
     /// foreign-handle`.
-    pub fn effective(&self, handle: JobHandle) -> Result<(Priority, Option<u64>), Error> {
+    pub fn effective(&self, job: impl Into<JobId>) -> Result<(Priority, Option<u64>), Error> {
         let u = self
             .inner
             .engine
-            .effective(self.node_of(handle)?)
+            .effective(self.node_of(job.into())?)
             .ok_or(rules::STALE)?;
         Ok((
             u.priority,
@@ -1002,14 +1016,24 @@ impl<E: GraphEngine> GraphOn<E> {
         ))
     }
 
-    fn handle(&self, node: NodeRef) -> JobHandle {
+    /// A new owned handle of the job on `node`, for a claim the engine has just added.
+    fn handle(&self, node: NodeRef) -> JobHandle<E> {
         JobHandle {
+            graph: self.clone(),
+            node,
+            waiter: None,
+            spent: false,
+        }
+    }
+
+    fn id_of(&self, node: NodeRef) -> JobId {
+        JobId {
             graph: self.inner.id,
             node,
         }
     }
 
-    fn node_of(&self, handle: JobHandle) -> Result<NodeRef, Error> {
+    fn node_of(&self, handle: JobId) -> Result<NodeRef, Error> {
         if handle.graph != self.inner.id {
             return Err(Error::new(Code::PermissionDenied, Reason::ForeignHandle));
         }

@@ -193,10 +193,6 @@ pub(crate) fn batch_closes_cycle(
 /// `complete` (SPEC D33).
 pub(crate) const ABANDONED: Error = Error::new(Code::Internal, Reason::Abandoned);
 
-/// `invalid-argument / duplicate-handle`: a handle named twice where each handle's outcome is
-/// taken once.
-pub(crate) const DUPLICATE_HANDLE: Error =
-    Error::new(Code::InvalidArgument, Reason::DuplicateHandle);
 
 /// `cancelled / withdrawn`: the outcome of a job whose last demander went (SPEC D31).
 pub(crate) const WITHDRAWN: Error = Error::new(Code::Cancelled, Reason::Withdrawn);

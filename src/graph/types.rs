@@ -139,13 +139,6 @@ pub enum Admission<H> {
     Backpressured,
 }
 
-/// A job in a graph: generation-tagged, so a handle whose job was collected is refused.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct JobHandle {
-    pub(super) graph: u64,
-    pub(super) node: NodeRef,
-}
-
 /// A node slot and the generation it had when the job was admitted.
 #[doc(hidden)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -300,7 +293,7 @@ impl DropBin {
 /// assignment's drop: quarantined by default, see
 /// [`DropPolicy`](crate::scheduler::DropPolicy)).
 pub struct RunningJob {
-    pub(super) handle: JobHandle,
+    pub(super) id: super::JobId,
     pub(super) key: JobKey,
     /// `None` once `complete` took it.
     pub(super) assignment: Option<Assignment>,
@@ -309,15 +302,22 @@ pub struct RunningJob {
     pub(super) graph: Option<std::sync::Arc<dyn EndAbandoned>>,
 }
 
-/// What a dropped [`RunningJob`] calls: the graph ends the job abandoned.
+/// What a [`RunningJob`] asks its graph: whether it is told to stop, and (dropped without
+/// `complete`) to end it abandoned.
 pub(super) trait EndAbandoned: Send + Sync {
     fn end_abandoned(self: std::sync::Arc<Self>, node: NodeRef);
+    /// Whether the started job on `node` is told to stop (SPEC D20, D31).
+    fn signalled(&self, node: NodeRef) -> bool;
+    /// Registers `waker` for the next signal or end (see [`RunningJob::cancelled`]).
+    fn watch(&self, entry: &mut Option<u64>, waker: &std::task::Waker);
+    /// Takes a watcher's entry out.
+    fn unwatch(&self, entry: &mut Option<u64>);
 }
 
 impl core::fmt::Debug for RunningJob {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("RunningJob")
-            .field("handle", &self.handle)
+            .field("id", &self.id)
             .field("key", &self.key)
             .field("assignment", &self.assignment)
             .field("cap", &self.cap)
@@ -330,16 +330,71 @@ impl Drop for RunningJob {
         if let Some(graph) = self.graph.take() {
             // The cell first, per the class's drop policy; then the job ends.
             drop(self.assignment.take());
-            graph.end_abandoned(self.handle.node);
+            graph.end_abandoned(self.id.node);
         }
     }
 }
 
 impl RunningJob {
-    /// The job's handle.
+    /// The job's identity.
     #[inline]
-    pub fn handle(&self) -> JobHandle {
-        self.handle
+    pub fn id(&self) -> super::JobId {
+        self.id
+    }
+
+    /// Whether the job is told to stop (SPEC D31, D20): nothing wants its outcome any more
+    /// (every handle dropped, no dependent waiting), or `advance` superseded it, or its key
+    /// was removed. One load; a body polls it between steps. Its completion then ends it
+    /// `cancelled / withdrawn` (or is refused as stale), whatever it reports.
+    #[inline]
+    pub fn is_cancelled(&self) -> bool {
+        self.graph
+            .as_ref()
+            .is_some_and(|g| g.signalled(self.id.node))
+    }
+
+    /// Resolves once [`is_cancelled`](Self::is_cancelled) holds: a body can `select!` on it.
+    /// Cancel-safe.
+    pub fn cancelled(&self) -> impl core::future::Future<Output = ()> + Send + '_ {
+        struct Watch<'a> {
+            job: &'a RunningJob,
+            entry: Option<u64>,
+        }
+        impl core::future::Future for Watch<'_> {
+            type Output = ();
+            fn poll(
+                self: core::pin::Pin<&mut Self>,
+                cx: &mut core::task::Context<'_>,
+            ) -> core::task::Poll<()> {
+                let this = self.get_mut();
+                let Some(g) = this.job.graph.as_ref() else {
+                    return core::task::Poll::Pending;
+                };
+                if g.signalled(this.job.id.node) {
+                    g.unwatch(&mut this.entry);
+                    return core::task::Poll::Ready(());
+                }
+                g.watch(&mut this.entry, cx.waker());
+                if g.signalled(this.job.id.node) {
+                    g.unwatch(&mut this.entry);
+                    return core::task::Poll::Ready(());
+                }
+                core::task::Poll::Pending
+            }
+        }
+        impl Drop for Watch<'_> {
+            fn drop(&mut self) {
+                if self.entry.is_some() {
+                    if let Some(g) = self.job.graph.as_ref() {
+                        g.unwatch(&mut self.entry);
+                    }
+                }
+            }
+        }
+        Watch {
+            job: self,
+            entry: None,
+        }
     }
 
     /// The job's key.
