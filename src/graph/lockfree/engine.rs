@@ -30,6 +30,11 @@ impl LockFreeGraph {
             }
             Join::Full => Ok(Admission::Backpressured),
             Join::Gone => self.submit(spec, deadline, work),
+            Join::Doomed => {
+                // Cancelled for want of demand (SPEC D31): a new job, at the next generation.
+                self.renew(spec.key, |now| now == st || is_cancelled_tag(now), work)?;
+                self.submit(spec, deadline, work)
+            }
         }
     }
 }
@@ -62,6 +67,12 @@ impl GraphEngine for LockFreeGraph {
                 // (SPEC D02).
                 if st & 0xff == K_LIVE {
                     return self.join_live(st, spec, deadline, work);
+                }
+                // A job cancelled for want of demand (SPEC D31): a submission of its identity
+                // starts a new job, at the key's next generation.
+                if is_cancelled_tag(st) {
+                    self.renew(spec.key, |now| now == st, work)?;
+                    return self.submit(spec, deadline, work);
                 }
                 // Fast refusal of a key whose job at this generation has ended.
                 if st & 0xff > K_LIVE {
@@ -175,6 +186,10 @@ impl GraphEngine for LockFreeGraph {
                 if st & 0xff == K_LIVE {
                     return self.join_live(st, spec, deadline, work);
                 }
+                if is_cancelled_tag(st) {
+                    self.renew(spec.key, |now| now == st, work)?;
+                    return self.submit(spec, deadline, work);
+                }
                 return Err(DUPLICATE_KEY);
             }
             let none = key_word(own.gen, K_NONE);
@@ -241,7 +256,7 @@ impl GraphEngine for LockFreeGraph {
                 Ok(Admission::DedupeJoined(node))
             }
             Join::Full => Ok(Admission::Backpressured),
-            Join::Gone => Err(STALE),
+            Join::Gone | Join::Doomed => Err(STALE),
         }
     }
 
@@ -268,6 +283,8 @@ impl GraphEngine for LockFreeGraph {
     }
 
     fn pop_ready(&self, work: &mut Work) -> Option<Ready> {
+        // Jobs this operation cancelled end first (SPEC D31): their ends may release others.
+        self.drain_doomed(work);
         self.flush(work);
         let idx = work.ready;
         if idx == NIL {
@@ -533,22 +550,20 @@ impl GraphEngine for LockFreeGraph {
     fn claims(&self, node: NodeRef) -> Option<u32> {
         // Acquire: as a join's load of the claims word.
         let c = self.nodes[node.idx as usize].claims.load(Ordering::Acquire);
-        (gen_of(c) == node.gen && low_of(c) > 0).then_some(low_of(c))
+        (gen_of(c) == node.gen && c & C_COUNT > 0).then_some((c & C_COUNT) as u32)
     }
 
     fn release(&self, node: NodeRef, detach: bool, work: &mut Work) -> Result<bool, Error> {
-        let _ = (node, detach, work);
-        todo!("D31 release")
+        self.release_claim(node, detach, work)
     }
 
     fn pop_withdrawn(&self, work: &mut Work) -> Option<NodeRef> {
-        let _ = work;
-        None
+        self.drain_doomed(work);
+        work.withdrawn.pop()
     }
 
     fn signalled(&self, node: NodeRef) -> bool {
-        let _ = node;
-        false
+        self.is_signalled(node)
     }
 
     fn outcome(&self, node: NodeRef, take: bool) -> Result<Option<JobOutcome>, Error> {
@@ -571,7 +586,7 @@ impl GraphEngine for LockFreeGraph {
             // one sees every other taker's outcome read before it frees the slot.
             let mut c = n.claims.load(Ordering::Relaxed);
             loop {
-                if gen_of(c) != node.gen || low_of(c) == 0 {
+                if gen_of(c) != node.gen || c & C_COUNT == 0 {
                     return Err(STALE);
                 }
                 match n
@@ -582,7 +597,7 @@ impl GraphEngine for LockFreeGraph {
                     Err(cur) => c = cur,
                 }
             }
-            if low_of(c) == 1 {
+            if c & C_COUNT == 1 && c & C_ENDED != 0 {
                 // The last claim: this thread owns the slot now.
                 let g = NodeRef::next_gen(node.gen);
                 // Release: pairs with a later `outcome`'s Acquire load, which then sees the

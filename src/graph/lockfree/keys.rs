@@ -17,13 +17,13 @@ use crate::graph::{Version, Witness};
 /// A node found live on a key that a key operation retired, and what ending it needs.
 #[derive(Clone, Copy)]
 pub(super) struct Retired {
-    node: NodeRef,
-    why: u64,
+    pub(super) node: NodeRef,
+    pub(super) why: u64,
     /// `Some(admitted)` when this thread owns ending it now; `None` when it runs (its
     /// completion ends it) or was already ending.
-    end: Option<bool>,
+    pub(super) end: Option<bool>,
     /// This operation flagged it (it was live at its generation and not retired yet).
-    flagged: bool,
+    pub(super) flagged: bool,
 }
 
 /// The flags a dependent's count takes when its dependency, pinned to a version that
@@ -37,7 +37,9 @@ pub(super) fn pin_flags(gate: Gate) -> u64 {
 }
 
 pub(super) fn retired_error(why: u64) -> Error {
-    if why & RETIRED_REMOVED != 0 {
+    if why & RETIRED_CANCELLED != 0 {
+        rules::WITHDRAWN
+    } else if why & RETIRED_REMOVED != 0 {
         CANCELLED_REMOVED
     } else {
         SUPERSEDED
@@ -87,7 +89,7 @@ impl LockFreeGraph {
     /// Flags `node` retired (`why`). A waiting node's count is zeroed in the same CAS (so no
     /// gate fires it any more) and a queued one is taken from its executor by a CAS of its
     /// state: this thread ends those (`finish`).
-    fn mark_retired(&self, node: NodeRef, why: u64) -> Retired {
+    pub(super) fn mark_retired(&self, node: NodeRef, why: u64) -> Retired {
         let n = &self.nodes[node.idx as usize];
         let mut r = Retired {
             node,
@@ -147,8 +149,12 @@ impl LockFreeGraph {
     }
 
     /// Ends a node `mark_retired` handed to this thread.
-    fn finish(&self, r: Retired, work: &mut Work, failed: &mut u32) {
+    pub(super) fn finish(&self, r: Retired, work: &mut Work, failed: &mut u32) {
         if let Some(admitted) = r.end {
+            if admitted {
+                // Taken from the scheduler's queue: the graph withdraws its request.
+                work.withdrawn.push(r.node);
+            }
             self.retire_end(r.node, r.why, admitted, work, failed);
             if !admitted {
                 self.unpark_retired(r.node);
@@ -158,7 +164,7 @@ impl LockFreeGraph {
 
     /// Frees the edges a retired node still has parked on keys without a producer (its other
     /// edges are inert and freed when their producers end). Takes the topology lock.
-    fn unpark_retired(&self, me: NodeRef) {
+    pub(super) fn unpark_retired(&self, me: NodeRef) {
         let n = &self.nodes[me.idx as usize];
         // Acquire: pairs with the Release store of the count (submit, discover).
         let count =
@@ -187,6 +193,12 @@ impl LockFreeGraph {
         work: &mut Work,
         failed: &mut u32,
     ) {
+        if why & RETIRED_CANCELLED != 0 && why & (RETIRED_SUPERSEDED | RETIRED_REMOVED) == 0 {
+            // Cancelled for want of demand (SPEC D31): it ends like a failure that flows
+            // downstream, published in its key.
+            self.end_one(node, JobOutcome::Failed(rules::WITHDRAWN), admitted, work, failed);
+            return;
+        }
         // It demands nothing any more (SPEC D30).
         self.depart(node);
         let n = &self.nodes[node.idx as usize];
@@ -207,6 +219,8 @@ impl LockFreeGraph {
         }
         // Release: pairs with the Acquire load in `outcome`.
         n.state.store(word(node.gen, S_DONE), Ordering::Release);
+        self.ended(node);
+        self.demand_departs(node, work);
     }
 
     /// Takes the lists of `node`, superseded by `advance` (SPEC D33): its admission list
@@ -377,7 +391,9 @@ impl LockFreeGraph {
                 Err(cur) => c = cur,
             }
         }
-        self.stale.fetch_add(1, Ordering::Relaxed);
+        if c & RETIRED_CANCELLED == 0 {
+            self.stale.fetch_add(1, Ordering::Relaxed);
+        }
         let err = retired_error(c);
         let mut failed = NIL;
         self.retire_end(node, c, true, work, &mut failed);
@@ -387,6 +403,29 @@ impl LockFreeGraph {
     }
 
     pub(super) fn advance_key(&self, key: JobKey, work: &mut Work) -> Result<Version, Error> {
+        self.advance_if(key, |_| true, work)
+    }
+
+    /// A submission met its identity's job cancelled for want of demand (SPEC D31): advances
+    /// the key, so the submission starts a new job at the next generation — unless the key's
+    /// state no longer passes `still` (another submission renewed it first). The caller then
+    /// submits again.
+    pub(super) fn renew(
+        &self,
+        key: JobKey,
+        still: impl Fn(u64) -> bool,
+        work: &mut Work,
+    ) -> Result<(), Error> {
+        self.advance_if(key, still, work).map(|_| ())
+    }
+
+    /// [`advance_key`](Self::advance_key) if the key's state passes `cond`, under the lock.
+    fn advance_if(
+        &self,
+        key: JobKey,
+        cond: impl Fn(u64) -> bool,
+        work: &mut Work,
+    ) -> Result<Version, Error> {
         let ident = rules::ident(key);
         let (v, retired, k) = {
             let _g = self.lock();
@@ -395,6 +434,10 @@ impl LockFreeGraph {
             let v = slot.ver.load(Ordering::Acquire);
             if v == 0 {
                 return Err(UNKNOWN_KEY);
+            }
+            // Acquire: as any reader of the key's state.
+            if !cond(slot.state.load(Ordering::Acquire)) {
+                return Ok(Version::unpack(v));
             }
             if gen_of_version(v) >= self.bounds.max_gen {
                 return Err(EXHAUSTED);

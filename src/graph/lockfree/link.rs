@@ -119,6 +119,13 @@ impl LockFreeGraph {
                             self.release(me, met, work, failed);
                             break true;
                         }
+                        if top == SEALED_CANCELLED {
+                            // Cancelled before this link (SPEC D31): a failed gate fails the
+                            // dependent `dependency-cancelled`.
+                            self.push_edge(e);
+                            self.release_with(me, gate_flags(gate, false, true), work, failed);
+                            break true;
+                        }
                         edge.next.store(top, Ordering::Relaxed);
                         // Release: publishes the edge's fields to the sealer (its AcqRel swap).
                         match head.compare_exchange_weak(
@@ -134,6 +141,17 @@ impl LockFreeGraph {
                     if linked {
                         return k;
                     }
+                }
+                K_DONE_CANCELLED_ADMITTED | K_DONE_CANCELLED_UNADMITTED => {
+                    let admitted = st & 0xff == K_DONE_CANCELLED_ADMITTED;
+                    let flags = if rules::on_admission_list(gate) {
+                        gate_flags(gate, admitted, true)
+                    } else {
+                        gate_flags(gate, false, true)
+                    };
+                    self.push_edge(e);
+                    self.release_with(me, flags, work, failed);
+                    return k;
                 }
                 K_DONE_OK | K_DONE_FAIL_ADMITTED | K_DONE_FAIL_UNADMITTED => {
                     let t = st & 0xff;

@@ -19,6 +19,7 @@
 //! and the compaction of their index (`index.rs`).
 
 mod batch;
+mod demand;
 mod dep_buf;
 mod engine;
 mod index;
@@ -54,8 +55,11 @@ const SEALED_RETIRED: u32 = u32::MAX - 3;
 /// A list taken by `advance` from the producer it superseded: its edges moved to the key's
 /// next generation (SPEC D33), and a late linker follows the key too.
 const SEALED_SUPERSEDED: u32 = u32::MAX - 4;
+/// A list sealed by a cancelled producer (SPEC D31): `Sequential` holds, a failed gate fails
+/// its dependent `dependency-cancelled`.
+const SEALED_CANCELLED: u32 = u32::MAX - 5;
 /// The smallest list mark: every head value from here up ends a list.
-const SEALED_MIN: u32 = SEALED_SUPERSEDED;
+const SEALED_MIN: u32 = SEALED_CANCELLED;
 
 const S_FREE: u32 = 0;
 const S_WAITING: u32 = 1;
@@ -74,7 +78,7 @@ const RUNNING: u64 = 1 << 30;
 const RETIRED_SUPERSEDED: u64 = 1 << 29;
 /// The node's key was removed (SPEC D24); as [`RETIRED_SUPERSEDED`].
 const RETIRED_REMOVED: u64 = 1 << 28;
-const RETIRED: u64 = RETIRED_SUPERSEDED | RETIRED_REMOVED;
+const RETIRED: u64 = RETIRED_SUPERSEDED | RETIRED_REMOVED | RETIRED_CANCELLED;
 /// With `FAILED`: the failed gate was a removed key's waiter edge (outcome `removed`).
 const WAITED_REMOVED: u64 = 1 << 27;
 /// A key operation took a queued node before its executor started it, and ends it (SPEC D20);
@@ -83,7 +87,12 @@ const TAKEN: u64 = 1 << 26;
 /// With `FAILED`: the failed gate was a dependency pinned to a version that `advance`
 /// superseded (outcome `superseded`, SPEC D33).
 const WAITED_SUPERSEDED: u64 = 1 << 25;
-const REMAINING: u64 = WAITED_SUPERSEDED - 1;
+/// Its last demander went (SPEC D31): a waiting or queued node is ended by whoever flagged it,
+/// a running one's completion ends it `withdrawn`.
+const RETIRED_CANCELLED: u64 = 1 << 24;
+/// With `FAILED`: the failed gate was on a cancelled producer (`dependency-cancelled`).
+const WAITED_CANCELLED: u64 = 1 << 23;
+const REMAINING: u64 = WAITED_CANCELLED - 1;
 
 const K_NONE: u64 = 0;
 const K_WAITING: u64 = 1;
@@ -93,6 +102,18 @@ const K_DONE_FAIL_ADMITTED: u64 = 4;
 const K_DONE_FAIL_UNADMITTED: u64 = 5;
 /// A key slot whose generation is exhausted: retired, never claimed again.
 const K_GONE: u64 = 6;
+/// Its producer was cancelled (SPEC D31) after, or before, taking its permit. A submission of
+/// the identity advances the key and starts a new job.
+const K_DONE_CANCELLED_ADMITTED: u64 = 7;
+const K_DONE_CANCELLED_UNADMITTED: u64 = 8;
+
+/// Claim word bits (`gen << 32 | bits | count`): the job ended (whoever brings the count of an
+/// ended job to zero frees the slot); it was detached (never cancelled for want of demand);
+/// it was cancelled for want of demand (no join any more).
+const C_ENDED: u64 = 1 << 31;
+const C_DETACHED: u64 = 1 << 30;
+const C_DOOMED: u64 = 1 << 29;
+const C_COUNT: u64 = C_DOOMED - 1;
 /// Set over `K_NONE` or `K_WAITING` while an atomic batch that will publish this key holds
 /// the topology lock: every path that finds such a key takes the lock, so it sees the batch
 /// either committed (the key live) or refused (the bit cleared), never in between.
@@ -119,6 +140,28 @@ fn gen_of(w: u64) -> u32 {
 #[inline]
 fn low_of(w: u64) -> u32 {
     w as u32
+}
+
+/// The flags a dependent's count takes when a gate `gate` is counted on a producer that was
+/// admitted / succeeded (`ok`), or not, and was cancelled (`cancel`, SPEC D31).
+#[inline]
+fn gate_flags(gate: Gate, ok: bool, cancel: bool) -> u64 {
+    if rules::gate_met(gate, ok) {
+        0
+    } else if cancel {
+        FAILED | WAITED_CANCELLED
+    } else {
+        FAILED
+    }
+}
+
+/// Whether a key state word says its producer was cancelled for want of demand (SPEC D31).
+#[inline]
+fn is_cancelled_tag(st: u64) -> bool {
+    matches!(
+        st & 0xff,
+        K_DONE_CANCELLED_ADMITTED | K_DONE_CANCELLED_UNADMITTED
+    )
 }
 
 #[inline]
@@ -176,6 +219,8 @@ pub(super) enum Join {
     Gone,
     /// The claim count is at its bound.
     Full,
+    /// Its last demander went: it is cancelled (SPEC D31), a submission starts a new job.
+    Doomed,
 }
 
 struct Edge {
@@ -292,6 +337,12 @@ pub struct Work {
     ready: u32,
     /// Jobs made ready whose gauges have not moved yet (see `flush`).
     readied: u32,
+    /// Jobs cancelled for want of demand that this operation ends (SPEC D31), waiting and
+    /// queued ones, as intrusive lists through their `next`.
+    doomed: u32,
+    doomed_queued: u32,
+    /// Queued jobs this operation ended: the graph withdraws their scheduler requests.
+    withdrawn: demand::Withdrawn,
 }
 
 impl Default for Work {
@@ -299,6 +350,9 @@ impl Default for Work {
         Self {
             ready: NIL,
             readied: 0,
+            doomed: NIL,
+            doomed_queued: NIL,
+            withdrawn: demand::Withdrawn::default(),
         }
     }
 }
@@ -475,7 +529,7 @@ impl LockFreeGraph {
     ///
     /// The list is already a chain of edges ending in `NIL`: it goes back to the free list
     /// whole, with one CAS and one gauge update, not one per edge.
-    fn release_list(&self, mut e: u32, ok: bool, work: &mut Work, failed: &mut u32) {
+    fn release_list(&self, mut e: u32, ok: bool, cancel: bool, work: &mut Work, failed: &mut u32) {
         let first = e;
         let mut last = NIL;
         let mut count = 0;
@@ -485,7 +539,7 @@ impl LockFreeGraph {
             let next = edge.next.load(Ordering::Relaxed);
             let target = NodeRef::unpack(edge.target.load(Ordering::Relaxed));
             let gate = rules::gate_from(edge.gate.load(Ordering::Relaxed));
-            self.release(target, rules::gate_met(gate, ok), work, failed);
+            self.release_with(target, gate_flags(gate, ok, cancel), work, failed);
             last = e;
             count += 1;
             e = next;
@@ -513,7 +567,27 @@ impl LockFreeGraph {
 
     /// Seals one of a node's lists and releases it.
     fn seal(&self, head: &AtomicU64, gen: u32, ok: bool, work: &mut Work, failed: &mut u32) {
-        let mark = if ok { SEALED_OK } else { SEALED_FAIL };
+        self.seal_as(head, gen, ok, false, work, failed);
+    }
+
+    /// [`seal`](Self::seal); `cancel`: the producer was cancelled (SPEC D31), so a failed gate
+    /// fails its dependent `dependency-cancelled`.
+    fn seal_as(
+        &self,
+        head: &AtomicU64,
+        gen: u32,
+        ok: bool,
+        cancel: bool,
+        work: &mut Work,
+        failed: &mut u32,
+    ) {
+        let mark = if ok {
+            SEALED_OK
+        } else if cancel {
+            SEALED_CANCELLED
+        } else {
+            SEALED_FAIL
+        };
         // AcqRel: Acquire pairs with the linkers' Release pushes (their edge fields); Release
         // pairs with a late linker's Acquire load that then sees the key's end state.
         let old = head.swap(word(gen, mark), Ordering::AcqRel);
@@ -524,7 +598,7 @@ impl LockFreeGraph {
         if first >= SEALED_MIN {
             return;
         }
-        self.release_list(first, ok, work, failed);
+        self.release_list(first, ok, cancel, work, failed);
     }
 
     /// Ends a node the caller owns (state `ending`): records the outcome, publishes the end in
@@ -551,8 +625,11 @@ impl LockFreeGraph {
             if ran && c & RETIRED != 0 {
                 // A completed job held by gates it discovered, whose key moved on meanwhile
                 // (`advance`, `remove` flagged it): its result is stale (SPEC D21) — nothing is
-                // published, its dependents see no success, and it is counted.
-                self.stale.fetch_add(1, Ordering::Relaxed);
+                // published, its dependents see no success, and it is counted. One whose
+                // demand went ends `withdrawn` (SPEC D31), not counted.
+                if c & RETIRED_CANCELLED == 0 {
+                    self.stale.fetch_add(1, Ordering::Relaxed);
+                }
                 self.retire_end(NodeRef { idx, gen }, c, true, work, &mut failed);
                 continue;
             }
@@ -560,6 +637,8 @@ impl LockFreeGraph {
                 JobOutcome::Failed(crate::graph::keys::REMOVED)
             } else if c & WAITED_SUPERSEDED != 0 {
                 JobOutcome::Failed(rules::PIN_SUPERSEDED)
+            } else if c & WAITED_CANCELLED != 0 {
+                JobOutcome::Failed(rules::DEPENDENCY_CANCELLED)
             } else if c & FAILED != 0 {
                 JobOutcome::Failed(DEPENDENCY_FAILED)
             } else {
@@ -581,7 +660,7 @@ impl LockFreeGraph {
         work: &mut Work,
         failed: &mut u32,
     ) {
-        // It demands nothing any more (SPEC D30).
+        // It demands nothing any more (SPEC D30, D31).
         self.depart(node);
         let n = &self.nodes[node.idx as usize];
         // SAFETY: the caller owns the node's `ending` transition; nobody else writes the
@@ -589,10 +668,13 @@ impl LockFreeGraph {
         n.outcome.with_mut(|p| unsafe { *p = Some(outcome) });
         // SAFETY: written before publication by the submitter; read-only since.
         let info = n.info.with(|p| unsafe { *p });
-        let tag = match (outcome.is_success(), admitted) {
-            (true, _) => K_DONE_OK,
-            (false, true) => K_DONE_FAIL_ADMITTED,
-            (false, false) => K_DONE_FAIL_UNADMITTED,
+        let cancel = rules::is_cancellation(&outcome);
+        let tag = match (outcome.is_success(), admitted, cancel) {
+            (true, _, _) => K_DONE_OK,
+            (false, true, true) => K_DONE_CANCELLED_ADMITTED,
+            (false, false, true) => K_DONE_CANCELLED_UNADMITTED,
+            (false, true, false) => K_DONE_FAIL_ADMITTED,
+            (false, false, false) => K_DONE_FAIL_UNADMITTED,
         };
         // Release: pairs with a linker's Acquire load of the key after it saw this node's
         // generation move on. Only while the key still names this node: after `advance` or
@@ -604,11 +686,14 @@ impl LockFreeGraph {
             Ordering::Relaxed,
         );
         if !admitted {
-            self.seal(&n.admit, node.gen, false, work, failed);
+            self.seal_as(&n.admit, node.gen, false, cancel, work, failed);
         }
-        self.seal(&n.done, node.gen, outcome.is_success(), work, failed);
+        self.seal_as(&n.done, node.gen, outcome.is_success(), cancel, work, failed);
         // Release: pairs with the Acquire load in `outcome`.
         n.state.store(word(node.gen, S_DONE), Ordering::Release);
+        self.ended(node);
+        // The producers it leaves without demand are cancelled (SPEC D31).
+        self.demand_departs(node, work);
     }
 
     /// Shuts the graph down (SPEC D02's `shutdown`): under the topology lock, marks it shut
@@ -641,27 +726,43 @@ impl LockFreeGraph {
         self.end_failed(failed, work);
     }
 
-    /// Adds a claim to the job on `node` (SPEC D02, D03) unless every handle has taken its
-    /// outcome already. No lock, no allocation: one CAS on the node's claim word.
+    /// Adds a claim to the job on `node` (SPEC D02, D03, D31) unless it is gone (ended with
+    /// no handle left) or cancelled. One CAS on the claim word while another handle holds the
+    /// job; a job that no handle holds (kept by dependents or detached) is joined under the
+    /// topology lock, where a cancellation decides, so a joiner never joins a job that its
+    /// last demander's departure is cancelling.
     pub(super) fn join_node(&self, node: NodeRef) -> Join {
         let Some(n) = self.nodes.get(node.idx as usize) else {
             return Join::Gone;
         };
-        // Acquire: pairs with the last taker's AcqRel RMW (or `recycle`'s Release store) that
-        // emptied the count, so a joiner that finds the job gone then sees its end in the key
-        // (the taker saw it, through the node's state). A joiner reads the outcome itself
-        // later through the state word's Acquire, like the submitter.
+        let mut guard = None;
+        // Acquire: pairs with the last releaser's AcqRel RMW (or `recycle`'s Release store)
+        // that emptied the count, so a joiner that finds the job gone then sees its end in the
+        // key.
         let mut c = n.claims.load(Ordering::Acquire);
         loop {
-            if gen_of(c) != node.gen || low_of(c) == 0 {
+            if gen_of(c) != node.gen {
                 return Join::Gone;
             }
-            if low_of(c) == u32::MAX {
+            if c & C_DOOMED != 0 {
+                return Join::Doomed;
+            }
+            let count = c & C_COUNT;
+            if count == 0 {
+                if c & C_ENDED != 0 {
+                    return Join::Gone;
+                }
+                if guard.is_none() {
+                    guard = Some(self.lock());
+                    c = n.claims.load(Ordering::Acquire);
+                    continue;
+                }
+            }
+            if count == C_COUNT {
                 return Join::Full;
             }
-            // Relaxed on success: the count only decides who frees the slot; the CAS is on the
-            // word the last taker moves to zero, so a join either precedes that (the taker then
-            // leaves the slot) or fails. Acquire on failure: as the load.
+            // Relaxed on success: the count only decides who frees the slot. Acquire on
+            // failure: as the load.
             match n
                 .claims
                 .compare_exchange_weak(c, c + 1, Ordering::Relaxed, Ordering::Acquire)
@@ -669,6 +770,17 @@ impl LockFreeGraph {
                 Ok(_) => return Join::Joined,
                 Err(cur) => c = cur,
             }
+        }
+    }
+
+    /// Marks the job on `node` ended in its claim word (after its `done` state is stored);
+    /// frees the slot if no handle holds it (SPEC D31: detached, or kept by dependents only).
+    fn ended(&self, node: NodeRef) {
+        let n = &self.nodes[node.idx as usize];
+        // AcqRel: the claims' RMWs form one release sequence (see `release_claim`).
+        let c = n.claims.fetch_or(C_ENDED, Ordering::AcqRel);
+        if gen_of(c) == node.gen && c & C_COUNT == 0 && c & C_ENDED == 0 {
+            self.free_slot(node);
         }
     }
 
@@ -683,8 +795,9 @@ impl LockFreeGraph {
     fn free_slot(&self, me: NodeRef) {
         let n = &self.nodes[me.idx as usize];
         let g = NodeRef::next_gen(me.gen);
+        // Release: pairs with a later `outcome`'s Acquire load, which then sees the slot free.
         n.state
-            .store(word(g.unwrap_or(me.gen), S_FREE), Ordering::Relaxed);
+            .store(word(g.unwrap_or(me.gen), S_FREE), Ordering::Release);
         self.recycle(me, g);
     }
 

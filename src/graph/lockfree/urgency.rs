@@ -42,7 +42,7 @@ pub(super) struct Scratch {
 }
 
 /// Up to `max_deps` producers of one job, on the stack (no memset), filled in place.
-type Producers = super::dep_buf::DepBuf<NodeRef>;
+pub(super) type Producers = super::dep_buf::DepBuf<NodeRef>;
 
 impl LockFreeGraph {
     /// Sets up a node's urgency before publication.
@@ -108,7 +108,7 @@ impl LockFreeGraph {
     /// list are not freed while it stays unsealed; a walk that a seal overtook may read
     /// recycled edges, which is why [`pending_max`](Self::pending_max) walks until two walks
     /// agree. Bounded by the edge arena.
-    fn walk(&self, q: NodeRef, mut f: impl FnMut(NodeRef)) {
+    pub(super) fn walk(&self, q: NodeRef, mut f: impl FnMut(NodeRef)) {
         let n = &self.nodes[q.idx as usize];
         for head in [&n.admit, &n.done] {
             // Acquire: pairs with the linkers' Release pushes (the edges' fields).
@@ -149,7 +149,7 @@ impl LockFreeGraph {
 
     /// Under the lock: the live producers `x` has a pending edge on, into `out` (filled in
     /// place: the buffer is a few KiB, not to be moved per call).
-    fn producers(&self, x: NodeRef, out: &mut Producers) {
+    pub(super) fn producers(&self, x: NodeRef, out: &mut Producers) {
         out.clear();
         let n = &self.nodes[x.idx as usize];
         // Acquire: pairs with the count's Release store (submit, discover).
