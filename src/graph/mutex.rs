@@ -2,7 +2,10 @@
 //! through the same rule functions as the lock-free engine. It is the comparison of the graph
 //! benches and the oracle of the differential test.
 
-use super::rules::{self, Pin, Urgency, CYCLE, DEPENDENCY_FAILED, DUPLICATE_KEY, SHUTDOWN, STALE};
+use super::rules::{
+    self, Pin, Urgency, CYCLE, DEPENDENCY_CANCELLED, DEPENDENCY_FAILED, DUPLICATE_KEY, SHUTDOWN,
+    STALE, WITHDRAWN,
+};
 use super::{
     Admission, Bounds, Gate, GraphEngine, JobKey, JobOutcome, JobSpec, NodeRef, Occupancy, Ready,
 };
@@ -11,19 +14,27 @@ use crate::ids::{ClassId, Priority, TenantId};
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 
+#[cfg(all(test, not(loom)))]
+mod d31_tests;
+mod demand;
 mod keys;
 
 /// A dependent edge: the dependent, its gate, and whether it is pinned to the producer's
 /// version (SPEC D33).
 type Edge = (NodeRef, Gate, bool);
 
-/// Why a gate was counted as it was: its producer's event, a removed key, or a pinned
-/// version that `advance` superseded (they set the dependent's failure, SPEC D11, D33).
+/// Why a gate was counted as it was: its producer's event, a removed key, a pinned
+/// version that `advance` superseded, or a producer that was cancelled (they set the
+/// dependent's failure, SPEC D11, D33, D31).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Why {
     Gate,
     Removed,
     Superseded,
+    /// The producer's outcome is a cancellation (`rules::is_cancellation`): a failed gate
+    /// fails the dependent `dependency-cancelled`; a met one (`Sequential`, or `OnAdmission`
+    /// on an admitted producer) is just met.
+    Cancelled,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,9 +74,14 @@ struct MNode {
     waited_removed: bool,
     /// A gate failed because the version it was pinned to was superseded (`superseded`).
     waited_superseded: bool,
-    /// Handles that have not taken the outcome yet: the submitter's and one per joiner
-    /// (SPEC D02, D03). The slot is freed when the last one takes it.
+    /// A gate failed because its producer was cancelled (`dependency-cancelled`, SPEC D31).
+    waited_cancelled: bool,
+    /// Handles that have not given their claim back yet: the submitter's and one per joiner
+    /// (SPEC D02, D03, D31). It may reach 0 before the job ends (dependents or `detached`
+    /// keep it); an ended job is freed when it is 0.
     claims: u32,
+    /// Detached by a release (SPEC D31): never cancelled for want of demand.
+    detached: bool,
     /// Its own urgency, raised by joiners (SPEC D30).
     base: Urgency,
     /// Its effective urgency: `base` and that of every pending demander (SPEC D30).
@@ -81,7 +97,13 @@ enum MKey {
     None,
     Waiting(Vec<Edge>),
     Live(NodeRef),
-    Done { admitted: bool, ok: bool },
+    /// Its producer ended: whether it had been admitted, and its outcome (a late linker's
+    /// gate needs success, and whether it was a cancellation, SPEC D31; a resubmission
+    /// whether it was `withdrawn`).
+    Done {
+        admitted: bool,
+        outcome: JobOutcome,
+    },
 }
 
 #[derive(Debug)]
@@ -101,6 +123,8 @@ struct State {
     vers: HashMap<u64, u64>,
     /// Completions refused as stale (SPEC D21).
     stale: u64,
+    /// Jobs ended by the current operation, not swept yet (`sweep`, SPEC D31).
+    ended: Vec<NodeRef>,
 }
 
 /// The graph's mutex twin (the oracle's).
@@ -117,6 +141,8 @@ pub struct Work {
     ready: Vec<Ready>,
     /// Jobs whose effective urgency changed (SPEC D30).
     resync: Vec<NodeRef>,
+    /// Queued jobs cancelled before an executor started them (SPEC D31).
+    withdrawn: Vec<NodeRef>,
 }
 
 impl super::sealed::Sealed for MutexGraph {}
@@ -134,6 +160,15 @@ impl Why {
         let met = rules::gate_met_superseded(gate);
         (met, if met { Why::Gate } else { Why::Superseded })
     }
+
+    /// What an end with `outcome` means for its dependents' failed gates.
+    fn of_end(outcome: &JobOutcome) -> Why {
+        if rules::is_cancellation(outcome) {
+            Why::Cancelled
+        } else {
+            Why::Gate
+        }
+    }
 }
 
 impl MNode {
@@ -142,6 +177,8 @@ impl MNode {
         self.failed |= !met;
         self.waited_removed |= why == Why::Removed;
         self.waited_superseded |= why == Why::Superseded;
+        // Only a gate the cancellation failed: `Sequential` on a cancelled producer holds.
+        self.waited_cancelled |= !met && why == Why::Cancelled;
     }
 }
 
@@ -155,6 +192,10 @@ impl State {
         work: &mut Work,
     ) -> Result<Admission<NodeRef>, Error> {
         let n = self.node(node).ok_or(STALE)?;
+        if n.retired == Some(WITHDRAWN) {
+            // A cancelled job is never joined (SPEC D31): ended or still running flagged.
+            return Err(STALE);
+        }
         Ok(match n.claims.checked_add(1) {
             Some(c) => {
                 n.claims = c;
@@ -222,17 +263,19 @@ impl State {
         }
     }
 
+    /// Releases one of a producer's lists; `why`: [`Why::of_end`] of its end (or `Gate`).
     fn release_list(
         &mut self,
         list: Vec<Edge>,
         ok: bool,
+        why: Why,
         work: &mut Work,
         failed: &mut Vec<NodeRef>,
     ) {
         // Last linked first, as the lock-free engine's stacks.
         for (target, gate, _) in list.into_iter().rev() {
             self.edges_used -= 1;
-            self.release(target, rules::gate_met(gate, ok), work, failed);
+            self.release_with(target, rules::gate_met(gate, ok), why, work, failed);
         }
     }
 
@@ -247,17 +290,31 @@ impl State {
             self.waiting -= 1;
             let n = &self.nodes[f.idx as usize];
             let ran = n.st == St::Completing;
-            if let (true, Some(err)) = (ran, n.retired) {
-                // A completed job held by gates it discovered, whose key moved on meanwhile:
-                // its result is stale (SPEC D21), as in the lock-free engine.
-                self.stale += 1;
-                self.retire_end(f, err, true, work, &mut failed);
-                continue;
+            match (ran, n.retired) {
+                (true, Some(WITHDRAWN)) => {
+                    // A completed job held by gates it discovered, cancelled meanwhile (SPEC
+                    // D31): it ends `withdrawn` whatever its body reported, published like a
+                    // failure, and is not a stale completion.
+                    self.end_one(f, JobOutcome::Failed(WITHDRAWN), true, work, &mut failed);
+                    continue;
+                }
+                (true, Some(err)) => {
+                    // A completed job held by gates it discovered, whose key moved on
+                    // meanwhile: its result is stale (SPEC D21), as in the lock-free engine.
+                    self.stale += 1;
+                    self.retire_end(f, err, true, work, &mut failed);
+                    continue;
+                }
+                _ => {}
             }
+            // Precedence: removed > superseded (pin) > dependency-cancelled > dependency-failed
+            // (SPEC D31 slots the cancellation in above a plain failed gate).
             let outcome = if n.waited_removed {
                 JobOutcome::Failed(super::keys::REMOVED)
             } else if n.waited_superseded {
                 JobOutcome::Failed(rules::PIN_SUPERSEDED)
+            } else if n.waited_cancelled {
+                JobOutcome::Failed(DEPENDENCY_CANCELLED)
             } else if n.failed {
                 JobOutcome::Failed(DEPENDENCY_FAILED)
             } else {
@@ -276,6 +333,8 @@ impl State {
         failed: &mut Vec<NodeRef>,
     ) {
         self.depart(node, work);
+        // Swept at the end of the operation: freed without claims, its producers checked.
+        self.ended.push(node);
         let n = &mut self.nodes[node.idx as usize];
         n.outcome = Some(outcome);
         n.st = St::Done;
@@ -291,14 +350,12 @@ impl State {
         // next generation (SPEC D20).
         if let Some(k) = self.keys.get_mut(&key) {
             if matches!(k, MKey::Live(p) if *p == node) {
-                *k = MKey::Done {
-                    admitted,
-                    ok: outcome.is_success(),
-                };
+                *k = MKey::Done { admitted, outcome };
             }
         }
-        self.release_list(admit, false, work, failed);
-        self.release_list(done, outcome.is_success(), work, failed);
+        let why = Why::of_end(&outcome);
+        self.release_list(admit, false, why, work, failed);
+        self.release_list(done, outcome.is_success(), why, work, failed);
     }
 
     /// Whether the stores have room for `jobs` (nodes, edges, keys); claims the key entries.
@@ -355,7 +412,9 @@ impl State {
             n.retired = None;
             n.waited_removed = false;
             n.waited_superseded = false;
+            n.waited_cancelled = false;
             n.claims = 1;
+            n.detached = false;
             n.base = Urgency {
                 priority: spec.priority,
                 deadline,
@@ -416,9 +475,10 @@ impl State {
                 }
                 None
             }
-            Some(MKey::Done { admitted, ok }) => {
-                Some((rules::gate_met_after_end(gate, *admitted, *ok), Why::Gate))
-            }
+            Some(MKey::Done { admitted, outcome }) => Some((
+                rules::gate_met_after_end(gate, *admitted, outcome.is_success()),
+                Why::of_end(outcome),
+            )),
             // Shut down: no producer will come.
             _ if shut => Some((false, Why::Gate)),
             Some(MKey::Waiting(list)) => {
@@ -590,10 +650,12 @@ impl GraphEngine for MutexGraph {
                 outcome: None,
                 body: None,
                 claims: 0,
+                detached: false,
                 ver: 0,
                 retired: None,
                 waited_removed: false,
                 waited_superseded: false,
+                waited_cancelled: false,
                 base: Urgency {
                     priority: 0,
                     deadline: rules::NO_DEADLINE,
@@ -619,6 +681,7 @@ impl GraphEngine for MutexGraph {
                 closed: false,
                 vers: HashMap::new(),
                 stale: 0,
+                ended: Vec::new(),
             }),
             bounds,
         }
@@ -639,7 +702,11 @@ impl GraphEngine for MutexGraph {
             return Err(SHUTDOWN);
         }
         let own = rules::ident(spec.key);
+        // The key names a job cancelled by demand: the submission advances the key and is a
+        // new job at the next generation (SPEC D31), never a join or `duplicate-key`.
+        let renew = s.names_withdrawn(own);
         match s.keys.get(&own) {
+            _ if renew => {}
             // A live job of the same identity: join it (SPEC D02).
             Some(MKey::Live(p)) => {
                 let p = *p;
@@ -653,12 +720,30 @@ impl GraphEngine for MutexGraph {
             _ => {}
         }
         let deps: Vec<u64> = spec.deps.iter().map(|d| rules::ident(d.key)).collect();
-        // A key with waiters: refuse a cycle before anything else (as the lock-free engine).
-        if matches!(s.keys.get(&own), Some(MKey::Waiting(_))) && s.closes_cycle(own, &deps) {
+        if renew {
+            // Every refusal before the advance, so a refused submission changes nothing: the
+            // advance's own error first, then the cycle check the key would need once the
+            // advance has moved the cancelled job's followers onto it as waiters.
+            let v = s.vers.get(&own).copied().unwrap_or(0);
+            if super::keys::gen_of_version(v) >= self.bounds.max_gen {
+                return Err(super::keys::EXHAUSTED);
+            }
+            let followers = matches!(s.keys.get(&own), Some(MKey::Live(p)) if s.has_followers(*p));
+            if followers && s.closes_cycle(own, &deps) {
+                return Err(CYCLE);
+            }
+        } else if matches!(s.keys.get(&own), Some(MKey::Waiting(_))) && s.closes_cycle(own, &deps) {
+            // A key with waiters: refuse a cycle before anything else (as the lock-free engine).
             return Err(CYCLE);
         }
         if !s.room_for(core::slice::from_ref(spec), &self.bounds) {
             return Ok(Admission::Backpressured);
+        }
+        if renew {
+            // As `advance` does: the key moves off the cancelled job (nothing else to retire:
+            // it is ended or flagged), its dependents follow the key, its pinned ones see it
+            // superseded. Cannot fail now: the key has a version below the bound.
+            s.advance(own, self.bounds.max_gen, work)?;
         }
         // Linked with a hold, as the lock-free graph's submitter holds its node: inheritance
         // (SPEC D30) from the adopted waiters comes before the job may fire, so it becomes ready
@@ -669,6 +754,7 @@ impl GraphEngine for MutexGraph {
         let mut failed = Vec::new();
         s.release(me, true, work, &mut failed);
         s.end_failed(failed, work);
+        s.sweep(work);
         Ok(Admission::Admitted(me))
     }
 
@@ -714,6 +800,7 @@ impl GraphEngine for MutexGraph {
         for &me in out.iter() {
             s.arrive(me, work);
         }
+        s.sweep(work);
         Ok(Admission::Admitted(()))
     }
 
@@ -724,6 +811,7 @@ impl GraphEngine for MutexGraph {
             s.release(me, true, work, &mut failed);
             s.end_failed(failed, work);
         }
+        s.sweep(work);
     }
 
     fn pop_ready(&self, work: &mut Work) -> Option<Ready> {
@@ -741,9 +829,10 @@ impl GraphEngine for MutexGraph {
             s.refresh(node, work);
         }
         let mut failed = Vec::new();
-        s.release_list(list, true, work, &mut failed);
+        s.release_list(list, true, Why::Gate, work, &mut failed);
         // A dependent whose last gate this was may have failed another gate earlier.
         s.end_failed(failed, work);
+        s.sweep(work);
     }
 
     fn fail_ready(&self, node: NodeRef, error: Error, admitted: bool, work: &mut Work) {
@@ -752,8 +841,17 @@ impl GraphEngine for MutexGraph {
         if !matches!(s.node(node), Some(n) if matches!(n.st, St::Ready | St::Queued)) {
             return;
         }
+        // A job cancelled on its way to the scheduler ends `withdrawn` whichever way it ends
+        // (SPEC D31: the flag decides its end, as at its completion), so its key keeps saying
+        // it was cancelled and a resubmission advances it.
+        let error = if s.nodes[node.idx as usize].retired == Some(WITHDRAWN) {
+            WITHDRAWN
+        } else {
+            error
+        };
         s.ready -= 1;
         s.end(node, JobOutcome::Failed(error), admitted, work);
+        s.sweep(work);
     }
 
     fn start(&self, node: NodeRef) -> bool {
@@ -780,6 +878,7 @@ impl GraphEngine for MutexGraph {
         }
         s.running -= 1;
         if let Some(e) = s.refuse_stale(node, work) {
+            s.sweep(work);
             return Err(e);
         }
         s.waiting += 1;
@@ -789,6 +888,7 @@ impl GraphEngine for MutexGraph {
         let mut failed = Vec::new();
         s.release(node, true, work, &mut failed);
         s.end_failed(failed, work);
+        s.sweep(work);
         Ok(())
     }
 
@@ -880,18 +980,34 @@ impl GraphEngine for MutexGraph {
     }
 
     fn release(&self, node: NodeRef, detach: bool, work: &mut Work) -> Result<bool, Error> {
-        let _ = (node, detach, work);
-        todo!("D31 release")
+        let mut s = self.lock();
+        let n = s.node(node).ok_or(STALE)?;
+        if n.claims == 0 {
+            return Err(STALE);
+        }
+        n.claims -= 1;
+        // Detachment is for good: a later release without it does not undo it.
+        n.detached |= detach;
+        let cancelled = if n.st == St::Done {
+            if n.claims == 0 {
+                s.free_slot(node.idx);
+            }
+            false
+        } else {
+            s.withdraw_if_undemanded(node, work)
+        };
+        s.sweep(work);
+        Ok(cancelled)
     }
 
     fn pop_withdrawn(&self, work: &mut Work) -> Option<NodeRef> {
-        let _ = work;
-        None
+        work.withdrawn.pop()
     }
 
     fn signalled(&self, node: NodeRef) -> bool {
-        let _ = node;
-        false
+        // The retirement flag: set by a cancellation (SPEC D31), `advance` or `remove` (D20,
+        // D24), and kept once the job ended; false for a stale node.
+        self.lock().node(node).is_some_and(|n| n.retired.is_some())
     }
 
     fn outcome(&self, node: NodeRef, take: bool) -> Result<Option<JobOutcome>, Error> {
@@ -902,18 +1018,14 @@ impl GraphEngine for MutexGraph {
         }
         let out = n.outcome;
         if take {
+            // An ended job always has a claim: one ending without is freed at its end.
             n.claims -= 1;
             if n.claims > 0 {
                 // Other handles of the job still have to take it.
                 return Ok(out);
             }
-            n.st = St::Free;
-            n.deps.clear();
             // An exhausted slot retires (never allocated again, still counted as used).
-            if let Some(g) = NodeRef::next_gen(n.gen) {
-                n.gen = g;
-                s.free.push(node.idx);
-            }
+            s.free_slot(node.idx);
         }
         Ok(out)
     }
@@ -938,19 +1050,28 @@ impl GraphEngine for MutexGraph {
             s.release(target, false, work, &mut failed);
         }
         s.end_failed(failed, work);
+        // Frees what ended without claims; cancels nothing (shut down).
+        s.sweep(work);
     }
 
     fn advance(&self, key: JobKey, work: &mut Work) -> Result<super::Version, Error> {
-        self.lock()
-            .advance(rules::ident(key), self.bounds.max_gen, work)
+        let mut s = self.lock();
+        let out = s.advance(rules::ident(key), self.bounds.max_gen, work);
+        s.sweep(work);
+        out
     }
 
     fn remove(&self, key: JobKey, work: &mut Work) -> Result<(), Error> {
-        self.lock().remove(rules::ident(key), work)
+        let mut s = self.lock();
+        let out = s.remove(rules::ident(key), work);
+        s.sweep(work);
+        out
     }
 
     fn reset(&self, work: &mut Work) {
-        self.lock().reset(work);
+        let mut s = self.lock();
+        s.reset(work);
+        s.sweep(work);
     }
 
     fn version(&self, key: JobKey) -> Option<super::Version> {

@@ -6,6 +6,7 @@ use crate::error::Error;
 use crate::graph::keys::{
     fresh_incarnation, gen_of_version, CANCELLED_REMOVED, EXHAUSTED, SUPERSEDED, UNKNOWN_KEY,
 };
+use crate::graph::rules::WITHDRAWN;
 use crate::graph::{JobOutcome, Version, Witness};
 
 /// Waiter edges of a key: dependent and gate.
@@ -85,7 +86,7 @@ impl State {
     }
 
     /// Frees the edges a retired node still has parked on keys without a producer.
-    fn unpark(&mut self, me: NodeRef) {
+    pub(super) fn unpark(&mut self, me: NodeRef) {
         let deps = self.nodes[me.idx as usize].deps.clone();
         for ident in deps {
             if let Some(MKey::Waiting(list)) = self.keys.get_mut(&ident) {
@@ -107,6 +108,8 @@ impl State {
         failed: &mut Vec<NodeRef>,
     ) {
         self.depart(node, work);
+        // Swept at the end of the operation (SPEC D31), as `end_one`'s ends.
+        self.ended.push(node);
         let n = &mut self.nodes[node.idx as usize];
         n.outcome = Some(JobOutcome::Failed(error));
         n.st = St::Done;
@@ -195,14 +198,21 @@ impl State {
         }
     }
 
-    /// A completion of a retired job is stale (SPEC D21). `None`: not retired.
+    /// A completion of a retired job is stale (SPEC D21). `None`: not retired. A job
+    /// cancelled by demand (SPEC D31) is refused `withdrawn` too, but is no stale completion
+    /// and ends like a failure (published in its key, its dependents released per gate).
     pub(super) fn refuse_stale(&mut self, node: NodeRef, work: &mut Work) -> Option<Error> {
         let n = &mut self.nodes[node.idx as usize];
         let err = n.retired?;
+        // Gates it discovered and still waits on count no more: it ends now.
         n.remaining = 0;
-        self.stale += 1;
         let mut failed = Vec::new();
-        self.retire_end(node, err, true, work, &mut failed);
+        if err == WITHDRAWN {
+            self.end_one(node, JobOutcome::Failed(WITHDRAWN), true, work, &mut failed);
+        } else {
+            self.stale += 1;
+            self.retire_end(node, err, true, work, &mut failed);
+        }
         self.unpark(node);
         self.end_failed(failed, work);
         Some(err)
@@ -223,6 +233,13 @@ impl State {
         }
         self.vers.insert(ident, v + 1);
         let (live, _) = self.detach(ident, false);
+        // A live producer already cancelled by demand (SPEC D31), flagged and still running:
+        // it keeps its `withdrawn` end, but its dependents (linked after the cancellation)
+        // follow the key as a superseded producer's do.
+        let withdrawn = live.is_some_and(|p| {
+            let n = &self.nodes[p.idx as usize];
+            n.retired == Some(WITHDRAWN) && n.st != St::Done
+        });
         let retired = live.map(|p| self.mark_retired(p, SUPERSEDED));
         let pinned = self.take_pinned_waiters(ident);
         let mut failed = Vec::new();
@@ -235,7 +252,7 @@ impl State {
         match retired {
             Some(r) if r.end.is_some() => self.finish(r, work, &mut failed),
             // Running or on its way to the scheduler: its dependents follow the key now.
-            Some(r) if r.flagged => self.follow(r.node, false, work, &mut failed),
+            Some(r) if r.flagged || withdrawn => self.follow(r.node, false, work, &mut failed),
             _ => {}
         }
         self.end_failed(failed, work);
