@@ -130,8 +130,18 @@ impl LockFreeGraph {
         }
         // Acquire: the state as `outcome` reads it; an ending job keeps its own outcome.
         let st = n.state.load(Ordering::Acquire);
-        if gen_of(st) != q.gen || low_of(st) >= S_ENDING || low_of(st) == S_FREE {
+        if gen_of(st) != q.gen || low_of(st) == S_DONE || low_of(st) == S_FREE {
             return false;
+        }
+        if low_of(st) == S_ENDING {
+            // Ending now keeps its own outcome; only a completed job that waits for gates it
+            // discovered while it ran (its count still holds them) is flagged, and ends
+            // `withdrawn` when they are counted.
+            // Relaxed: decides nothing but this check; `mark_retired` re-reads it by CAS.
+            let c = n.ctl.load(Ordering::Relaxed);
+            if c & RUNNING == 0 || c & REMAINING == 0 || c & RETIRED != 0 {
+                return false;
+            }
         }
         if self.has_pending_dependent(q) {
             return false;
@@ -225,6 +235,19 @@ impl LockFreeGraph {
             }
             self.end_failed(failed, work);
         }
+    }
+
+    /// Whether the job on `node` was cancelled for want of demand and has not ended.
+    pub(super) fn is_doomed_unended(&self, node: NodeRef) -> bool {
+        let n = &self.nodes[node.idx as usize];
+        // Acquire: as `is_signalled`.
+        let c = n.ctl.load(Ordering::Acquire);
+        let st = n.state.load(Ordering::Acquire);
+        gen_of(c) == node.gen
+            && c & RETIRED == RETIRED_CANCELLED
+            && st == word(node.gen, low_of(st))
+            && low_of(st) != S_DONE
+            && low_of(st) != S_FREE
     }
 
     /// Whether the started job on `node` is told to stop (SPEC D20, D24, D31).

@@ -343,6 +343,14 @@ impl GraphEngine for LockFreeGraph {
             .ready_running
             .fetch_sub(READY_ONE, Ordering::Relaxed);
         n.state.store(word(node.gen, S_ENDING), Ordering::Relaxed);
+        // A job cancelled for want of demand on its way here ends `withdrawn`, whatever the
+        // hand-off met (SPEC D31): its key then says so, and a new submission starts afresh.
+        let error = if c & RETIRED_CANCELLED != 0 && c & (RETIRED_SUPERSEDED | RETIRED_REMOVED) == 0
+        {
+            rules::WITHDRAWN
+        } else {
+            error
+        };
         self.end(node, JobOutcome::Failed(error), admitted, work);
     }
 

@@ -464,6 +464,11 @@ impl LockFreeGraph {
             // Running (its completion will be stale) or on its way to the scheduler: its
             // dependents follow the key now, not when it completes (SPEC D33).
             Some(r) if r.flagged => self.follow(r.node, k, ident, false, work, &mut failed),
+            // Cancelled for want of demand and still running (SPEC D31): dependents that
+            // linked since follow the key, as a superseded job's do; it still ends `withdrawn`.
+            Some(r) if self.is_doomed_unended(r.node) => {
+                self.follow(r.node, k, ident, false, work, &mut failed)
+            }
             _ => {}
         }
         self.end_failed(failed, work);
