@@ -57,8 +57,15 @@ fn submit_allocations(n: u64) -> u64 {
     while let Some(r) = g.try_next(ClassId(0)) {
         g.complete(r, JobOutcome::Succeeded).unwrap();
     }
-    assert_eq!(g.wait_batch(&[last]).unwrap(), [JobOutcome::Succeeded]);
+    assert_eq!(
+        g.wait_batch(std::slice::from_ref(&last)).unwrap(),
+        [JobOutcome::Succeeded]
+    );
     g.wait_batch(&producers).unwrap();
+    // The last handles gone, every ended job is freed (SPEC D31).
+    drop(last);
+    drop(producers);
+    assert_eq!(g.occupancy().nodes_used, 0);
     allocs
 }
 

@@ -5,7 +5,9 @@
 //! not deadlock, and must see the room whose release woke it.
 
 use fairway::admission::{ClassSpec, Ledger, LedgerConfig};
-use fairway::graph::{Admission, Dependency, Gate, Graph, GraphEngine, JobKey, JobOutcome};
+use fairway::graph::{
+    Admission, Dependency, Gate, Graph, GraphEngine, JobHandle, JobKey, JobOutcome,
+};
 use fairway::oracle::GraphOn;
 use fairway::ClassId;
 use std::future::Future;
@@ -23,6 +25,9 @@ use graph_common::spec;
 struct ReEnter<E: GraphEngine> {
     graph: GraphOn<E>,
     seen: Mutex<mpsc::Sender<(u32, bool)>>,
+    /// The handles its submits got: kept, since a dropped one would cancel job 3 (SPEC D31)
+    /// and give its node back. The test takes them out at its end.
+    kept: Arc<Mutex<Vec<JobHandle<E>>>>,
 }
 
 impl<E: GraphEngine> Wake for ReEnter<E> {
@@ -43,10 +48,17 @@ impl<E: GraphEngine> Wake for ReEnter<E> {
             gate: Gate::OnSuccess,
             pin: None,
         }];
-        let admitted = matches!(
-            self.graph.submit(&spec(3, &waits)),
-            Ok(Admission::Admitted(_))
-        );
+        let admitted = match self.graph.submit(&spec(3, &waits)) {
+            Ok(Admission::Admitted(h)) => {
+                self.kept.lock().unwrap().push(h);
+                true
+            }
+            Ok(Admission::DedupeJoined(h)) => {
+                self.kept.lock().unwrap().push(h);
+                false
+            }
+            _ => false,
+        };
         let _ = self.seen.lock().unwrap().send((free_nodes, admitted));
     }
 }
@@ -65,26 +77,34 @@ fn d32_waker_runs_outside_every_lock_and_may_reenter<E: GraphEngine>() {
     };
     // The node store is full: the waiting submit of job 2 parks its (re-entering) waker.
     let (tx, rx) = mpsc::channel();
+    let kept = Arc::new(Mutex::new(Vec::new()));
     let waker = Waker::from(Arc::new(ReEnter {
         graph: g.clone(),
         seen: Mutex::new(tx),
+        kept: kept.clone(),
     }));
     let mut cx = Context::from_waker(&waker);
     let spec2 = spec(2, &[]);
     let mut waiting = pin!(g.submit_waiting(&spec2));
     assert!(waiting.as_mut().poll(&mut cx).is_pending());
 
-    // Run job 1 and collect its outcome on another thread: that frees the node and wakes.
+    // Run job 1 and collect its outcome on another thread (read it, drop the last handle):
+    // that frees the node and wakes.
     let g2 = g.clone();
     let runner = std::thread::spawn(move || {
         let job = g2.try_next(ClassId(0)).expect("job 1 is ready");
         g2.complete(job, JobOutcome::Succeeded).unwrap();
-        assert_eq!(g2.take_outcome(a).unwrap(), Some(JobOutcome::Succeeded));
+        assert_eq!(a.outcome(), Some(JobOutcome::Succeeded));
+        drop(a);
     });
     let (free_nodes, admitted) = rx
         .recv_timeout(Duration::from_secs(10))
         .expect("the waker ran and returned (a wake under a graph lock would deadlock here)");
-    runner.join().unwrap();
+    graph_common::join_within(
+        runner,
+        Duration::from_secs(10),
+        "the thread that ran job 1 and dropped its handle (a wake under a lock?)",
+    );
     let mut wakes = vec![(free_nodes, admitted)];
     wakes.extend(rx.try_iter());
     // Every wake that saw the freed node took it with its re-entrant submit.
@@ -95,9 +115,11 @@ fn d32_waker_runs_outside_every_lock_and_may_reenter<E: GraphEngine>() {
     // submit, polled again now).
     let job3 = wakes.iter().any(|&(_, admitted)| admitted);
     let noop = Waker::noop();
+    // Job 2's handle is kept as well until the end.
+    let mut job2_handle = None;
     let job2 = match waiting.as_mut().poll(&mut Context::from_waker(noop)) {
         Poll::Ready(r) => {
-            r.unwrap();
+            job2_handle = Some(r.unwrap());
             true
         }
         Poll::Pending => false,
@@ -108,6 +130,10 @@ fn d32_waker_runs_outside_every_lock_and_may_reenter<E: GraphEngine>() {
     );
     let o = g.occupancy();
     assert_eq!((o.nodes_used, o.nodes_total), (1, 1));
+    drop(job2_handle);
+    // Out of the lock first: a drop may wake, and the waker takes that lock.
+    let rest = std::mem::take(&mut *kept.lock().unwrap());
+    drop(rest);
 }
 
 #[test]

@@ -44,7 +44,7 @@ fn run_fan_in<E: GraphEngine>(n: u64, fail: Option<u64>) -> JobOutcome {
     let mut ended = 0;
     let mut ran_last = false;
     while let Some(r) = g.try_next(CPU) {
-        if r.handle() == last {
+        if r.id() == last.id() {
             assert_eq!(
                 ended, n,
                 "the dependent ran after {ended} of its {n} dependencies"
@@ -68,8 +68,11 @@ fn run_fan_in<E: GraphEngine>(n: u64, fail: Option<u64>) -> JobOutcome {
         fail.is_none(),
         "the dependent runs only if every gate held"
     );
-    let out = g.wait_batch(&[last]).unwrap().remove(0);
+    let out = g.wait_batch(std::slice::from_ref(&last)).unwrap().remove(0);
     assert_eq!(g.wait_batch(&producers).unwrap().len(), n as usize);
+    // Every job ended; their last handles gone, every node is freed (SPEC D31).
+    drop(last);
+    drop(producers);
     let o = g.occupancy();
     assert_eq!((o.nodes_used, o.edges_used), (0, 0));
     out

@@ -24,7 +24,13 @@ both_graphs!(
 /// stale count.
 fn held_then<E: GraphEngine>(
     op: impl Fn(&GraphOn<E>),
-) -> (GraphOn<E>, JobHandle, JobOutcome, Option<JobOutcome>, u64) {
+) -> (
+    GraphOn<E>,
+    JobHandle<E>,
+    JobOutcome,
+    Option<JobOutcome>,
+    u64,
+) {
     let ledger = Ledger::new(LedgerConfig::new(vec![ClassSpec::new("cpu")], 4)).unwrap();
     let g = Graph::builder(ledger)
         .class(2)
@@ -36,11 +42,11 @@ fn held_then<E: GraphEngine>(
     let a = admit(&g, 1, &[]);
     let d = admit(&g, 3, &[dep(1, Gate::OnSuccess)]);
     let running = g.try_next(CPU).expect("A is ready");
-    assert_eq!(running.handle(), a);
+    assert_eq!(running.id(), a.id());
     g.discover(&running, &[dep(10, Gate::OnSuccess)]).unwrap();
     g.complete(running, JobOutcome::Succeeded).unwrap();
     assert_eq!(
-        g.outcome(a).unwrap(),
+        g.outcome(&a).unwrap(),
         None,
         "A is held by its discovered dependency"
     );
@@ -48,12 +54,13 @@ fn held_then<E: GraphEngine>(
     let p = admit(&g, 10, &[]);
     let mut d_ran = false;
     while let Some(r) = g.try_next(CPU) {
-        d_ran |= r.handle() == d;
+        d_ran |= r.id() == d.id();
         g.complete(r, JobOutcome::Succeeded).unwrap();
     }
-    assert!(g.take_outcome(p).unwrap().unwrap().is_success());
-    let a_out = g.outcome(a).unwrap().expect("A ended");
-    let d_out = g.outcome(d).unwrap();
+    assert!(p.outcome().unwrap().is_success());
+    drop(p);
+    let a_out = g.outcome(&a).unwrap().expect("A ended");
+    let d_out = g.outcome(&d).unwrap();
     assert!(
         !d_ran || !a_out.is_success(),
         "D ran on a result published after its key moved on"
@@ -77,11 +84,13 @@ pub(crate) fn d21_a_held_completion_is_stale_once_its_key_advanced<E: GraphEngin
     let a2 = admit(&g, 1, &[]);
     let mut order = Vec::new();
     while let Some(r) = g.try_next(CPU) {
-        order.push(r.handle());
+        order.push(r.id());
         g.complete(r, JobOutcome::Succeeded).unwrap();
     }
-    assert_eq!(order, [a2, d], "key 1's next job runs, then D");
-    assert_eq!(g.take_outcome(d).unwrap(), Some(JobOutcome::Succeeded));
+    assert_eq!(order, [a2.id(), d.id()], "key 1's next job runs, then D");
+    assert_eq!(d.outcome(), Some(JobOutcome::Succeeded));
+    drop((a2, d));
+    assert_eq!(g.occupancy().nodes_used, 0);
 }
 
 pub(crate) fn d24_a_held_completion_is_stale_once_its_key_was_removed<E: GraphEngine>() {

@@ -2,8 +2,8 @@
 
 use fairway::admission::{ClassSpec, Ledger, LedgerConfig, Limits};
 use fairway::graph::{
-    Admission, ConcurrencyCap, Gate, Graph, GraphBuilder, GraphEngine, JobHandle, JobOutcome,
-    JobSpec, Occupancy,
+    Admission, ConcurrencyCap, Gate, Graph, GraphBuilder, GraphEngine, JobHandle, JobId,
+    JobOutcome, JobSpec, Occupancy,
 };
 use fairway::oracle::GraphOn;
 use fairway::{Code, Reason};
@@ -71,12 +71,12 @@ fn graph<E: GraphEngine>() -> GraphOn<E> {
     builder(Limits::UNLIMITED).build_with::<E>().unwrap()
 }
 
-/// Runs every ready job of `CPU` until none is left; `fail` lists the handles whose body fails.
-/// Returns the handles in the order they ran.
-fn drain<E: GraphEngine>(g: &GraphOn<E>, fail: &[JobHandle]) -> Vec<JobHandle> {
+/// Runs every ready job of `CPU` until none is left; `fail` lists the jobs whose body fails.
+/// Returns the jobs in the order they ran.
+fn drain<E: GraphEngine>(g: &GraphOn<E>, fail: &[JobId]) -> Vec<JobId> {
     let mut ran = Vec::new();
     while let Some(job) = g.try_next(CPU) {
-        let h = job.handle();
+        let h = job.id();
         ran.push(h);
         let outcome = if fail.contains(&h) {
             JobOutcome::Failed(fairway::Error::new(Code::Internal, Reason::Failed))
@@ -88,7 +88,7 @@ fn drain<E: GraphEngine>(g: &GraphOn<E>, fail: &[JobHandle]) -> Vec<JobHandle> {
     ran
 }
 
-fn ready_handles<E: GraphEngine>(g: &GraphOn<E>) -> Vec<JobHandle> {
+fn ready_handles<E: GraphEngine>(g: &GraphOn<E>) -> Vec<JobId> {
     drain(g, &[])
 }
 
@@ -114,19 +114,32 @@ fn d02_submit_admits_or_backpressures_and_errors_are_separate<E: GraphEngine>() 
         (Code::InvalidArgument, Reason::Cycle)
     );
     // The same identity while its job is live joins it, with the store full (SPEC D02).
-    assert_eq!(g.submit(&spec(1, &[])).unwrap(), Admission::DedupeJoined(a));
+    let joiner = match g.submit(&spec(1, &[])).unwrap() {
+        Admission::DedupeJoined(h) => h,
+        other => panic!("expected a join of job 1: {other:?}"),
+    };
+    assert_eq!(joiner, a);
     assert_eq!(g.occupancy(), before);
-    assert_eq!(ready_handles(&g), vec![a]);
+    assert_eq!(ready_handles(&g), vec![a.id()]);
     // After the job ended, the generation's job is taken: a duplicate.
     let e = g.submit(&spec(1, &[])).unwrap_err();
     assert_eq!(e.reason(), Reason::DuplicateKey);
-    assert_eq!(g.take_outcome(a).unwrap(), Some(JobOutcome::Succeeded));
+    // Both handles see the one outcome; the slot is freed when the last one goes (SPEC D31).
+    assert_eq!(a.outcome(), Some(JobOutcome::Succeeded));
+    assert_eq!(g.outcome(&joiner).unwrap(), Some(JobOutcome::Succeeded));
+    drop(a);
     assert_eq!(
         g.occupancy().nodes_used,
         1,
         "the joiner's claim holds the slot"
     );
-    assert_eq!(g.take_outcome(a).unwrap(), Some(JobOutcome::Succeeded));
+    assert_eq!(joiner.outcome(), Some(JobOutcome::Succeeded));
+    drop(joiner);
+    assert_eq!(
+        g.occupancy().nodes_used,
+        0,
+        "the last handle freed the slot"
+    );
     assert!(matches!(
         g.submit(&spec(2, &[])).unwrap(),
         Admission::Admitted(_)
@@ -138,20 +151,28 @@ fn d02_unknown_and_foreign_handles_are_refused<E: GraphEngine>() {
     let other = graph::<E>();
     let a = admit(&g, 1, &[]);
     assert_eq!(
-        other.outcome(a).unwrap_err().reason(),
+        other.outcome(&a).unwrap_err().reason(),
+        Reason::ForeignHandle
+    );
+    assert_eq!(
+        other.effective(a.id()).unwrap_err().reason(),
         Reason::ForeignHandle
     );
     drain(&g, &[]);
-    assert_eq!(g.take_outcome(a).unwrap(), Some(JobOutcome::Succeeded));
-    let e = g.take_outcome(a).unwrap_err();
+    assert_eq!(g.outcome(&a).unwrap(), Some(JobOutcome::Succeeded));
+    // The last handle gone, the job is freed: its id is stale.
+    let id = a.id();
+    drop(a);
+    let e = g.outcome(id).unwrap_err();
     assert_eq!(
         (e.code(), e.reason()),
         (Code::NotFound, Reason::StaleHandle)
     );
-    // The slot is reused: the stale handle still names nothing.
+    // The slot is reused: the stale id still names nothing.
     let b = admit(&g, 2, &[]);
-    assert_eq!(g.outcome(a).unwrap_err().reason(), Reason::StaleHandle);
-    assert_eq!(g.outcome(b).unwrap(), None);
+    assert_eq!(g.outcome(id).unwrap_err().reason(), Reason::StaleHandle);
+    assert_ne!(b.id(), id);
+    assert_eq!(g.outcome(&b).unwrap(), None);
 }
 
 /// Node generations are checked: a slot freed at the last generation retires (never
@@ -165,10 +186,12 @@ fn d02_exhausted_node_generation_retires_the_slot_and_never_wraps<E: GraphEngine
     let mut old = Vec::new();
     for key in 1..=4 {
         let h = admit(&g, key, &[]);
-        assert!(!old.contains(&h), "a handle was reused");
-        assert_eq!(ready_handles(&g), vec![h]);
-        assert_eq!(g.take_outcome(h).unwrap(), Some(JobOutcome::Succeeded));
-        old.push(h);
+        assert!(!old.contains(&h.id()), "a job id was reused");
+        assert_eq!(ready_handles(&g), vec![h.id()]);
+        assert_eq!(g.outcome(&h).unwrap(), Some(JobOutcome::Succeeded));
+        old.push(h.id());
+        // The last handle gone: the ended job is freed.
+        drop(h);
         // Each slot serves its last two generations, then retires.
         let retired = (key / 2) as u32;
         assert_eq!(g.occupancy().nodes_used, retired, "after job {key}");
@@ -192,17 +215,21 @@ fn d04_submit_batch_admits_one_by_one<E: GraphEngine>() {
         spec(3, &[9; 20].map(|k| dep(k, Gate::Sequential))),
     ]);
     assert_eq!(r.len(), 4);
-    let Ok(Admission::Admitted(a)) = r[0] else {
-        panic!("{r:?}")
+    let [r0, r1, r2, r3]: [_; 4] = r.try_into().unwrap();
+    let Ok(Admission::Admitted(a)) = r0 else {
+        panic!("{r0:?}")
     };
     // One by one: the second job of key 1 joins the first (SPEC D02).
-    assert_eq!(r[1].unwrap(), Admission::DedupeJoined(a));
-    assert_eq!(r[3].unwrap_err().reason(), Reason::TooManyDependencies);
-    let Ok(Admission::Admitted(b)) = r[2] else {
-        panic!("{r:?}")
+    let Ok(Admission::DedupeJoined(joiner)) = r1 else {
+        panic!("{r1:?}")
+    };
+    assert_eq!(joiner, a);
+    assert_eq!(r3.unwrap_err().reason(), Reason::TooManyDependencies);
+    let Ok(Admission::Admitted(b)) = r2 else {
+        panic!("{r2:?}")
     };
     // The jobs before and after the refused one stay admitted.
-    assert_eq!(drain(&g, &[]), vec![a, b]);
+    assert_eq!(drain(&g, &[]), vec![a.id(), b.id()]);
 }
 
 fn d04_wait_batch_returns_every_outcome_in_input_order<E: GraphEngine>() {
@@ -210,8 +237,12 @@ fn d04_wait_batch_returns_every_outcome_in_input_order<E: GraphEngine>() {
     let a = admit(&g, 1, &[]);
     let b = admit(&g, 2, &[dep(1, Gate::OnSuccess)]);
     let c = admit(&g, 3, &[dep(2, Gate::Sequential)]);
-    // A stale handle is refused before waiting, and nothing is taken.
-    let gone = admit(&g, 9, &[]);
+    let alone = admit(&g, 9, &[]);
+    // Another graph's handle is refused before waiting (an owned handle is never stale, and
+    // one handle cannot appear twice: SPEC D31).
+    let other = graph::<E>();
+    let foreign = admit(&other, 1, &[]);
+    let b_id = b.id();
     let exec = {
         let g = g.clone();
         std::thread::spawn(move || {
@@ -219,7 +250,7 @@ fn d04_wait_batch_returns_every_outcome_in_input_order<E: GraphEngine>() {
             while ran < 4 {
                 if let Some(job) = g.try_next(CPU) {
                     std::thread::sleep(std::time::Duration::from_millis(2));
-                    let outcome = if job.handle() == b {
+                    let outcome = if job.id() == b_id {
                         JobOutcome::Failed(fairway::Error::new(Code::Internal, Reason::Failed))
                     } else {
                         JobOutcome::Succeeded
@@ -232,19 +263,38 @@ fn d04_wait_batch_returns_every_outcome_in_input_order<E: GraphEngine>() {
             }
         })
     };
-    assert_eq!(g.wait_batch(&[gone]).unwrap(), vec![JobOutcome::Succeeded]);
     assert_eq!(
-        g.wait_batch(&[c, gone]).unwrap_err().reason(),
-        Reason::StaleHandle
+        g.wait_batch(std::slice::from_ref(&alone)).unwrap(),
+        vec![JobOutcome::Succeeded]
     );
-    let out = g.wait_batch(&[c, a, b]).unwrap();
-    exec.join().unwrap();
+    let mixed = [c, foreign];
+    assert_eq!(
+        g.wait_batch(&mixed).unwrap_err().reason(),
+        Reason::ForeignHandle
+    );
+    let [c, foreign] = mixed;
+    let cab = [c, a, b];
+    let out = g.wait_batch(&cab).unwrap();
+    join_within(exec, TEST_LIMIT, "the executor of the four jobs");
     assert_eq!(out[0], JobOutcome::Succeeded);
     assert_eq!(out[1], JobOutcome::Succeeded);
     assert!(matches!(out[2], JobOutcome::Failed(e) if e.reason() == Reason::Failed));
-    // Taken: the handles are stale now.
-    assert!(g.outcome(a).is_err());
+    // Nothing is taken: the handles still read their outcomes, and a second wait gives the
+    // same, until the handles go (SPEC D31).
+    assert_eq!(g.wait_batch(&cab).unwrap(), out);
+    assert_eq!(
+        g.occupancy().nodes_used,
+        4,
+        "the held handles keep their jobs"
+    );
+    let ids: Vec<JobId> = cab.iter().map(JobHandle::id).collect();
+    drop(cab);
+    drop(alone);
+    for id in ids {
+        assert_eq!(g.outcome(id).unwrap_err().reason(), Reason::StaleHandle);
+    }
     assert_eq!(g.occupancy().nodes_used, 0);
+    drop(foreign);
 }
 
 fn d05_full_stores_backpressure_and_mutate_nothing<E: GraphEngine>() {
@@ -263,8 +313,8 @@ fn d05_full_stores_backpressure_and_mutate_nothing<E: GraphEngine>() {
     assert_eq!(g.submit(&spec(3, &deps)).unwrap(), Admission::Backpressured);
     assert_eq!(g.occupancy(), before);
     // Nodes: fill them, then one more is refused.
-    admit(&g, 3, &[]);
-    admit(&g, 4, &[]);
+    let _c = admit(&g, 3, &[]);
+    let _d = admit(&g, 4, &[]);
     let full = g.occupancy();
     assert_eq!(full.nodes_used, full.nodes_total);
     assert_eq!(g.submit(&spec(5, &[])).unwrap(), Admission::Backpressured);
@@ -272,8 +322,8 @@ fn d05_full_stores_backpressure_and_mutate_nothing<E: GraphEngine>() {
     // Everything still runs.
     let ran = drain(&g, &[]);
     assert_eq!(ran.len(), 4);
-    assert_eq!(g.take_outcome(q).unwrap(), Some(JobOutcome::Succeeded));
-    assert_eq!(g.take_outcome(p).unwrap(), Some(JobOutcome::Succeeded));
+    assert_eq!(g.outcome(&q).unwrap(), Some(JobOutcome::Succeeded));
+    assert_eq!(g.outcome(&p).unwrap(), Some(JobOutcome::Succeeded));
     assert_eq!(g.occupancy().edges_used, 0);
 }
 
@@ -295,7 +345,7 @@ fn d06_ledger_refusal_fails_the_job_and_its_dependents_per_gate<E: GraphEngine>(
     let a = admit(&g, 1, &[]);
     // `a` holds the tenant's only permit; `b` is ready now and is refused by the ledger.
     let b = admit(&g, 2, &[]);
-    let e = match g.outcome(b).unwrap() {
+    let e = match g.outcome(&b).unwrap() {
         Some(JobOutcome::Failed(e)) => e,
         other => panic!("expected a ledger refusal, got {other:?}"),
     };
@@ -304,18 +354,18 @@ fn d06_ledger_refusal_fails_the_job_and_its_dependents_per_gate<E: GraphEngine>(
     let on_success = admit(&g, 3, &[dep(2, Gate::OnSuccess)]);
     let sequential = admit(&g, 4, &[dep(2, Gate::Sequential)]);
     let on_admission = admit(&g, 5, &[dep(2, Gate::OnAdmission)]);
-    assert!(dependency_failed(g.outcome(on_success).unwrap()));
-    assert!(dependency_failed(g.outcome(on_admission).unwrap()));
+    assert!(dependency_failed(g.outcome(&on_success).unwrap()));
+    assert!(dependency_failed(g.outcome(&on_admission).unwrap()));
     // The sequential dependent ran into the same limit (the permit is still held by `a`) …
     assert!(
-        matches!(g.outcome(sequential).unwrap(), Some(JobOutcome::Failed(e)) if e.reason() == Reason::TenantConcurrency)
+        matches!(g.outcome(&sequential).unwrap(), Some(JobOutcome::Failed(e)) if e.reason() == Reason::TenantConcurrency)
     );
     // … and once `a` ends, new work is admitted again.
     drain(&g, &[]);
-    assert_eq!(g.outcome(a).unwrap(), Some(JobOutcome::Succeeded));
+    assert_eq!(g.outcome(&a).unwrap(), Some(JobOutcome::Succeeded));
     let c = admit(&g, 6, &[dep(2, Gate::Sequential)]);
     drain(&g, &[]);
-    assert_eq!(g.outcome(c).unwrap(), Some(JobOutcome::Succeeded));
+    assert_eq!(g.outcome(&c).unwrap(), Some(JobOutcome::Succeeded));
     assert!(g.ledger().usage().is_zero());
 }
 
@@ -323,9 +373,12 @@ fn d10_sequential_runs_after_a_failed_dependency<E: GraphEngine>() {
     let g = graph::<E>();
     let p = admit(&g, 1, &[]);
     let s = admit(&g, 2, &[dep(1, Gate::Sequential)]);
-    assert_eq!(drain(&g, &[p]), vec![p, s]);
-    assert!(matches!(g.outcome(p).unwrap(), Some(JobOutcome::Failed(_))));
-    assert_eq!(g.outcome(s).unwrap(), Some(JobOutcome::Succeeded));
+    assert_eq!(drain(&g, &[p.id()]), vec![p.id(), s.id()]);
+    assert!(matches!(
+        g.outcome(&p).unwrap(),
+        Some(JobOutcome::Failed(_))
+    ));
+    assert_eq!(g.outcome(&s).unwrap(), Some(JobOutcome::Succeeded));
 }
 
 fn d10_on_success_fails_dependency_failed_transitively<E: GraphEngine>() {
@@ -335,16 +388,16 @@ fn d10_on_success_fails_dependency_failed_transitively<E: GraphEngine>() {
     let b = admit(&g, 3, &[dep(2, Gate::OnSuccess)]);
     let c = admit(&g, 4, &[dep(3, Gate::Sequential)]);
     let d = admit(&g, 5, &[dep(3, Gate::OnAdmission)]);
-    let ran = drain(&g, &[p]);
+    let ran = drain(&g, &[p.id()]);
     // `c` runs (its gate is sequential); `a`, `b`, `d` never run.
-    assert_eq!(ran, vec![p, c]);
-    assert!(dependency_failed(g.outcome(a).unwrap()));
-    assert!(dependency_failed(g.outcome(b).unwrap()));
-    assert!(dependency_failed(g.outcome(d).unwrap()));
-    assert_eq!(g.outcome(c).unwrap(), Some(JobOutcome::Succeeded));
+    assert_eq!(ran, vec![p.id(), c.id()]);
+    assert!(dependency_failed(g.outcome(&a).unwrap()));
+    assert!(dependency_failed(g.outcome(&b).unwrap()));
+    assert!(dependency_failed(g.outcome(&d).unwrap()));
+    assert_eq!(g.outcome(&c).unwrap(), Some(JobOutcome::Succeeded));
     // A dependent submitted after the failure fails at once.
     let late = admit(&g, 6, &[dep(2, Gate::OnSuccess)]);
-    assert!(dependency_failed(g.outcome(late).unwrap()));
+    assert!(dependency_failed(g.outcome(&late).unwrap()));
 }
 
 fn d10_on_admission_runs_once_the_dependency_is_admitted<E: GraphEngine>() {
@@ -354,33 +407,33 @@ fn d10_on_admission_runs_once_the_dependency_is_admitted<E: GraphEngine>() {
     let a = admit(&g, 2, &[dep(1, Gate::OnAdmission)]);
     // Neither `p` nor `a` is admitted while `w` runs.
     let jw = g.try_next(CPU).unwrap();
-    assert_eq!(jw.handle(), w);
+    assert_eq!(jw.id(), w.id());
     assert!(g.try_next(CPU).is_none());
     g.complete(jw, JobOutcome::Succeeded).unwrap();
     // `p` admitted: `a` is ready as well, before `p` completes.
     let jp = g.try_next(CPU).unwrap();
-    assert_eq!(jp.handle(), p);
+    assert_eq!(jp.id(), p.id());
     let ja = g.try_next(CPU).unwrap();
-    assert_eq!(ja.handle(), a);
+    assert_eq!(ja.id(), a.id());
     g.complete(ja, JobOutcome::Succeeded).unwrap();
-    assert_eq!(g.outcome(p).unwrap(), None);
+    assert_eq!(g.outcome(&p).unwrap(), None);
     g.complete(jp, JobOutcome::Succeeded).unwrap();
-    assert_eq!(g.outcome(a).unwrap(), Some(JobOutcome::Succeeded));
+    assert_eq!(g.outcome(&a).unwrap(), Some(JobOutcome::Succeeded));
     // A late admission-gated dependent of a job that ran is ready at once.
     let late = admit(&g, 3, &[dep(1, Gate::OnAdmission)]);
-    assert_eq!(drain(&g, &[]), vec![late]);
+    assert_eq!(drain(&g, &[]), vec![late.id()]);
 }
 
 fn d10_admission_as_the_last_gate_after_a_failed_one_fails_the_job<E: GraphEngine>() {
     let g = graph::<E>();
     let f = admit(&g, 1, &[]);
     let j = admit(&g, 3, &[dep(1, Gate::OnSuccess), dep(2, Gate::OnAdmission)]);
-    drain(&g, &[f]);
+    drain(&g, &[f.id()]);
     // One gate failed; the admission gate is still pending.
-    assert_eq!(g.outcome(j).unwrap(), None);
+    assert_eq!(g.outcome(&j).unwrap(), None);
     let p = admit(&g, 2, &[]);
-    assert!(dependency_failed(g.outcome(j).unwrap()));
-    assert_eq!(drain(&g, &[]), vec![p]);
+    assert!(dependency_failed(g.outcome(&j).unwrap()));
+    assert_eq!(drain(&g, &[]), vec![p.id()]);
     assert_eq!(g.occupancy().waiting, 0);
 }
 
@@ -390,14 +443,14 @@ fn d11_dependency_on_a_key_without_producer_waits_for_it<E: GraphEngine>() {
     let v = admit(&g, 3, &[dep(1, Gate::OnAdmission)]);
     // No producer yet: waiting, not failed.
     assert!(drain(&g, &[]).is_empty());
-    assert_eq!(g.outcome(w).unwrap(), None);
+    assert_eq!(g.outcome(&w).unwrap(), None);
     assert_eq!(g.occupancy().waiting, 2);
     let p = admit(&g, 1, &[]);
     let ran = drain(&g, &[]);
     assert_eq!(ran.len(), 3);
-    assert!(ran.iter().position(|&h| h == p) < ran.iter().position(|&h| h == w));
-    assert_eq!(g.outcome(w).unwrap(), Some(JobOutcome::Succeeded));
-    assert_eq!(g.outcome(v).unwrap(), Some(JobOutcome::Succeeded));
+    assert!(ran.iter().position(|&h| h == p.id()) < ran.iter().position(|&h| h == w.id()));
+    assert_eq!(g.outcome(&w).unwrap(), Some(JobOutcome::Succeeded));
+    assert_eq!(g.outcome(&v).unwrap(), Some(JobOutcome::Succeeded));
     assert_eq!(g.occupancy().edges_used, 0);
 }
 
@@ -415,46 +468,48 @@ fn d12_ready_only_when_every_gate_holds<E: GraphEngine>() {
     let mut running = HashMap::new();
     for _ in 0..3 {
         let r = g.try_next(CPU).unwrap();
-        running.insert(r.handle(), r);
+        running.insert(r.id(), r);
     }
     // Every producer admitted and running: `j` waits for `a` and `b` to end.
     assert!(g.try_next(CPU).is_none());
-    g.complete(running.remove(&c).unwrap(), JobOutcome::Succeeded)
+    g.complete(running.remove(&c.id()).unwrap(), JobOutcome::Succeeded)
         .unwrap();
-    g.complete(running.remove(&a).unwrap(), JobOutcome::Succeeded)
+    g.complete(running.remove(&a.id()).unwrap(), JobOutcome::Succeeded)
         .unwrap();
     assert!(g.try_next(CPU).is_none());
     assert_eq!(g.occupancy().waiting, 1);
     g.complete(
-        running.remove(&b).unwrap(),
+        running.remove(&b.id()).unwrap(),
         JobOutcome::Failed(fairway::Error::new(Code::Internal, Reason::Failed)),
     )
     .unwrap();
-    assert_eq!(drain(&g, &[]), vec![j]);
+    assert_eq!(drain(&g, &[]), vec![j.id()]);
 }
 
 fn d13_completion_releases_fan_out_and_frees_edges<E: GraphEngine>() {
     let g = graph::<E>();
     let p = admit(&g, 1, &[]);
-    let kids: Vec<JobHandle> = (10..14)
+    let kids: Vec<JobHandle<E>> = (10..14)
         .map(|k| admit(&g, k, &[dep(1, Gate::OnSuccess)]))
         .collect();
     assert_eq!(g.occupancy().edges_used, 4);
     let jp = g.try_next(CPU).unwrap();
-    assert_eq!(jp.handle(), p);
+    assert_eq!(jp.id(), p.id());
     assert!(g.try_next(CPU).is_none());
     g.complete(jp, JobOutcome::Succeeded).unwrap();
     assert_eq!(g.occupancy().edges_used, 0);
     assert_eq!(g.occupancy().ready, 4);
     let mut ran = drain(&g, &[]);
     ran.sort_by_key(|h| format!("{h:?}"));
-    let mut want = kids.clone();
+    let mut want: Vec<JobId> = kids.iter().map(JobHandle::id).collect();
     want.sort_by_key(|h| format!("{h:?}"));
     assert_eq!(ran, want);
-    // A completed job cannot complete again through a stale running job; take every outcome.
+    // Read every outcome, then drop the handles: that frees every node (SPEC D31).
     for h in kids.iter().chain([&p]) {
-        assert_eq!(g.take_outcome(*h).unwrap(), Some(JobOutcome::Succeeded));
+        assert_eq!(g.outcome(h).unwrap(), Some(JobOutcome::Succeeded));
     }
+    drop(kids);
+    drop(p);
     assert_eq!(g.occupancy().nodes_used, 0);
 }
 
@@ -463,7 +518,7 @@ fn d14_discovered_dependency_gates_the_end_of_a_running_job<E: GraphEngine>() {
     let x = admit(&g, 1, &[]);
     let after_x = admit(&g, 2, &[dep(1, Gate::OnSuccess)]);
     let job = g.try_next(CPU).unwrap();
-    assert_eq!(job.handle(), x);
+    assert_eq!(job.id(), x.id());
     // While running, `x` finds it needs key 9, which has no producer yet.
     assert_eq!(
         g.discover(&job, &[dep(9, Gate::OnSuccess)]).unwrap(),
@@ -471,13 +526,13 @@ fn d14_discovered_dependency_gates_the_end_of_a_running_job<E: GraphEngine>() {
     );
     g.complete(job, JobOutcome::Succeeded).unwrap();
     // The body is done, but `x` has not ended: its dependent waits.
-    assert_eq!(g.outcome(x).unwrap(), None);
+    assert_eq!(g.outcome(&x).unwrap(), None);
     assert!(g.try_next(CPU).is_none());
     assert_eq!(g.occupancy().waiting, 2);
     let nine = admit(&g, 9, &[]);
-    assert_eq!(drain(&g, &[]), vec![nine, after_x]);
-    assert_eq!(g.outcome(x).unwrap(), Some(JobOutcome::Succeeded));
-    assert_eq!(g.outcome(after_x).unwrap(), Some(JobOutcome::Succeeded));
+    assert_eq!(drain(&g, &[]), vec![nine.id(), after_x.id()]);
+    assert_eq!(g.outcome(&x).unwrap(), Some(JobOutcome::Succeeded));
+    assert_eq!(g.outcome(&after_x).unwrap(), Some(JobOutcome::Succeeded));
     let o = g.occupancy();
     assert_eq!((o.edges_used, o.waiting, o.running), (0, 0, 0));
 }
@@ -485,7 +540,7 @@ fn d14_discovered_dependency_gates_the_end_of_a_running_job<E: GraphEngine>() {
 fn d14_failed_discovered_dependency_fails_the_job_and_its_dependents<E: GraphEngine>() {
     let g = graph::<E>();
     let bad = admit(&g, 5, &[]);
-    assert_eq!(drain(&g, &[bad]), vec![bad]);
+    assert_eq!(drain(&g, &[bad.id()]), vec![bad.id()]);
     let x = admit(&g, 1, &[]);
     let after_x = admit(&g, 2, &[dep(1, Gate::OnSuccess)]);
     let seq_x = admit(&g, 3, &[dep(1, Gate::Sequential)]);
@@ -493,12 +548,12 @@ fn d14_failed_discovered_dependency_fails_the_job_and_its_dependents<E: GraphEng
     // A discovered dependency that already failed: the job will end dependency-failed.
     g.discover(&job, &[dep(5, Gate::OnSuccess)]).unwrap();
     g.complete(job, JobOutcome::Succeeded).unwrap();
-    assert!(dependency_failed(g.outcome(x).unwrap()));
-    assert!(dependency_failed(g.outcome(after_x).unwrap()));
-    assert_eq!(drain(&g, &[]), vec![seq_x]);
+    assert!(dependency_failed(g.outcome(&x).unwrap()));
+    assert!(dependency_failed(g.outcome(&after_x).unwrap()));
+    assert_eq!(drain(&g, &[]), vec![seq_x.id()]);
     // A job that ran and then failed a discovered gate counts as admitted.
     let adm = admit(&g, 4, &[dep(1, Gate::OnAdmission)]);
-    assert_eq!(drain(&g, &[]), vec![adm]);
+    assert_eq!(drain(&g, &[]), vec![adm.id()]);
 }
 
 fn d14_discovery_unions_and_refuses_cycles_and_stale_jobs<E: GraphEngine>() {
@@ -507,9 +562,9 @@ fn d14_discovery_unions_and_refuses_cycles_and_stale_jobs<E: GraphEngine>() {
     let x = admit(&g, 1, &[dep(7, Gate::OnAdmission)]);
     let y = admit(&g, 2, &[dep(1, Gate::OnSuccess)]);
     let jp = g.try_next(CPU).unwrap();
-    assert_eq!(jp.handle(), p);
+    assert_eq!(jp.id(), p.id());
     let job = g.try_next(CPU).unwrap();
-    assert_eq!(job.handle(), x);
+    assert_eq!(job.id(), x.id());
     // Key 7 is already a dependency: discovering it again adds no edge.
     let before = g.occupancy();
     g.discover(&job, &[dep(7, Gate::OnSuccess), dep(7, Gate::Sequential)])
@@ -528,14 +583,14 @@ fn d14_discovery_unions_and_refuses_cycles_and_stale_jobs<E: GraphEngine>() {
     g.discover(&job, &[dep(8, Gate::Sequential)]).unwrap();
     g.discover(&job, &[dep(8, Gate::OnSuccess)]).unwrap();
     assert_eq!(g.occupancy().edges_used, before.edges_used + 1);
-    let keep = job.handle();
+    let keep = job.id();
     g.complete(job, JobOutcome::Succeeded).unwrap();
     g.complete(jp, JobOutcome::Succeeded).unwrap();
     assert_eq!(g.outcome(keep).unwrap(), None);
-    admit(&g, 8, &[]);
+    let _eight = admit(&g, 8, &[]);
     drain(&g, &[]);
-    assert_eq!(g.outcome(x).unwrap(), Some(JobOutcome::Succeeded));
-    assert_eq!(g.outcome(y).unwrap(), Some(JobOutcome::Succeeded));
+    assert_eq!(g.outcome(&x).unwrap(), Some(JobOutcome::Succeeded));
+    assert_eq!(g.outcome(&y).unwrap(), Some(JobOutcome::Succeeded));
 }
 
 fn d15_self_dependency_is_refused<E: GraphEngine>() {
@@ -570,7 +625,7 @@ fn d15_cycle_through_a_waiting_key_is_refused_and_mutates_nothing<E: GraphEngine
     assert_eq!(g.occupancy(), before);
     // Without the cycle, the key's producer runs and releases the chain.
     let c = admit(&g, 3, &[]);
-    assert_eq!(drain(&g, &[]), vec![c, a, b]);
+    assert_eq!(drain(&g, &[]), ids(&[&c, &a, &b]));
 }
 
 fn d40_chain_longer_than_the_class_cells_completes<E: GraphEngine>() {
@@ -593,16 +648,19 @@ fn d40_chain_longer_than_the_class_cells_completes<E: GraphEngine>() {
         std::thread::spawn(move || {
             for _ in 0..N {
                 let job = g.next_blocking(CPU).expect("scheduler open");
-                order.lock().unwrap().push(job.handle());
+                order.lock().unwrap().push(job.id());
                 g.complete(job, JobOutcome::Succeeded).unwrap();
             }
         })
     };
-    exec.join().unwrap();
-    assert_eq!(*order.lock().unwrap(), handles);
-    for h in handles {
-        assert_eq!(g.take_outcome(h).unwrap(), Some(JobOutcome::Succeeded));
+    join_within(exec, TEST_LIMIT, "the one executor running the chain of 16");
+    let want: Vec<JobId> = handles.iter().map(JobHandle::id).collect();
+    assert_eq!(*order.lock().unwrap(), want);
+    for h in &handles {
+        assert_eq!(g.outcome(h).unwrap(), Some(JobOutcome::Succeeded));
     }
+    drop(handles);
+    assert_eq!(g.occupancy().nodes_used, 0);
 }
 
 fn d50_occupancy_reports_every_store_and_state<E: GraphEngine>() {
@@ -639,7 +697,8 @@ fn d50_occupancy_reports_every_store_and_state<E: GraphEngine>() {
     let seven = admit(&g, 7, &[]);
     drain(&g, &[]);
     for h in [p, w, seven] {
-        assert_eq!(g.take_outcome(h).unwrap(), Some(JobOutcome::Succeeded));
+        assert_eq!(g.outcome(&h).unwrap(), Some(JobOutcome::Succeeded));
+        // Dropped here: the ended job's node is freed.
     }
     let o = g.occupancy();
     assert_eq!(
@@ -715,7 +774,10 @@ fn d41_cap_wraps_graph_job_bodies() {
         JobOutcome::Failed(fairway::Error::new(Code::Internal, Reason::Failed)),
     )
     .unwrap();
-    assert!(matches!(g.outcome(h).unwrap(), Some(JobOutcome::Failed(_))));
+    assert!(matches!(
+        g.outcome(&h).unwrap(),
+        Some(JobOutcome::Failed(_))
+    ));
 }
 
 #[global_allocator]
@@ -736,7 +798,7 @@ fn p9_lock_free_submit_complete_and_hand_off_allocate_nothing() {
     let round = |base: u64| {
         // Four producers, running.
         let mut producers = [None, None, None, None];
-        let mut handles = [None; 9];
+        let mut handles: [Option<JobHandle>; 9] = Default::default();
         for (i, slot) in handles.iter_mut().enumerate().take(4) {
             *slot = Some(admit(&g, base + i as u64, &[]));
         }
@@ -761,8 +823,10 @@ fn p9_lock_free_submit_complete_and_hand_off_allocate_nothing() {
             g.complete(job, JobOutcome::Succeeded).unwrap();
         }
         for h in handles.iter().flatten() {
-            assert_eq!(g.take_outcome(*h).unwrap(), Some(JobOutcome::Succeeded));
+            assert_eq!(g.outcome(h).unwrap(), Some(JobOutcome::Succeeded));
         }
+        // Collected: the last handles go, which frees every node (SPEC D31).
+        drop(handles);
     };
     // Warm up, then count.
     round(0);
@@ -798,12 +862,22 @@ fn d05_waiting_submit_resumes_when_room_frees<E: GraphEngine>() {
     };
     std::thread::sleep(std::time::Duration::from_millis(20));
     assert!(!waiting.is_finished(), "no node was free");
-    assert_eq!(ready_handles(&g), vec![a]);
-    // Completing frees no node; collecting the outcome does.
+    assert_eq!(ready_handles(&g), vec![a.id()]);
+    // Completing frees no node (the handle keeps the ended job); dropping the last handle
+    // after reading the outcome does.
     std::thread::sleep(std::time::Duration::from_millis(20));
     assert!(!waiting.is_finished());
-    assert_eq!(g.take_outcome(a).unwrap(), Some(JobOutcome::Succeeded));
+    assert_eq!(g.outcome(&a).unwrap(), Some(JobOutcome::Succeeded));
+    drop(a);
+    let t = std::time::Instant::now();
+    while !waiting.is_finished() {
+        assert!(
+            t.elapsed() < TEST_LIMIT,
+            "the waiting submit did not resume after the node was freed"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
     let b = rt.block_on(waiting).unwrap().unwrap();
     // Its producer had already succeeded: it runs at once.
-    assert_eq!(ready_handles(&g), vec![b]);
+    assert_eq!(ready_handles(&g), vec![b.id()]);
 }

@@ -4,7 +4,7 @@
 #![allow(dead_code)]
 
 use fairway::graph::{
-    Admission, Dependency, Gate, GraphEngine, JobHandle, JobKey, JobOutcome, JobSpec,
+    Admission, Dependency, Gate, GraphEngine, JobHandle, JobId, JobKey, JobOutcome, JobSpec,
 };
 use fairway::oracle::GraphOn;
 use fairway::{ClassId, Code, Reason, TenantId};
@@ -64,27 +64,46 @@ pub fn spec(key: u64, deps: &[Dependency]) -> JobSpec<'_> {
     }
 }
 
-/// Submits [`spec`]`(key, deps)` and expects it admitted.
-pub fn admit<E: GraphEngine>(g: &GraphOn<E>, key: u64, deps: &[Dependency]) -> JobHandle {
+/// Submits [`spec`]`(key, deps)` and expects it admitted. The handle is the job's demand
+/// (SPEC D31): the caller keeps it while the job should live (dropping it cancels a job
+/// nothing else wants), or detaches it.
+pub fn admit<E: GraphEngine>(g: &GraphOn<E>, key: u64, deps: &[Dependency]) -> JobHandle<E> {
     match g.submit(&spec(key, deps)).unwrap() {
         Admission::Admitted(h) => h,
         other => panic!("job {key} not admitted: {other:?}"),
     }
 }
 
-/// Runs every ready job of class [`CPU`] to success, in the order they come; returns them.
-pub fn drain<E: GraphEngine>(g: &GraphOn<E>) -> Vec<JobHandle> {
+/// Runs every ready job of class [`CPU`] to success, in the order they come; returns their
+/// ids (compare with `handle.id()`).
+pub fn drain<E: GraphEngine>(g: &GraphOn<E>) -> Vec<JobId> {
     let mut ran = Vec::new();
     while let Some(job) = g.try_next(CPU) {
-        ran.push(job.handle());
+        ran.push(job.id());
         g.complete(job, JobOutcome::Succeeded).unwrap();
     }
     ran
 }
 
+/// The ids of `handles`, in order (to compare with what [`drain`] returns).
+pub fn ids<E: GraphEngine>(handles: &[&JobHandle<E>]) -> Vec<JobId> {
+    handles.iter().map(|h| h.id()).collect()
+}
+
 /// Whether `o` is a failure with `code` and `reason`.
 pub fn failed_with(o: Option<JobOutcome>, code: Code, reason: Reason) -> bool {
     matches!(o, Some(JobOutcome::Failed(e)) if e.code() == code && e.reason() == reason)
+}
+
+/// Whether `o` is `cancelled / withdrawn` (SPEC D31: nothing wanted the job any more).
+pub fn withdrawn(o: Option<JobOutcome>) -> bool {
+    failed_with(o, Code::Cancelled, Reason::Withdrawn)
+}
+
+/// Whether `o` is `cancelled / dependency-cancelled` (SPEC D31: a gate met a cancelled
+/// producer).
+pub fn dependency_cancelled(o: Option<JobOutcome>) -> bool {
+    failed_with(o, Code::Cancelled, Reason::DependencyCancelled)
 }
 
 /// Whether `o` is `cancelled / superseded`.

@@ -2,9 +2,10 @@
 //! `both_graphs!` list in `graph_rules.rs` names them).
 
 use super::*;
+use fairway::graph::BatchHandle;
 use fairway::oracle::GraphEngine;
 
-fn handles(a: Admission<Vec<JobHandle>>) -> Vec<JobHandle> {
+fn handles<E: GraphEngine>(a: Admission<BatchHandle<E>>) -> BatchHandle<E> {
     match a {
         Admission::Admitted(h) => h,
         other => panic!("batch not admitted: {other:?}"),
@@ -50,10 +51,8 @@ pub(crate) fn d04_atomic_batch_admits_all_or_none<E: GraphEngine>() {
     }
     // Too many nodes (6 free) or edges (7 free): nothing admitted, nothing held.
     let seven: Vec<JobSpec<'_>> = (40..47).map(|k| spec(k, &[])).collect();
-    assert_eq!(
-        g.submit_batch_atomic(&seven, None).unwrap(),
-        Admission::Backpressured
-    );
+    let r = g.submit_batch_atomic(&seven, None).unwrap();
+    assert!(matches!(r, Admission::Backpressured), "{r:?}");
     let fan = [dep(1, Gate::Sequential), dep(30, Gate::Sequential)];
     let wide = [
         spec(50, &fan),
@@ -61,10 +60,8 @@ pub(crate) fn d04_atomic_batch_admits_all_or_none<E: GraphEngine>() {
         spec(52, &fan),
         spec(53, &fan),
     ];
-    assert_eq!(
-        g.submit_batch_atomic(&wide, None).unwrap(),
-        Admission::Backpressured
-    );
+    let r = g.submit_batch_atomic(&wide, None).unwrap();
+    assert!(matches!(r, Admission::Backpressured), "{r:?}");
     let o = g.occupancy();
     assert_eq!(
         (o.nodes_used, o.edges_used, o.waiting, o.ready),
@@ -80,14 +77,19 @@ pub(crate) fn d04_atomic_batch_admits_all_or_none<E: GraphEngine>() {
     assert_eq!(g.occupancy().nodes_used, base.nodes_used + 3);
     // Only the live job is ready; then the batch in dependency order, then the waiter.
     let ran = drain(&g, &[]);
-    assert_eq!(ran, vec![live, hs[1], hs[0], hs[2], waiter]);
+    assert_eq!(
+        ran,
+        vec![live.id(), hs[1].id(), hs[0].id(), hs[2].id(), waiter.id()]
+    );
+    assert_eq!(hs.ids(), ids(&[&hs[0], &hs[1], &hs[2]]));
     assert_eq!(
         g.wait_batch(&hs).unwrap(),
         vec![JobOutcome::Succeeded; 3],
         "input order"
     );
     for k in [10, 40, 46, 50, 53] {
-        admit(&g, k, &[]);
+        // The admission is the check; the handle may go at once.
+        drop(admit(&g, k, &[]));
     }
 }
 
@@ -109,35 +111,48 @@ pub(crate) fn d04_atomic_batch_is_never_seen_half_admitted<E: GraphEngine>() {
         let start = start.clone();
         std::thread::spawn(move || {
             start.wait();
-            (0..ROUNDS)
+            // The admitted batches' handles are kept: a dropped one would cancel its jobs
+            // (SPEC D31), and a later submit of their keys would start new jobs.
+            let mut kept = Vec::new();
+            let won = (0..ROUNDS)
                 .map(|r| {
                     let d = [dep(2 * r, Gate::OnSuccess)];
                     match g.submit_batch_atomic(&[spec(2 * r, &[]), spec(2 * r + 1, &d)], None) {
                         Ok(Admission::Admitted(h)) => {
                             assert_eq!(h.len(), 2);
+                            kept.push(h);
                             true
                         }
                         Err(e) if e.reason() == Reason::DuplicateKey => false,
                         other => panic!("{other:?}"),
                     }
                 })
-                .collect::<Vec<bool>>()
+                .collect::<Vec<bool>>();
+            (won, kept)
         })
     };
     start.wait();
     let mut observed = Vec::new();
+    // The observer's handles are kept too (its own jobs, and its joins of the batch's).
+    let mut held = Vec::new();
     for r in 0..ROUNDS {
-        let probe = |k| match g.submit(&spec(k, &[])) {
-            Ok(Admission::Admitted(_)) => true,
+        let mut probe = |k| match g.submit(&spec(k, &[])) {
+            Ok(Admission::Admitted(h)) => {
+                held.push(h);
+                true
+            }
             // The batch's job is live (nothing runs here): the probe joins it (SPEC D02).
-            Ok(Admission::DedupeJoined(_)) => false,
+            Ok(Admission::DedupeJoined(h)) => {
+                held.push(h);
+                false
+            }
             other => panic!("{other:?}"),
         };
         let second = probe(2 * r + 1);
         let first = probe(2 * r);
         observed.push((second, first));
     }
-    let batched = batcher.join().unwrap();
+    let (batched, _kept) = join_within(batcher, TEST_LIMIT, "the thread submitting batches");
     let (mut won, mut lost) = (0, 0);
     for (r, (&b, &(second, first))) in batched.iter().zip(&observed).enumerate() {
         assert_eq!(
@@ -229,7 +244,10 @@ pub(crate) fn d41_batch_cap_bounds_the_batch_bodies<E: GraphEngine>() {
             })
         })
         .collect();
-    let uncapped: u32 = execs.into_iter().map(|t| t.join().unwrap()).sum();
+    let uncapped: u32 = execs
+        .into_iter()
+        .map(|t| join_within(t, TEST_LIMIT, "an executor of the capped batch"))
+        .sum();
     assert_eq!(uncapped, 1, "only the job outside the batch has no cap");
     assert_eq!(
         peak.load(Ordering::SeqCst),
@@ -245,17 +263,17 @@ pub(crate) fn d41_batch_cap_bounds_the_batch_bodies<E: GraphEngine>() {
     for (k, o) in out.iter().enumerate() {
         assert_eq!(o.is_success(), k % 3 != 0, "job {k}");
     }
-    assert_eq!(
-        g.take_outcome(outside).unwrap(),
-        Some(JobOutcome::Succeeded)
-    );
+    assert_eq!(outside.outcome(), Some(JobOutcome::Succeeded));
+    drop((hs, outside));
+    assert_eq!(g.occupancy().nodes_used, 0);
 }
 
 /// SPEC D42: a full graph never drops a submission. 48 jobs go through a graph of 4 node
 /// slots (16 under Miri): 24 from async submitters that wait for room (`submit_waiting`) and 24 from a thread
-/// that retries on `Backpressured`; the executor, which also collects outcomes (freeing
-/// slots), submits with the try form only, so it never parks on the graph it drains. Every
-/// job is admitted once and runs once.
+/// that retries on `Backpressured`; every submitter hands its job's handle to the executor
+/// (over a channel), which also collects outcomes (reads each one and drops the handle, which
+/// frees the slot, SPEC D31). The executor submits with the try form only, so it never parks
+/// on the graph it drains. Every job is admitted once and runs once.
 pub(crate) fn d42_full_graph_makes_submitters_wait_or_retry_and_drops_nothing<E: GraphEngine>() {
     const EACH: u64 = if cfg!(miri) { 8 } else { 24 };
     let g = builder(Limits::UNLIMITED)
@@ -265,7 +283,13 @@ pub(crate) fn d42_full_graph_makes_submitters_wait_or_retry_and_drops_nothing<E:
         .unwrap();
     // Forced full before any submitter starts: four jobs take every node, and only this thread
     // (the executor, below) frees slots, so the try form must refuse now.
-    let fillers: Vec<JobHandle> = (0..4).map(|i| admit(&g, 3 * EACH + i, &[])).collect();
+    let (tx, rx) = std::sync::mpsc::channel::<JobHandle<E>>();
+    let mut fillers = Vec::new();
+    for i in 0..4 {
+        let h = admit(&g, 3 * EACH + i, &[]);
+        fillers.push(h.id());
+        tx.send(h).unwrap();
+    }
     assert_eq!(g.occupancy().nodes_used, 4);
     assert_eq!(
         g.submit(&spec(999_999, &[])).unwrap(),
@@ -279,17 +303,28 @@ pub(crate) fn d42_full_graph_makes_submitters_wait_or_retry_and_drops_nothing<E:
     let waiting: Vec<_> = (0..EACH)
         .map(|k| {
             let g = g.clone();
-            rt.spawn(async move { g.submit_waiting(&spec(k, &[])).await })
+            let tx = tx.clone();
+            rt.spawn(async move {
+                let h = g.submit_waiting(&spec(k, &[])).await.unwrap();
+                let id = h.id();
+                tx.send(h).unwrap();
+                id
+            })
         })
         .collect();
     let retrying = {
         let g = g.clone();
+        let tx = tx.clone();
         std::thread::spawn(move || {
             let mut refused = 0u32;
-            let handles: Vec<JobHandle> = (EACH..2 * EACH)
+            let ids: Vec<JobId> = (EACH..2 * EACH)
                 .map(|k| loop {
                     match g.submit(&spec(k, &[])).unwrap() {
-                        Admission::Admitted(h) => break h,
+                        Admission::Admitted(h) => {
+                            let id = h.id();
+                            tx.send(h).unwrap();
+                            break id;
+                        }
                         Admission::Backpressured => {
                             refused += 1;
                             std::thread::yield_now();
@@ -298,11 +333,15 @@ pub(crate) fn d42_full_graph_makes_submitters_wait_or_retry_and_drops_nothing<E:
                     }
                 })
                 .collect();
-            (handles, refused)
+            (ids, refused)
         })
     };
+    drop(tx);
     // The executor: runs what is ready, collects outcomes, and never waits on a full graph.
     let (mut ran, mut collected, mut own_refusals) = (0u64, Vec::new(), 1u32);
+    // Handles received, by job, and jobs completed whose handle has not come yet.
+    let mut held = std::collections::HashMap::new();
+    let mut unclaimed = Vec::new();
     let total = 2 * EACH as usize + fillers.len();
     // A guard against a hang, not a measure: Miri, on a loaded machine, took 80 s here.
     let guard = std::time::Duration::from_secs(if cfg!(miri) { 900 } else { 30 });
@@ -310,11 +349,15 @@ pub(crate) fn d42_full_graph_makes_submitters_wait_or_retry_and_drops_nothing<E:
     while collected.len() < total {
         assert!(
             std::time::Instant::now() < deadline,
-            "jobs lost: {:?}",
-            g.occupancy()
+            "jobs lost: {:?}, {} collected, {} handles held, {} completed without a handle yet",
+            g.occupancy(),
+            collected.len(),
+            held.len(),
+            unclaimed.len()
         );
+        let mut progress = false;
         if let Some(job) = g.try_next(CPU) {
-            let h = job.handle();
+            let h = job.id();
             g.complete(job, JobOutcome::Succeeded).unwrap();
             ran += 1;
             // Full (only this thread frees slots): the try form refuses at once.
@@ -323,21 +366,37 @@ pub(crate) fn d42_full_graph_makes_submitters_wait_or_retry_and_drops_nothing<E:
                 assert_eq!(r, Admission::Backpressured);
                 own_refusals += 1;
             }
-            assert_eq!(g.take_outcome(h).unwrap(), Some(JobOutcome::Succeeded));
-            collected.push(h);
-        } else {
+            unclaimed.push(h);
+            progress = true;
+        }
+        for h in rx.try_iter() {
+            held.insert(h.id(), h);
+        }
+        unclaimed.retain(|id| match held.remove(id) {
+            Some(h) => {
+                assert_eq!(h.outcome(), Some(JobOutcome::Succeeded));
+                // Dropped: the ended job's slot is free again.
+                drop(h);
+                collected.push(*id);
+                progress = true;
+                false
+            }
+            None => true,
+        });
+        if !progress {
             std::thread::yield_now();
         }
     }
-    let (mut handles, refused) = retrying.join().unwrap();
+    let (mut ids, refused) = join_within(retrying, TEST_LIMIT, "the retrying submitter");
     for w in waiting {
-        handles.push(rt.block_on(w).unwrap().unwrap());
+        ids.push(rt.block_on(w).unwrap());
     }
     assert_eq!(ran, total as u64, "every job ran once");
-    handles.extend(fillers);
-    for h in &handles {
+    ids.extend(fillers);
+    for h in &ids {
         assert!(collected.contains(h), "{h:?} never ran");
     }
+    assert!(held.is_empty(), "handles of jobs that never ran: {held:?}");
     eprintln!("try submitter refused {refused} times, executor {own_refusals} times");
     assert!(refused + own_refusals > 0, "the graph was never full");
     let o = g.occupancy();

@@ -23,7 +23,7 @@ pub(crate) fn d02_shutdown_gives_every_job_exactly_one_outcome<E: GraphEngine>()
         .unwrap();
     let r = admit(&g, 1, &[]);
     let running = g.try_next(CPU).expect("the one cell");
-    assert_eq!(running.handle(), r);
+    assert_eq!(running.id(), r.id());
     // The cell is taken: these two stay queued in the scheduler.
     let q1 = admit(&g, 2, &[]);
     let q2 = admit(&g, 3, &[]);
@@ -55,17 +55,17 @@ pub(crate) fn d02_shutdown_gives_every_job_exactly_one_outcome<E: GraphEngine>()
         Reason::Shutdown
     );
     assert!(g.try_next(CPU).is_none());
-    for h in [q1, q2, after_q1, admitted_q2] {
+    for h in [&q1, &q2, &after_q1, &admitted_q2] {
         assert!(shut_down(g.outcome(h).unwrap()), "{h:?}");
     }
-    for h in [no_producer, chained, on_admission] {
+    for h in [&no_producer, &chained, &on_admission] {
         assert!(dependency_failed(g.outcome(h).unwrap()), "{h:?}");
     }
     // The running job runs on; its dependent is refused when it becomes ready.
-    assert_eq!(g.outcome(after_r).unwrap(), None);
+    assert_eq!(g.outcome(&after_r).unwrap(), None);
     g.complete(running, JobOutcome::Succeeded).unwrap();
-    assert_eq!(g.outcome(r).unwrap(), Some(JobOutcome::Succeeded));
-    assert!(shut_down(g.outcome(after_r).unwrap()));
+    assert_eq!(g.outcome(&r).unwrap(), Some(JobOutcome::Succeeded));
+    assert!(shut_down(g.outcome(&after_r).unwrap()));
     let all = [
         r,
         q1,
@@ -78,7 +78,10 @@ pub(crate) fn d02_shutdown_gives_every_job_exactly_one_outcome<E: GraphEngine>()
         on_admission,
     ];
     assert_eq!(g.wait_batch(&all).unwrap().len(), all.len());
-    for h in all {
+    // Every job ended; dropping the handles frees them (SPEC D31).
+    let ids: Vec<JobId> = all.iter().map(JobHandle::id).collect();
+    drop(all);
+    for h in ids {
         assert_eq!(g.outcome(h).unwrap_err().reason(), Reason::StaleHandle);
     }
     let o = g.occupancy();
@@ -108,14 +111,23 @@ pub(crate) fn d02_shutdown_wakes_waiters_and_waiting_submitters<E: GraphEngine>(
     };
     let waiter = {
         let g = g.clone();
+        // The waiter holds the handle (the job's demand) and drops it once it has the outcome.
         std::thread::spawn(move || g.wait_batch(&[w]))
     };
     std::thread::sleep(std::time::Duration::from_millis(20));
     assert!(!submitter.is_finished() && !waiter.is_finished());
     g.shutdown();
+    let t = std::time::Instant::now();
+    while !submitter.is_finished() {
+        assert!(
+            t.elapsed() < TEST_LIMIT,
+            "the waiting submitter was not woken by the shutdown"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
     let e = rt.block_on(submitter).unwrap().unwrap_err();
     assert_eq!(e.reason(), Reason::Shutdown);
-    let out = waiter.join().unwrap().unwrap();
+    let out = join_within(waiter, TEST_LIMIT, "wait_batch woken by the shutdown").unwrap();
     assert!(dependency_failed(Some(out[0])));
     assert_eq!(g.occupancy().nodes_used, 0);
 }
