@@ -1,10 +1,11 @@
 //! The graph's waiting, shutdown and abandonment paths (SPEC D02, D04, D05, D33, D42), each run
 //! on both graph engines: a waiting submitter sleeps until room frees, a submit that races a
-//! shutdown is refused, a repeated handle consumes nothing, and a dropped running job ends with
-//! a typed failure its dependents see.
+//! shutdown is refused, `wait_batch` reads outcomes without taking them (the handles free their
+//! slots when dropped, SPEC D31), and a dropped running job ends with a typed failure its
+//! dependents see.
 
 use fairway::admission::{ClassSpec, Ledger, LedgerConfig};
-use fairway::graph::{Admission, Gate, Graph, GraphEngine, JobOutcome};
+use fairway::graph::{Admission, Gate, Graph, GraphEngine, JobHandle, JobOutcome};
 use fairway::{Code, Reason};
 use std::future::Future;
 use std::pin::pin;
@@ -23,8 +24,8 @@ both_graphs!(
     d42_two_waiting_submitters_on_a_full_graph_do_not_wake_each_other,
     d05_two_waiting_submits_of_one_task_are_each_woken_when_room_frees,
     d02_a_submit_racing_shutdown_is_refused,
-    d04_wait_batch_with_a_repeated_handle_is_refused_and_takes_nothing,
-    d04_wait_batch_takes_a_joined_handle_once_per_claim_and_refuses_more,
+    d04_wait_batch_takes_nothing_and_the_handles_free_the_slots_when_dropped,
+    d04_wait_batch_reads_both_handles_of_a_joined_job_in_short_and_long_lists,
     d33_a_dropped_running_job_ends_abandoned_and_its_dependents_follow_their_gates,
     d33_a_running_job_dropped_by_a_panic_ends_abandoned,
 );
@@ -76,10 +77,11 @@ pub(crate) fn d05_a_waiting_submitter_on_a_full_graph_sleeps_until_room_frees<E:
              again at once: a spin)"
         );
     }
-    // Free the one node: run the first job and take its outcome.
+    // Free the one node: run the first job, read its outcome and drop its handle.
     let running = g.try_next(CPU).expect("the first job is ready");
     g.complete(running, JobOutcome::Succeeded).unwrap();
-    assert_eq!(g.take_outcome(first).unwrap(), Some(JobOutcome::Succeeded));
+    assert_eq!(g.outcome(&first).unwrap(), Some(JobOutcome::Succeeded));
+    drop(first);
     assert!(
         counter.0.load(Ordering::SeqCst) >= 1,
         "room freed but the waiting submitter was not woken"
@@ -88,8 +90,9 @@ pub(crate) fn d05_a_waiting_submitter_on_a_full_graph_sleeps_until_room_frees<E:
         panic!("woken with room free, but not admitted");
     };
     let running = g.try_next(CPU).expect("the second job is ready");
-    assert_eq!(running.handle(), h);
+    assert_eq!(running.id(), h.id());
     g.complete(running, JobOutcome::Succeeded).unwrap();
+    assert_eq!(h.outcome(), Some(JobOutcome::Succeeded));
 }
 
 /// Two waiting submitters on a full graph: neither one's retry wakes the other, so an idle
@@ -122,7 +125,8 @@ pub(crate) fn d42_two_waiting_submitters_on_a_full_graph_do_not_wake_each_other<
     }
     let running = g.try_next(CPU).unwrap();
     g.complete(running, JobOutcome::Succeeded).unwrap();
-    g.take_outcome(first).unwrap();
+    assert_eq!(first.outcome(), Some(JobOutcome::Succeeded));
+    drop(first);
     assert!(ca.0.load(Ordering::SeqCst) >= 1 && cb.0.load(Ordering::SeqCst) >= 1);
     let a = fa.as_mut().poll(&mut Context::from_waker(&wa));
     let b = fb.as_mut().poll(&mut Context::from_waker(&wb));
@@ -153,11 +157,13 @@ pub(crate) fn d05_two_waiting_submits_of_one_task_are_each_woken_when_room_frees
     let mut fb = pin!(g.submit_waiting(&sb));
     assert!(fa.as_mut().poll(&mut cx).is_pending());
     assert!(fb.as_mut().poll(&mut cx).is_pending());
-    let free = |h| {
+    // Runs the job of `h` and drops `h`, which frees its node.
+    let free = |h: JobHandle<E>| {
         let r = g.try_next(CPU).expect("a job is ready");
-        assert_eq!(r.handle(), h);
+        assert_eq!(r.id(), h.id());
         g.complete(r, JobOutcome::Succeeded).unwrap();
-        g.take_outcome(h).unwrap();
+        assert_eq!(h.outcome(), Some(JobOutcome::Succeeded));
+        drop(h);
     };
     let wakes = || counter.0.load(Ordering::SeqCst);
     free(first);
@@ -190,8 +196,8 @@ pub(crate) fn d05_two_waiting_submits_of_one_task_are_each_woken_when_room_frees
 
 /// A submit that passed the shutdown check just before a shutdown must not take a node that
 /// the shutdown's ending of a job freed: one node, held by a queued job; a submitter loops on
-/// the full graph while another thread shuts the graph down and a third takes the queued job's
-/// outcome (freeing the node only after the shutdown ended it). Any `Admitted` the submitter
+/// the full graph while another thread shuts the graph down and a third waits for the queued
+/// job's outcome and drops its handle (freeing the node only after the shutdown ended it). Any `Admitted` the submitter
 /// sees used that node: a job admitted after shutdown.
 pub(crate) fn d02_a_submit_racing_shutdown_is_refused<E: GraphEngine>() {
     let rounds = if cfg!(debug_assertions) { 100 } else { 300 };
@@ -237,10 +243,11 @@ pub(crate) fn d02_a_submit_racing_shutdown_is_refused<E: GraphEngine>() {
             let g = g.clone();
             std::thread::spawn(move || {
                 let deadline = Instant::now() + Duration::from_secs(10);
-                while g.take_outcome(queued).unwrap().is_none() {
+                while g.outcome(&queued).unwrap().is_none() {
                     assert!(Instant::now() < deadline, "the queued job never ended");
                     std::hint::spin_loop();
                 }
+                drop(queued);
             })
         };
         while !go.load(Ordering::SeqCst) {
@@ -258,9 +265,11 @@ pub(crate) fn d02_a_submit_racing_shutdown_is_refused<E: GraphEngine>() {
     );
 }
 
-/// `wait_batch` consumes each handle's outcome once: a repeated handle is refused before
-/// anything is taken, and the outcome is still there afterwards.
-pub(crate) fn d04_wait_batch_with_a_repeated_handle_is_refused_and_takes_nothing<E: GraphEngine>() {
+/// `wait_batch` takes nothing (SPEC D31): after it, every outcome is still there, a second
+/// call returns the same, and each job's node is freed only when its handle is dropped.
+pub(crate) fn d04_wait_batch_takes_nothing_and_the_handles_free_the_slots_when_dropped<
+    E: GraphEngine,
+>() {
     let g = Graph::builder(ledger())
         .class(1)
         .nodes(4)
@@ -273,28 +282,31 @@ pub(crate) fn d04_wait_batch_with_a_repeated_handle_is_refused_and_takes_nothing
     while let Some(r) = g.try_next(CPU) {
         g.complete(r, JobOutcome::Succeeded).unwrap();
     }
-    let e = g.wait_batch(&[a, b, a]).unwrap_err();
-    assert_eq!(
-        (e.code(), e.reason()),
-        (Code::InvalidArgument, Reason::DuplicateHandle)
-    );
-    assert_eq!(
-        g.outcome(a).unwrap(),
-        Some(JobOutcome::Succeeded),
-        "a's outcome was taken"
-    );
-    assert_eq!(
-        g.outcome(b).unwrap(),
-        Some(JobOutcome::Succeeded),
-        "b's outcome was taken"
-    );
-    assert_eq!(g.wait_batch(&[a, b]).unwrap(), [JobOutcome::Succeeded; 2]);
+    let handles = [a, b];
+    assert_eq!(g.wait_batch(&handles).unwrap(), [JobOutcome::Succeeded; 2]);
+    for (h, what) in handles.iter().zip(["a", "b"]) {
+        assert_eq!(
+            g.outcome(h).unwrap(),
+            Some(JobOutcome::Succeeded),
+            "{what}'s outcome was taken"
+        );
+    }
+    assert_eq!(g.wait_batch(&handles).unwrap(), [JobOutcome::Succeeded; 2]);
+    assert_eq!(g.occupancy().nodes_used, 2, "wait_batch freed a node");
+    let [a, b] = handles;
+    let a_id = a.id();
+    drop(a);
+    assert_eq!(g.occupancy().nodes_used, 1);
+    assert_eq!(g.outcome(a_id).unwrap_err().reason(), Reason::StaleHandle);
+    assert_eq!(b.outcome(), Some(JobOutcome::Succeeded));
+    drop(b);
     assert_eq!(g.occupancy().nodes_used, 0);
 }
 
-/// A job joined once has two claims: its handle may appear twice in `wait_batch` (one claim
-/// each), not three times — in a short list and in one past 32 handles alike.
-pub(crate) fn d04_wait_batch_takes_a_joined_handle_once_per_claim_and_refuses_more<
+/// A job joined once has two handles: both may appear in one `wait_batch`, each reading the
+/// one outcome, in a short list and in one past 32 handles alike; the job's node is freed
+/// only when both handles are dropped.
+pub(crate) fn d04_wait_batch_reads_both_handles_of_a_joined_job_in_short_and_long_lists<
     E: GraphEngine,
 >() {
     let g = Graph::builder(ledger())
@@ -309,24 +321,26 @@ pub(crate) fn d04_wait_batch_takes_a_joined_handle_once_per_claim_and_refuses_mo
         panic!("not joined");
     };
     assert_eq!(a, j, "a joiner's handle names the same job");
-    let others: Vec<_> = (10..50).map(|k| admit(&g, k, &[])).collect();
+    let mut long: Vec<JobHandle<E>> = (10..50).map(|k| admit(&g, k, &[])).collect();
     while let Some(r) = g.try_next(CPU) {
         g.complete(r, JobOutcome::Succeeded).unwrap();
     }
-    let e = g.wait_batch(&[a, a, a]).unwrap_err();
-    assert_eq!(e.reason(), Reason::DuplicateHandle);
-    let mut long = others.clone();
-    long.extend([a, a, a]);
-    let e = g.wait_batch(&long).unwrap_err();
-    assert_eq!(e.reason(), Reason::DuplicateHandle);
-    assert_eq!(
-        g.outcome(others[0]).unwrap(),
-        Some(JobOutcome::Succeeded),
-        "nothing taken"
-    );
-    let mut ok = others;
-    ok.extend([a, a]);
-    assert_eq!(g.wait_batch(&ok).unwrap().len(), 42);
+    let short = [a, j];
+    assert_eq!(g.wait_batch(&short).unwrap(), [JobOutcome::Succeeded; 2]);
+    long.extend(short);
+    let out = g.wait_batch(&long).unwrap();
+    assert_eq!(out.len(), 42);
+    assert!(out.iter().all(|o| *o == JobOutcome::Succeeded), "{out:?}");
+    assert_eq!(g.occupancy().nodes_used, 41, "nothing taken");
+    // Job 1's handles are the last two: the first dropped keeps the node.
+    let j = long.pop().expect("the joiner");
+    let a = long.pop().expect("the submitter");
+    drop(a);
+    assert_eq!(g.occupancy().nodes_used, 41);
+    assert_eq!(j.outcome(), Some(JobOutcome::Succeeded));
+    drop(j);
+    assert_eq!(g.occupancy().nodes_used, 40);
+    drop(long);
     assert_eq!(g.occupancy().nodes_used, 0);
 }
 
@@ -352,19 +366,19 @@ pub(crate) fn d33_a_dropped_running_job_ends_abandoned_and_its_dependents_follow
     let on_success = admit(&g, 2, &[dep(1, Gate::OnSuccess)]);
     let sequential = admit(&g, 3, &[dep(1, Gate::Sequential)]);
     let running = g.try_next(CPU).expect("a is ready");
-    assert_eq!(running.handle(), a);
+    assert_eq!(running.id(), a.id());
     let cell = running.assignment().cell();
     assert_eq!(g.scheduler().available_cells(CPU).unwrap(), 1);
     drop(running);
     let deadline = Instant::now() + Duration::from_secs(5);
-    while g.outcome(a).unwrap().is_none() {
+    while g.outcome(&a).unwrap().is_none() {
         assert!(Instant::now() < deadline, "the dropped job never ended");
         std::thread::yield_now();
     }
     assert!(
-        abandoned(&g.outcome(a).unwrap().unwrap()),
+        abandoned(&g.outcome(&a).unwrap().unwrap()),
         "{:?}",
-        g.outcome(a)
+        g.outcome(&a)
     );
     // Quarantined, per the default drop policy: only a quarantined cell can be restored.
     g.scheduler()
@@ -373,15 +387,17 @@ pub(crate) fn d33_a_dropped_running_job_ends_abandoned_and_its_dependents_follow
     let r = g
         .try_next(CPU)
         .expect("the sequential dependent runs after the failure");
-    assert_eq!(r.handle(), sequential);
+    assert_eq!(r.id(), sequential.id());
     g.complete(r, JobOutcome::Succeeded).unwrap();
-    let out = g.wait_batch(&[a, on_success, sequential]).unwrap();
+    let handles = [a, on_success, sequential];
+    let out = g.wait_batch(&handles).unwrap();
     assert!(abandoned(&out[0]), "{out:?}");
     assert!(
         matches!(out[1], JobOutcome::Failed(e) if e.reason() == Reason::DependencyFailed),
         "{out:?}"
     );
     assert_eq!(out[2], JobOutcome::Succeeded);
+    drop(handles);
     assert_eq!(g.occupancy().nodes_used, 0);
     assert!(g.ledger().usage().is_zero());
 }
@@ -397,6 +413,7 @@ pub(crate) fn d33_a_running_job_dropped_by_a_panic_ends_abandoned<E: GraphEngine
         .build_with::<E>()
         .unwrap();
     let a = admit(&g, 1, &[]);
+    let a_id = a.id();
     let waiter = {
         let g = g.clone();
         std::thread::spawn(move || g.wait_batch(&[a]))
@@ -414,7 +431,7 @@ pub(crate) fn d33_a_running_job_dropped_by_a_panic_ends_abandoned<E: GraphEngine
         assert!(
             Instant::now() < deadline,
             "wait_batch still blocked 5 s after the executor panicked (outcome {:?})",
-            g.outcome(a)
+            g.outcome(a_id)
         );
         std::thread::sleep(Duration::from_millis(1));
     }

@@ -62,19 +62,25 @@ pub(crate) fn d33_a_dependent_follows_its_key_across_two_advances<E: GraphEngine
     let p0 = admit(&g, 1, &[dep(100, Gate::OnSuccess)]);
     let d = admit(&g, 2, &[dep(1, Gate::OnSuccess)]);
     g.advance(key(1)).unwrap();
-    assert!(superseded(g.outcome(p0).unwrap()));
-    assert_eq!(g.outcome(d).unwrap(), None, "D ended at the first advance");
+    assert!(superseded(g.outcome(&p0).unwrap()));
+    assert_eq!(g.outcome(&d).unwrap(), None, "D ended at the first advance");
     let p1 = admit(&g, 1, &[dep(100, Gate::OnSuccess)]);
     g.advance(key(1)).unwrap();
-    assert!(superseded(g.outcome(p1).unwrap()));
-    assert_eq!(g.outcome(d).unwrap(), None, "D ended at the second advance");
+    assert!(superseded(g.outcome(&p1).unwrap()));
+    assert_eq!(
+        g.outcome(&d).unwrap(),
+        None,
+        "D ended at the second advance"
+    );
     assert!(drain(&g).is_empty(), "D ran without a producer");
     let p2 = admit(&g, 1, &[]);
-    assert_eq!(drain(&g), vec![p2, d]);
-    assert_eq!(g.outcome(d).unwrap(), Some(JobOutcome::Succeeded));
-    for h in [p0, p1, p2, d] {
-        g.take_outcome(h).unwrap().unwrap();
+    assert_eq!(drain(&g), ids(&[&p2, &d]));
+    assert_eq!(g.outcome(&d).unwrap(), Some(JobOutcome::Succeeded));
+    let handles = [p0, p1, p2, d];
+    for h in &handles {
+        g.outcome(h).unwrap().unwrap();
     }
+    drop(handles);
     let occ = g.occupancy();
     assert_eq!((occ.nodes_used, occ.edges_used, occ.waiting), (0, 0, 0));
 }
@@ -90,23 +96,23 @@ pub(crate) fn d33_dependents_of_a_queued_producer_follow_and_run_after_the_next_
     let ok = admit(&g, 3, &[dep(1, Gate::OnSuccess)]);
     assert_eq!(g.occupancy().ready, 1, "P0 is queued");
     g.advance(key(1)).unwrap();
-    assert!(superseded(g.outcome(p0).unwrap()));
+    assert!(superseded(g.outcome(&p0).unwrap()));
     assert_eq!(
-        (g.outcome(seq).unwrap(), g.outcome(ok).unwrap()),
+        (g.outcome(&seq).unwrap(), g.outcome(&ok).unwrap()),
         (None, None)
     );
     assert!(drain(&g).is_empty(), "P0 was taken from the scheduler");
     let p1 = admit(&g, 1, &[]);
     let ran = drain(&g);
-    assert_eq!(ran[0], p1, "{ran:?}");
+    assert_eq!(ran[0], p1.id(), "{ran:?}");
     assert_eq!(ran.len(), 3, "{ran:?}");
-    assert!(ran.contains(&seq) && ran.contains(&ok));
+    assert!(ran.contains(&seq.id()) && ran.contains(&ok.id()));
     // A failure of the next generation's job is what they see now.
     let d = admit(&g, 4, &[dep(5, Gate::OnSuccess)]);
     let q0 = admit(&g, 5, &[]);
     g.advance(key(5)).unwrap();
-    assert!(superseded(g.outcome(q0).unwrap()));
-    admit(&g, 5, &[]);
+    assert!(superseded(g.outcome(&q0).unwrap()));
+    let _q1 = admit(&g, 5, &[]);
     let job = g.try_next(CPU).unwrap();
     g.complete(
         job,
@@ -114,7 +120,7 @@ pub(crate) fn d33_dependents_of_a_queued_producer_follow_and_run_after_the_next_
     )
     .unwrap();
     assert!(failed_with(
-        g.outcome(d).unwrap(),
+        g.outcome(&d).unwrap(),
         Code::Unavailable,
         Reason::DependencyFailed
     ));
@@ -130,23 +136,23 @@ pub(crate) fn d33_a_pinned_dependency_fails_superseded_per_its_gate<E: GraphEngi
     let on_admission = admit(&g, 4, &[pinned(&g, 1, Gate::OnAdmission)]);
     let follows = admit(&g, 5, &[dep(1, Gate::OnSuccess)]);
     g.advance(key(1)).unwrap();
-    assert!(superseded(g.outcome(p0).unwrap()));
+    assert!(superseded(g.outcome(&p0).unwrap()));
     assert!(
-        superseded(g.outcome(on_success).unwrap()),
+        superseded(g.outcome(&on_success).unwrap()),
         "{:?}",
-        g.outcome(on_success)
+        g.outcome(&on_success)
     );
     assert!(
-        superseded(g.outcome(on_admission).unwrap()),
+        superseded(g.outcome(&on_admission).unwrap()),
         "P0 was never admitted: {:?}",
-        g.outcome(on_admission)
+        g.outcome(&on_admission)
     );
-    assert_eq!(g.outcome(follows).unwrap(), None);
+    assert_eq!(g.outcome(&follows).unwrap(), None);
     // The sequential gate holds on a producer that ended, whatever its outcome.
-    assert_eq!(drain(&g), vec![sequential]);
-    assert_eq!(g.outcome(sequential).unwrap(), Some(JobOutcome::Succeeded));
+    assert_eq!(drain(&g), vec![sequential.id()]);
+    assert_eq!(g.outcome(&sequential).unwrap(), Some(JobOutcome::Succeeded));
     let p1 = admit(&g, 1, &[]);
-    assert_eq!(drain(&g), vec![p1, follows]);
+    assert_eq!(drain(&g), ids(&[&p1, &follows]));
     let occ = g.occupancy();
     assert_eq!((occ.edges_used, occ.waiting), (0, 0));
 }
@@ -162,25 +168,25 @@ pub(crate) fn d33_a_running_producers_dependents_move_at_the_advance_not_at_its_
     let pinned_dep = admit(&g, 2, &[pin]);
     let follows = admit(&g, 3, &[dep(1, Gate::Sequential)]);
     let job = g.try_next(CPU).unwrap();
-    assert_eq!(job.handle(), p0);
+    assert_eq!(job.id(), p0.id());
     g.advance(key(1)).unwrap();
     assert!(
-        superseded(g.outcome(pinned_dep).unwrap()),
+        superseded(g.outcome(&pinned_dep).unwrap()),
         "the pinned dependent did not end at the advance: {:?}",
-        g.outcome(pinned_dep)
+        g.outcome(&pinned_dep)
     );
-    assert_eq!(g.outcome(follows).unwrap(), None);
-    assert_eq!(g.outcome(p0).unwrap(), None, "P0 still runs");
+    assert_eq!(g.outcome(&follows).unwrap(), None);
+    assert_eq!(g.outcome(&p0).unwrap(), None, "P0 still runs");
     let e = g.complete(job, JobOutcome::Succeeded).unwrap_err();
     assert_eq!(e.reason(), Reason::Superseded);
     assert_eq!(
-        g.outcome(follows).unwrap(),
+        g.outcome(&follows).unwrap(),
         None,
         "the stale completion released it"
     );
     assert!(drain(&g).is_empty());
     let p1 = admit(&g, 1, &[]);
-    assert_eq!(drain(&g), vec![p1, follows]);
+    assert_eq!(drain(&g), ids(&[&p1, &follows]));
     assert_eq!(g.stale_completions(), 1);
 }
 
@@ -196,11 +202,11 @@ pub(crate) fn d33_a_pinned_waiter_without_producer_is_superseded_by_the_advance<
     let seq = admit(&g, 4, &[seq_pin]);
     assert_eq!(g.occupancy().waiting, 3);
     g.advance(key(1)).unwrap();
-    assert!(superseded(g.outcome(waits).unwrap()));
-    assert_eq!(drain(&g), vec![seq]);
-    assert_eq!(g.outcome(follows).unwrap(), None);
+    assert!(superseded(g.outcome(&waits).unwrap()));
+    assert_eq!(drain(&g), vec![seq.id()]);
+    assert_eq!(g.outcome(&follows).unwrap(), None);
     let p = admit(&g, 1, &[]);
-    assert_eq!(drain(&g), vec![p, follows]);
+    assert_eq!(drain(&g), ids(&[&p, &follows]));
     assert_eq!(g.occupancy().edges_used, 0);
 }
 
@@ -212,20 +218,20 @@ pub(crate) fn d33_a_pin_to_a_past_version_counts_at_submit_and_a_pin_ahead_is_re
     let g = graph::<E>(64);
     let p0 = admit(&g, 1, &[]);
     let v0 = g.version(key(1)).unwrap();
-    assert_eq!(drain(&g), vec![p0]);
+    assert_eq!(drain(&g), vec![p0.id()]);
     let v1 = g.advance(key(1)).unwrap();
     assert_eq!(v1.generation, v0.generation + 1);
     let late = admit(&g, 2, &[Dependency::pinned(key(1), Gate::OnSuccess, v0)]);
     assert!(
-        superseded(g.outcome(late).unwrap()),
+        superseded(g.outcome(&late).unwrap()),
         "{:?}",
-        g.outcome(late)
+        g.outcome(&late)
     );
     let seq = admit(&g, 3, &[Dependency::pinned(key(1), Gate::Sequential, v0)]);
-    assert_eq!(drain(&g), vec![seq]);
+    assert_eq!(drain(&g), vec![seq.id()]);
     // The current version links as usual.
     let cur = admit(&g, 4, &[Dependency::pinned(key(1), Gate::OnSuccess, v1)]);
-    assert_eq!(g.outcome(cur).unwrap(), None);
+    assert_eq!(g.outcome(&cur).unwrap(), None);
     let before = g.occupancy();
     let mut ahead = v1;
     ahead.generation += 1;
@@ -241,22 +247,22 @@ pub(crate) fn d33_a_pin_to_a_past_version_counts_at_submit_and_a_pin_ahead_is_re
     );
     assert_eq!(g.occupancy(), before, "a refused submit changed the graph");
     let p1 = admit(&g, 1, &[]);
-    assert_eq!(drain(&g), vec![p1, cur]);
+    assert_eq!(drain(&g), ids(&[&p1, &cur]));
 }
 
 /// A pin to an incarnation that was removed fails `removed`, whatever the gate.
 pub(crate) fn d33_a_pin_to_a_removed_incarnation_fails_removed<E: GraphEngine>() {
     let g = graph::<E>(64);
-    admit(&g, 1, &[]);
+    let _old = admit(&g, 1, &[]);
     drain(&g);
     let old = g.version(key(1)).unwrap();
     g.remove(key(1)).unwrap();
     for (k, gate) in [(2, Gate::OnSuccess), (3, Gate::Sequential)] {
         let h = admit(&g, k, &[Dependency::pinned(key(1), gate, old)]);
         assert!(
-            failed_with(g.outcome(h).unwrap(), Code::Unavailable, Reason::Removed),
+            failed_with(g.outcome(&h).unwrap(), Code::Unavailable, Reason::Removed),
             "{gate:?}: {:?}",
-            g.outcome(h)
+            g.outcome(&h)
         );
     }
     assert!(drain(&g).is_empty());
@@ -269,17 +275,17 @@ pub(crate) fn d33_a_pinned_discovered_dependency_is_superseded_with_its_version<
     let other = admit(&g, 9, &[dep(100, Gate::OnSuccess)]);
     let a = admit(&g, 1, &[]);
     let job = g.try_next(CPU).unwrap();
-    assert_eq!(job.handle(), a);
+    assert_eq!(job.id(), a.id());
     g.discover(&job, &[pinned(&g, 9, Gate::OnSuccess)]).unwrap();
     g.complete(job, JobOutcome::Succeeded).unwrap();
     assert_eq!(
-        g.outcome(a).unwrap(),
+        g.outcome(&a).unwrap(),
         None,
         "held by the discovered dependency"
     );
     g.advance(key(9)).unwrap();
-    assert!(superseded(g.outcome(other).unwrap()));
-    assert!(superseded(g.outcome(a).unwrap()), "{:?}", g.outcome(a));
+    assert!(superseded(g.outcome(&other).unwrap()));
+    assert!(superseded(g.outcome(&a).unwrap()), "{:?}", g.outcome(&a));
     let occ = g.occupancy();
     assert_eq!((occ.waiting, occ.edges_used), (0, 0));
 }
@@ -291,20 +297,21 @@ pub(crate) fn d33_a_thousand_dependents_follow_one_key<E: GraphEngine>() {
     let g = graph::<E>(n + 8);
     let p0 = admit(&g, 1, &[dep(100_000, Gate::OnSuccess)]);
     let gates = [Gate::Sequential, Gate::OnSuccess, Gate::OnAdmission];
-    let deps: Vec<JobHandle> = (0..u64::from(n))
+    let deps: Vec<JobHandle<E>> = (0..u64::from(n))
         .map(|i| admit(&g, 10 + i, &[dep(1, gates[(i % 3) as usize])]))
         .collect();
     g.advance(key(1)).unwrap();
-    assert!(superseded(g.outcome(p0).unwrap()));
+    assert!(superseded(g.outcome(&p0).unwrap()));
     let occ = g.occupancy();
     assert_eq!((occ.waiting, occ.edges_used), (n, n));
     let p1 = admit(&g, 1, &[]);
     let ran = drain(&g);
     assert_eq!(ran.len(), n as usize + 1);
     for h in deps.iter().chain([&p1]) {
-        assert_eq!(g.take_outcome(*h).unwrap(), Some(JobOutcome::Succeeded));
+        assert_eq!(g.outcome(h).unwrap(), Some(JobOutcome::Succeeded));
     }
-    g.take_outcome(p0).unwrap();
+    assert!(superseded(g.outcome(&p0).unwrap()));
+    drop((deps, p1, p0));
     let occ = g.occupancy();
     assert_eq!((occ.nodes_used, occ.edges_used, occ.waiting), (0, 0, 0));
 }
@@ -368,7 +375,7 @@ pub(crate) fn d33_followers_of_a_key_advanced_while_others_link_all_run_once<E: 
             );
             match g.try_next(CPU) {
                 Some(job) => {
-                    ran.push(job.handle());
+                    ran.push(job.id());
                     g.complete(job, JobOutcome::Succeeded).unwrap();
                 }
                 None => panic!(
@@ -379,16 +386,18 @@ pub(crate) fn d33_followers_of_a_key_advanced_while_others_link_all_run_once<E: 
                 ),
             }
         }
-        assert_eq!(ran[0], last);
+        assert_eq!(ran[0], last.id());
         for h in &followers {
-            assert_eq!(ran.iter().filter(|r| *r == h).count(), 1);
-            assert_eq!(g.take_outcome(*h).unwrap(), Some(JobOutcome::Succeeded));
+            assert_eq!(ran.iter().filter(|r| **r == h.id()).count(), 1);
+            assert_eq!(g.outcome(h).unwrap(), Some(JobOutcome::Succeeded));
         }
-        g.take_outcome(last).unwrap();
+        assert_eq!(last.outcome(), Some(JobOutcome::Succeeded));
         // Every producer of the round was superseded before it could run.
-        for h in producers {
-            assert!(superseded(g.take_outcome(h).unwrap()), "round {round}");
+        for h in &producers {
+            assert!(superseded(g.outcome(h).unwrap()), "round {round}");
         }
+        // Every handle of the round goes: each ended job is freed with its last one.
+        drop((followers, last, producers));
         let occ = g.occupancy();
         assert_eq!(occ.nodes_used, 0, "round {round}: {occ:?}");
         assert_eq!(occ.waiting, 0, "round {round}: {occ:?}");

@@ -4,7 +4,7 @@
 //! runs on both graph engines.
 
 use fairway::admission::{ClassSpec, Ledger, LedgerConfig};
-use fairway::graph::{Admission, Gate, Graph, GraphEngine, JobKey, JobOutcome, Version};
+use fairway::graph::{Admission, Gate, Graph, GraphEngine, JobHandle, JobKey, JobOutcome, Version};
 use fairway::oracle::GraphOn;
 use fairway::{Code, Reason};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -38,12 +38,13 @@ fn key(k: u64) -> JobKey {
     JobKey::new(k)
 }
 
-/// Runs every ready job (succeeding) and collects every outcome it can.
-fn run_all<E: GraphEngine>(g: &GraphOn<E>, handles: &mut Vec<fairway::graph::JobHandle>) {
+/// Runs every ready job (succeeding) and drops the handle of every job that has ended, which
+/// frees it (SPEC D31).
+fn run_all<E: GraphEngine>(g: &GraphOn<E>, handles: &mut Vec<JobHandle<E>>) {
     while let Some(job) = g.try_next(CPU) {
         g.complete(job, JobOutcome::Succeeded).unwrap();
     }
-    handles.retain(|&h| g.take_outcome(h).unwrap().is_none());
+    handles.retain(|h| g.outcome(h).unwrap().is_none());
 }
 
 /// Whether the graph compacted its key index at least once, or is the mutex graph (which has
@@ -121,9 +122,10 @@ fn d24_key_churn_never_fills_the_table<E: GraphEngine>() {
             let w = admit(&g, 1_000_000 + i, &[dep(2_000_000 + i, Gate::OnSuccess)]);
             g.remove(key(2_000_000 + i)).unwrap();
             assert!(matches!(
-                g.take_outcome(w).unwrap(),
+                g.outcome(&w).unwrap(),
                 Some(JobOutcome::Failed(e)) if e.reason() == Reason::Removed
             ));
+            drop(w);
             g.remove(key(1_000_000 + i)).unwrap();
         }
         hs.push(h);
@@ -134,12 +136,13 @@ fn d24_key_churn_never_fills_the_table<E: GraphEngine>() {
     assert!(hs.is_empty());
     assert_eq!(g.version(key(1)), Some(v1));
     assert_eq!(g.version(key(3)), Some(v3));
-    assert_eq!(g.outcome(waiter).unwrap(), None);
+    assert_eq!(g.outcome(&waiter).unwrap(), None);
     assert_eq!(g.occupancy().keys_used, 3);
     assert!(compacts::<E>(&g), "no compaction ran");
     // Conservation at quiescence: every slot free after the reset.
     g.reset();
-    assert!(g.take_outcome(waiter).unwrap().is_some());
+    assert!(g.outcome(&waiter).unwrap().is_some());
+    drop(waiter);
     let o = g.occupancy();
     assert_eq!(
         (o.keys_used, o.nodes_used, o.edges_used, o.waiting, o.ready),
@@ -178,7 +181,7 @@ fn d01_d24_removal_and_recreation_at_scale<E: GraphEngine>() {
         g.remove(key(k)).unwrap();
     }
     for h in first {
-        assert!(g.take_outcome(h).unwrap().is_some());
+        assert!(g.outcome(&h).unwrap().is_some());
     }
     for k in 0..N {
         assert_eq!(g.version(key(k)), None);
@@ -194,7 +197,7 @@ fn d01_d24_removal_and_recreation_at_scale<E: GraphEngine>() {
     }
     g.reset();
     for h in second {
-        assert!(g.take_outcome(h).unwrap().is_some());
+        assert!(g.outcome(&h).unwrap().is_some());
     }
     let o = g.occupancy();
     assert_eq!((o.keys_used, o.nodes_used, o.edges_used), (0, 0, 0));
@@ -242,7 +245,8 @@ fn d24_lookups_racing_key_compaction_never_answer_wrong<E: GraphEngine>() {
                 assert!(g.version(key(k)).is_some());
                 g.remove(key(k + 10)).unwrap();
                 g.remove(key(k)).unwrap();
-                assert!(g.take_outcome(w).unwrap().is_some());
+                assert!(g.outcome(&w).unwrap().is_some());
+                drop(w);
                 i += 1;
             }
         })
@@ -259,7 +263,8 @@ fn d24_lookups_racing_key_compaction_never_answer_wrong<E: GraphEngine>() {
         assert_eq!(g.version(key(k)), None);
         // The ended job's payload leaves the scheduler when an executor skips it.
         assert!(g.try_next(CPU).is_none());
-        let o = g.take_outcome(h).unwrap();
+        let o = g.outcome(&h).unwrap();
+        drop(h);
         assert!(
             matches!(o, Some(JobOutcome::Failed(e)) if e.reason() == Reason::Removed),
             "{o:?}"
@@ -285,8 +290,9 @@ fn d24_operations_on_a_removed_key_whose_room_was_reused_are_typed_errors<E: Gra
     let job = g.try_next(CPU).unwrap();
     let w = g.witness(&job);
     g.complete(job, JobOutcome::Succeeded).unwrap();
-    g.take_outcome(a).unwrap().unwrap();
-    admit(&g, 2, &[]);
+    g.outcome(&a).unwrap().unwrap();
+    drop(a);
+    let _b = admit(&g, 2, &[]);
     g.remove(key(1)).unwrap();
     // Key 3 takes key 1's room.
     let c = admit(&g, 3, &[]);
@@ -304,7 +310,7 @@ fn d24_operations_on_a_removed_key_whose_room_was_reused_are_typed_errors<E: Gra
         (g.occupancy(), g.version(key(2)), g.version(key(3))),
         before
     );
-    assert_eq!(g.outcome(c).unwrap(), None);
+    assert_eq!(g.outcome(&c).unwrap(), None);
 }
 
 /// SPEC D22 at the key table's limit (lock-free graph only: the mutex graph keeps keys in a
@@ -333,7 +339,7 @@ fn d22_key_slot_at_its_last_generation_retires_and_never_wraps() {
     assert_eq!(g.occupancy().keys_used, 2);
     g.remove(key(1)).unwrap();
     assert!(matches!(
-        g.outcome(h1).unwrap(),
+        g.outcome(&h1).unwrap(),
         Some(JobOutcome::Failed(_))
     ));
     // Job 2 (on key 2, slot B) waits on key 3, which takes slot A at its last generation.
@@ -342,8 +348,10 @@ fn d22_key_slot_at_its_last_generation_retires_and_never_wraps() {
     assert_eq!(g.version(key(3)).map(|v| v.generation), Some(0));
     // Removing key 3 fails its waiter as at any generation, and retires slot A.
     g.remove(key(3)).unwrap();
-    assert!(matches!(g.outcome(h2).unwrap(), Some(JobOutcome::Failed(e))
-        if (e.code(), e.reason()) == (Code::Unavailable, Reason::Removed)));
+    assert!(
+        matches!(g.outcome(&h2).unwrap(), Some(JobOutcome::Failed(e))
+        if (e.code(), e.reason()) == (Code::Unavailable, Reason::Removed))
+    );
     assert_eq!(g.occupancy().keys_used, 1);
     // Slot B holds key 2; slot A is gone: no room for another key.
     assert!(full(&g, 9));
@@ -353,7 +361,7 @@ fn d22_key_slot_at_its_last_generation_retires_and_never_wraps() {
     let job = g.try_next(CPU).unwrap();
     let w4 = g.witness(&job);
     g.complete(job, JobOutcome::Succeeded).unwrap();
-    assert_eq!(g.outcome(h4).unwrap(), Some(JobOutcome::Succeeded));
+    assert_eq!(g.outcome(&h4).unwrap(), Some(JobOutcome::Succeeded));
     g.check_witness(&w4).unwrap();
     g.remove(key(4)).unwrap();
     assert_eq!(g.occupancy().keys_used, 0);

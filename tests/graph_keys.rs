@@ -50,7 +50,7 @@ fn graph<E: GraphEngine>() -> GraphOn<E> {
     builder(Limits::UNLIMITED).build_with::<E>().unwrap()
 }
 
-/// Runs every ready job until none is left; returns the handles in the order they ran.
+/// Whether `o` is `unavailable / dependency-failed`.
 fn dependency_failed(o: Option<JobOutcome>) -> bool {
     failed_with(o, Code::Unavailable, Reason::DependencyFailed)
 }
@@ -77,7 +77,7 @@ fn d01_keys_have_incarnations_and_generations_ordered_incarnation_first<E: Graph
         }
     );
     assert!(v1b > v1);
-    assert!(superseded(g.outcome(a).unwrap()));
+    assert!(superseded(g.outcome(&a).unwrap()));
     g.advance(key(1)).unwrap();
     g.remove(key(1)).unwrap();
     assert_eq!(g.version(key(1)), None);
@@ -88,10 +88,10 @@ fn d01_keys_have_incarnations_and_generations_ordered_incarnation_first<E: Graph
     assert_eq!(v1c.generation, 0);
     assert!(v1c.incarnation > v1.incarnation);
     assert!(v1c > v1b);
-    assert_eq!(drain(&g), vec![b]);
+    assert_eq!(drain(&g), vec![b.id()]);
     // Incarnations are process-unique: another graph's keys never reuse one.
     let other = graph::<E>();
-    admit(&other, 1, &[]);
+    let _held = admit(&other, 1, &[]);
     assert_ne!(other.version(key(1)).unwrap().incarnation, v1c.incarnation);
     assert_ne!(other.version(key(1)).unwrap().incarnation, v1.incarnation);
 }
@@ -115,9 +115,9 @@ fn d01_stage_tags_are_separate_keys<E: GraphEngine>() {
     );
     assert_eq!(g.advance(s1).unwrap().generation, 1);
     assert_eq!(g.version(s0).unwrap().generation, 0);
-    assert!(superseded(g.outcome(b).unwrap()));
-    assert_eq!(drain(&g), vec![a]);
-    assert_eq!(g.outcome(a).unwrap(), Some(JobOutcome::Succeeded));
+    assert!(superseded(g.outcome(&b).unwrap()));
+    assert_eq!(drain(&g), vec![a.id()]);
+    assert_eq!(g.outcome(&a).unwrap(), Some(JobOutcome::Succeeded));
 }
 
 fn d20_advance_supersedes_waiting_and_queued_work<E: GraphEngine>() {
@@ -131,8 +131,8 @@ fn d20_advance_supersedes_waiting_and_queued_work<E: GraphEngine>() {
     g.advance(key(1)).unwrap();
     g.advance(key(2)).unwrap();
     // Both ended in the same step, before any executor looked.
-    assert!(superseded(g.outcome(waiting).unwrap()));
-    assert!(superseded(g.outcome(queued).unwrap()));
+    assert!(superseded(g.outcome(&waiting).unwrap()));
+    assert!(superseded(g.outcome(&queued).unwrap()));
     let occ = g.occupancy();
     assert_eq!((occ.waiting, occ.ready, occ.running), (0, 0, 0));
     // The waiting job's parked edge on key 100 was freed with it.
@@ -145,12 +145,15 @@ fn d20_advance_supersedes_waiting_and_queued_work<E: GraphEngine>() {
     let q2 = admit(&g, 2, &[]);
     let mut ran = drain(&g);
     ran.sort_by_key(|h| format!("{h:?}"));
-    let mut want = vec![w2, q2];
+    let mut want = ids(&[&w2, &q2]);
     want.sort_by_key(|h| format!("{h:?}"));
     assert_eq!(ran, want);
-    for h in [waiting, queued, w2, q2] {
-        g.take_outcome(h).unwrap().unwrap();
+    let handles = [waiting, queued, w2, q2];
+    for h in &handles {
+        g.outcome(h).unwrap().unwrap();
     }
+    // Ended, and their handles dropped: freed.
+    drop(handles);
     assert_eq!(g.occupancy().nodes_used, 0);
 }
 
@@ -161,10 +164,10 @@ fn d33_dependents_of_superseded_work_follow_the_key_to_the_new_generation<E: Gra
     let sequential = admit(&g, 3, &[dep(1, Gate::Sequential)]);
     let on_admission = admit(&g, 4, &[dep(1, Gate::OnAdmission)]);
     g.advance(key(1)).unwrap();
-    assert!(superseded(g.outcome(a).unwrap()));
+    assert!(superseded(g.outcome(&a).unwrap()));
     // A superseded producer meets no gate (SPEC D21), but its dependents are not failed:
     // they depend on key 1's current producer and wait for the next generation's (D33).
-    for h in [on_success, sequential, on_admission] {
+    for h in [&on_success, &sequential, &on_admission] {
         assert_eq!(g.outcome(h).unwrap(), None, "{h:?} did not follow key 1");
     }
     // A's edge on key 100 went with it; the three followers' edges wait on key 1.
@@ -172,21 +175,19 @@ fn d33_dependents_of_superseded_work_follow_the_key_to_the_new_generation<E: Gra
     assert_eq!((occ.waiting, occ.edges_used), (3, 3));
     // A dependent submitted after the advance waits for the new generation's producer too.
     let later = admit(&g, 5, &[dep(1, Gate::OnSuccess)]);
-    assert_eq!(g.outcome(later).unwrap(), None);
+    assert_eq!(g.outcome(&later).unwrap(), None);
     assert!(drain(&g).is_empty());
     let a2 = admit(&g, 1, &[]);
     let ran = drain(&g);
     assert_eq!(ran.len(), 5, "{ran:?}");
-    for h in [a2, on_success, sequential, on_admission, later] {
-        assert!(ran.contains(&h), "{h:?} did not run: {ran:?}");
+    for h in [&a2, &on_success, &sequential, &on_admission, &later] {
+        assert!(ran.contains(&h.id()), "{h:?} did not run: {ran:?}");
         assert_eq!(g.outcome(h).unwrap(), Some(JobOutcome::Succeeded));
     }
-    let first_end_dependent = ran
-        .iter()
-        .position(|h| [on_success, sequential, later].contains(h))
-        .unwrap();
+    let end_dependents = ids(&[&on_success, &sequential, &later]);
+    let first_end_dependent = ran.iter().position(|h| end_dependents.contains(h)).unwrap();
     assert!(
-        ran.iter().position(|h| *h == a2).unwrap() < first_end_dependent,
+        ran.iter().position(|h| *h == a2.id()).unwrap() < first_end_dependent,
         "a dependent on key 1's end ran before key 1's job: {ran:?}"
     );
     assert_eq!(g.occupancy().edges_used, 0);
@@ -197,12 +198,12 @@ fn d20_running_job_is_signalled_and_its_completion_is_stale<E: GraphEngine>() {
     let a = admit(&g, 1, &[]);
     let dependent = admit(&g, 2, &[dep(1, Gate::Sequential)]);
     let job = g.try_next(CPU).unwrap();
-    assert_eq!(job.handle(), a);
+    assert_eq!(job.id(), a.id());
     assert!(g.is_current(&job));
     g.advance(key(1)).unwrap();
     // Signalled: the body can see it no longer counts.
     assert!(!g.is_current(&job));
-    assert_eq!(g.outcome(a).unwrap(), None);
+    assert_eq!(g.outcome(&a).unwrap(), None);
     assert_eq!(g.stale_completions(), 0);
     let e = g.complete(job, JobOutcome::Succeeded).unwrap_err();
     assert_eq!(
@@ -212,14 +213,14 @@ fn d20_running_job_is_signalled_and_its_completion_is_stale<E: GraphEngine>() {
     assert_eq!(g.stale_completions(), 1);
     // Its success was not published: it ended superseded and released nobody; its
     // dependent followed key 1 at the advance (SPEC D33) and waits for the next generation.
-    assert!(superseded(g.outcome(a).unwrap()));
-    assert_eq!(g.outcome(dependent).unwrap(), None);
+    assert!(superseded(g.outcome(&a).unwrap()));
+    assert_eq!(g.outcome(&dependent).unwrap(), None);
     assert!(drain(&g).is_empty());
     let occ = g.occupancy();
     assert_eq!((occ.running, occ.waiting, occ.edges_used), (0, 1, 1));
     assert!(g.ledger().usage().is_zero());
     let a2 = admit(&g, 1, &[]);
-    assert_eq!(drain(&g), vec![a2, dependent]);
+    assert_eq!(drain(&g), ids(&[&a2, &dependent]));
     let occ = g.occupancy();
     assert_eq!((occ.running, occ.waiting, occ.edges_used), (0, 0, 0));
 }
@@ -227,24 +228,25 @@ fn d20_running_job_is_signalled_and_its_completion_is_stale<E: GraphEngine>() {
 fn d20_advance_sweeps_only_backward<E: GraphEngine>() {
     let g = graph::<E>();
     let old = admit(&g, 1, &[]);
-    assert_eq!(drain(&g), vec![old]);
+    assert_eq!(drain(&g), vec![old.id()]);
     // A finished job keeps its outcome; the advance does not rewrite history.
     g.advance(key(1)).unwrap();
-    assert_eq!(g.outcome(old).unwrap(), Some(JobOutcome::Succeeded));
+    assert_eq!(g.outcome(&old).unwrap(), Some(JobOutcome::Succeeded));
     // Work of the new generation, and of other keys, is untouched by the advance that
     // preceded it, and by an advance of another key.
     let new = admit(&g, 1, &[]);
     let other = admit(&g, 2, &[dep(1, Gate::OnSuccess)]);
     g.advance(key(3)).unwrap_err();
-    admit(&g, 3, &[]);
+    let three = admit(&g, 3, &[]);
     g.advance(key(3)).unwrap();
-    assert_eq!(g.outcome(new).unwrap(), None);
+    assert!(superseded(g.outcome(&three).unwrap()));
+    assert_eq!(g.outcome(&new).unwrap(), None);
     let ran = drain(&g);
-    assert_eq!(ran, vec![new, other]);
-    assert_eq!(g.outcome(other).unwrap(), Some(JobOutcome::Succeeded));
+    assert_eq!(ran, ids(&[&new, &other]));
+    assert_eq!(g.outcome(&other).unwrap(), Some(JobOutcome::Succeeded));
     // A second advance with nothing live only bumps the generation.
     assert_eq!(g.advance(key(1)).unwrap().generation, 2);
-    assert_eq!(g.outcome(new).unwrap(), Some(JobOutcome::Succeeded));
+    assert_eq!(g.outcome(&new).unwrap(), Some(JobOutcome::Succeeded));
 }
 
 fn d21_stale_completion_publishes_nothing_and_frees_every_reservation<E: GraphEngine>() {
@@ -262,10 +264,10 @@ fn d21_stale_completion_publishes_nothing_and_frees_every_reservation<E: GraphEn
     let e = g.complete(job, JobOutcome::Succeeded).unwrap_err();
     assert_eq!(e.reason(), Reason::Superseded);
     assert_eq!(g.stale_completions(), 1);
-    assert!(superseded(g.outcome(a).unwrap()));
+    assert!(superseded(g.outcome(&a).unwrap()));
     // D follows key 1 (SPEC D33): its one edge now waits on the key; the stale job's
     // discovered edge was freed.
-    assert_eq!(g.outcome(d).unwrap(), None);
+    assert_eq!(g.outcome(&d).unwrap(), None);
     let occ = g.occupancy();
     assert_eq!(
         (occ.edges_used, occ.running, occ.waiting, occ.ready),
@@ -275,11 +277,11 @@ fn d21_stale_completion_publishes_nothing_and_frees_every_reservation<E: GraphEn
     // The discovered key's later producer releases nobody from the stale job; the one permit
     // serves the next jobs.
     let p = admit(&g, 50, &[]);
-    assert_eq!(drain(&g), vec![p]);
+    assert_eq!(drain(&g), vec![p.id()]);
     let a2 = admit(&g, 1, &[]);
-    assert_eq!(drain(&g), vec![a2, d]);
-    assert_eq!(g.outcome(a2).unwrap(), Some(JobOutcome::Succeeded));
-    assert_eq!(g.outcome(d).unwrap(), Some(JobOutcome::Succeeded));
+    assert_eq!(drain(&g), ids(&[&a2, &d]));
+    assert_eq!(g.outcome(&a2).unwrap(), Some(JobOutcome::Succeeded));
+    assert_eq!(g.outcome(&d).unwrap(), Some(JobOutcome::Succeeded));
     assert_eq!(g.stale_completions(), 1);
 }
 
@@ -303,20 +305,20 @@ fn d21_completion_racing_advance_is_accepted_or_stale_never_half_applied<E: Grap
         match r {
             Ok(()) => {
                 accepted += 1;
-                assert_eq!(g.outcome(a).unwrap(), Some(JobOutcome::Succeeded));
-                assert_eq!(g.outcome(d).unwrap(), Some(JobOutcome::Succeeded));
+                assert_eq!(g.outcome(&a).unwrap(), Some(JobOutcome::Succeeded));
+                assert_eq!(g.outcome(&d).unwrap(), Some(JobOutcome::Succeeded));
                 assert_eq!(g.stale_completions(), 0);
             }
             Err(e) => {
                 stale += 1;
                 assert_eq!(e.reason(), Reason::Superseded);
-                assert!(superseded(g.outcome(a).unwrap()));
+                assert!(superseded(g.outcome(&a).unwrap()));
                 // D followed key 1 (SPEC D33): the next generation's job releases it.
-                assert_eq!(g.outcome(d).unwrap(), None);
+                assert_eq!(g.outcome(&d).unwrap(), None);
                 assert_eq!(g.stale_completions(), 1);
                 let a2 = admit(&g, 1, &[]);
-                assert_eq!(drain(&g), vec![a2, d]);
-                assert_eq!(g.outcome(d).unwrap(), Some(JobOutcome::Succeeded));
+                assert_eq!(drain(&g), ids(&[&a2, &d]));
+                assert_eq!(g.outcome(&d).unwrap(), Some(JobOutcome::Succeeded));
             }
         }
         let occ = g.occupancy();
@@ -341,7 +343,7 @@ fn d22_exhausted_generation_refuses_advance_and_never_wraps<E: GraphEngine>() {
         .max_generation(3)
         .build_with::<E>()
         .unwrap();
-    admit(&g, 1, &[]);
+    let _first = admit(&g, 1, &[]);
     for want in 1..=3 {
         assert_eq!(g.advance(key(1)).unwrap().generation, want);
     }
@@ -354,16 +356,16 @@ fn d22_exhausted_generation_refuses_advance_and_never_wraps<E: GraphEngine>() {
     );
     // Refused: nothing moved, the live job is untouched, the counter did not wrap to 0.
     assert_eq!((g.version(key(1)), g.occupancy()), before);
-    assert_eq!(g.outcome(live).unwrap(), None);
+    assert_eq!(g.outcome(&live).unwrap(), None);
     assert!(g.advance(key(1)).is_err());
     assert_eq!(g.version(key(1)).unwrap().generation, 3);
     // A re-created key starts again at 0.
     g.remove(key(1)).unwrap();
-    admit(&g, 1, &[]);
+    let _recreated = admit(&g, 1, &[]);
     assert_eq!(g.advance(key(1)).unwrap().generation, 1);
     // The full 24-bit width on a default graph: far from exhausted.
     let d = graph::<E>();
-    admit(&d, 1, &[]);
+    let _held = admit(&d, 1, &[]);
     for _ in 0..1000 {
         d.advance(key(1)).unwrap();
     }
@@ -374,7 +376,7 @@ fn d23_witness_of_removed_or_recreated_key_is_refused_even_at_the_same_generatio
     E: GraphEngine,
 >() {
     let g = graph::<E>();
-    admit(&g, 1, &[]);
+    let _first = admit(&g, 1, &[]);
     let job = g.try_next(CPU).unwrap();
     let w = g.witness(&job);
     assert_eq!(w.key(), key(1));
@@ -390,7 +392,7 @@ fn d23_witness_of_removed_or_recreated_key_is_refused_even_at_the_same_generatio
         (Code::NotFound, Reason::StaleWitness)
     );
     // Re-created at the same generation (0): still refused, the incarnation differs.
-    admit(&g, 1, &[]);
+    let _second = admit(&g, 1, &[]);
     assert_eq!(
         g.version(key(1)).unwrap().generation,
         w.version().generation
@@ -413,7 +415,7 @@ fn d23_witness_of_removed_or_recreated_key_is_refused_even_at_the_same_generatio
 
 fn d23_witness_is_current_only_at_the_current_generation<E: GraphEngine>() {
     let g = graph::<E>();
-    admit(&g, 1, &[]);
+    let _old = admit(&g, 1, &[]);
     let job = g.try_next(CPU).unwrap();
     let w = g.witness(&job);
     g.advance(key(1)).unwrap();
@@ -422,7 +424,7 @@ fn d23_witness_is_current_only_at_the_current_generation<E: GraphEngine>() {
         Reason::StaleWitness
     );
     assert!(g.complete(job, JobOutcome::Succeeded).is_err());
-    admit(&g, 1, &[]);
+    let _new = admit(&g, 1, &[]);
     let job = g.try_next(CPU).unwrap();
     let w1 = g.witness(&job);
     assert_eq!(w1.version().generation, 1);
@@ -448,40 +450,42 @@ fn d24_remove_fails_waiters_cancels_work_and_frees_storage<E: GraphEngine>() {
     assert_eq!(g.occupancy().edges_used, 4);
     g.remove(key(10)).unwrap();
     assert!(failed_with(
-        g.outcome(w1).unwrap(),
+        g.outcome(&w1).unwrap(),
         Code::Unavailable,
         Reason::Removed
     ));
     // `w2` failed one gate and still waits for its other one (as with any failed gate).
-    assert_eq!(g.outcome(w2).unwrap(), None);
+    assert_eq!(g.outcome(&w2).unwrap(), None);
     assert_eq!(g.occupancy().edges_used, 2);
     g.remove(key(11)).unwrap();
     assert!(failed_with(
-        g.outcome(w2).unwrap(),
+        g.outcome(&w2).unwrap(),
         Code::Unavailable,
         Reason::Removed
     ));
     g.remove(key(20)).unwrap();
     assert!(failed_with(
-        g.outcome(q).unwrap(),
+        g.outcome(&q).unwrap(),
         Code::Cancelled,
         Reason::Removed
     ));
-    assert!(dependency_failed(g.outcome(qd).unwrap()));
+    assert!(dependency_failed(g.outcome(&qd).unwrap()));
     // Every edge is back.
     let occ = g.occupancy();
     assert_eq!((occ.edges_used, occ.waiting, occ.ready), (0, 0, 0));
     assert_eq!(g.version(key(10)), None);
     assert!(drain(&g).is_empty());
     assert!(g.ledger().usage().is_zero());
-    for h in [w1, w2, q, qd] {
-        g.take_outcome(h).unwrap().unwrap();
+    let handles = [w1, w2, q, qd];
+    for h in &handles {
+        g.outcome(h).unwrap().unwrap();
     }
+    drop(handles);
     assert_eq!(g.occupancy().nodes_used, 0);
     // A removed key is unknown until named again.
     assert_eq!(g.remove(key(10)).unwrap_err().reason(), Reason::UnknownKey);
     let again = admit(&g, 10, &[]);
-    assert_eq!(drain(&g), vec![again]);
+    assert_eq!(drain(&g), vec![again.id()]);
 }
 
 fn d24_remove_of_a_running_job_makes_its_completion_stale<E: GraphEngine>() {
@@ -494,7 +498,7 @@ fn d24_remove_of_a_running_job_makes_its_completion_stale<E: GraphEngine>() {
     assert_eq!((e.code(), e.reason()), (Code::Cancelled, Reason::Removed));
     assert_eq!(g.stale_completions(), 1);
     assert!(failed_with(
-        g.outcome(a).unwrap(),
+        g.outcome(&a).unwrap(),
         Code::Cancelled,
         Reason::Removed
     ));
@@ -523,8 +527,8 @@ fn d24_reset_retires_every_key_at_scale<E: GraphEngine>() {
     let running = g.try_next(CPU).unwrap();
     assert_eq!(g.occupancy().waiting, 3000);
     g.reset();
-    for &h in &handles {
-        if h == running.handle() {
+    for h in &handles {
+        if h.id() == running.id() {
             continue;
         }
         assert!(
@@ -543,13 +547,14 @@ fn d24_reset_retires_every_key_at_scale<E: GraphEngine>() {
         assert_eq!(g.version(key(10 + c * 4)), None);
         assert_eq!(g.version(key(5_000_000 + c)), None);
     }
-    for h in handles {
-        g.take_outcome(h).unwrap().unwrap();
+    for h in &handles {
+        g.outcome(h).unwrap().unwrap();
     }
+    drop(handles);
     assert_eq!(g.occupancy().nodes_used, 0);
     // Usable again.
     let h = admit(&g, 10, &[]);
-    assert_eq!(drain(&g), vec![h]);
+    assert_eq!(drain(&g), vec![h.id()]);
 }
 
 fn d24_bad_key_operations_are_typed_errors_and_change_nothing<E: GraphEngine>() {
@@ -559,7 +564,7 @@ fn d24_bad_key_operations_are_typed_errors_and_change_nothing<E: GraphEngine>() 
         g.occupancy(),
         g.version(key(1)),
         g.version(key(2)),
-        g.outcome(a).unwrap(),
+        g.outcome(&a).unwrap(),
     );
     let unknown = |e: Error| (e.code(), e.reason()) == (Code::NotFound, Reason::UnknownKey);
     assert!(unknown(g.advance(key(3)).unwrap_err()));
@@ -570,7 +575,7 @@ fn d24_bad_key_operations_are_typed_errors_and_change_nothing<E: GraphEngine>() 
             g.occupancy(),
             g.version(key(1)),
             g.version(key(2)),
-            g.outcome(a).unwrap()
+            g.outcome(&a).unwrap()
         ),
         before
     );
@@ -578,7 +583,7 @@ fn d24_bad_key_operations_are_typed_errors_and_change_nothing<E: GraphEngine>() 
     assert!(unknown(g.advance(key(2)).unwrap_err()));
     assert!(unknown(g.remove(key(2)).unwrap_err()));
     assert!(failed_with(
-        g.outcome(a).unwrap(),
+        g.outcome(&a).unwrap(),
         Code::Unavailable,
         Reason::Removed
     ));
@@ -587,7 +592,7 @@ fn d24_bad_key_operations_are_typed_errors_and_change_nothing<E: GraphEngine>() 
 fn d20_d23_atomic_batch_jobs_carry_versions_and_are_superseded<E: GraphEngine>() {
     let g = graph::<E>();
     // Key 2 exists at generation 1 before the batch.
-    admit(&g, 2, &[]);
+    let _old = admit(&g, 2, &[]);
     drain(&g);
     g.advance(key(2)).unwrap();
     let after = [dep(1, Gate::OnSuccess)];
@@ -597,19 +602,19 @@ fn d20_d23_atomic_batch_jobs_carry_versions_and_are_superseded<E: GraphEngine>()
     };
     // Supersede the batch's key 1: its dependent in the batch follows the key (SPEC D33).
     g.advance(key(1)).unwrap();
-    assert!(superseded(g.outcome(h[1]).unwrap()));
-    assert_eq!(g.outcome(h[0]).unwrap(), None);
+    assert!(superseded(g.outcome(&h[1]).unwrap()));
+    assert_eq!(g.outcome(&h[0]).unwrap(), None);
     let job = g.try_next(CPU).unwrap();
-    assert_eq!(job.handle(), h[2]);
+    assert_eq!(job.id(), h[2].id());
     // The batch's job runs at its key's current version.
     let w = g.witness(&job);
     assert_eq!(w.version(), g.version(key(2)).unwrap());
     assert_eq!(w.version().generation, 1);
     g.check_witness(&w).unwrap();
     g.complete(job, JobOutcome::Succeeded).unwrap();
-    assert_eq!(g.outcome(h[2]).unwrap(), Some(JobOutcome::Succeeded));
+    assert_eq!(g.outcome(&h[2]).unwrap(), Some(JobOutcome::Succeeded));
     let one = admit(&g, 1, &[]);
-    assert_eq!(drain(&g), vec![one, h[0]]);
+    assert_eq!(drain(&g), ids(&[&one, &h[0]]));
 }
 
 fn d20_superseded_queued_job_is_not_ended_again_by_a_shutdown<E: GraphEngine>() {
@@ -618,20 +623,21 @@ fn d20_superseded_queued_job_is_not_ended_again_by_a_shutdown<E: GraphEngine>() 
     let b = admit(&g, 2, &[]);
     assert_eq!(g.occupancy().ready, 2);
     g.advance(key(1)).unwrap();
-    assert!(superseded(g.outcome(a).unwrap()));
+    assert!(superseded(g.outcome(&a).unwrap()));
     // The shutdown hands both payloads back: `b` ends `shutdown`, `a` keeps its one outcome.
     g.shutdown();
-    assert!(superseded(g.outcome(a).unwrap()));
+    assert!(superseded(g.outcome(&a).unwrap()));
     assert!(failed_with(
-        g.outcome(b).unwrap(),
+        g.outcome(&b).unwrap(),
         Code::Unavailable,
         Reason::Shutdown
     ));
     let o = g.occupancy();
     assert_eq!((o.waiting, o.ready, o.running), (0, 0, 0));
     assert!(g.ledger().usage().is_zero());
-    for h in [a, b] {
-        g.take_outcome(h).unwrap().unwrap();
+    for h in [&a, &b] {
+        g.outcome(h).unwrap().unwrap();
     }
+    drop((a, b));
     assert_eq!(g.occupancy().nodes_used, 0);
 }

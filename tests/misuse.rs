@@ -6,7 +6,7 @@
 //! are refused at build; restoring a cell id past its class is a range error.
 
 use fairway::admission::{AdmissionRequest, ClassSpec, Ledger, LedgerConfig};
-use fairway::graph::{Dependency, Gate, Graph, JobKey, JobOutcome, JobSpec, WorkKey};
+use fairway::graph::{Admission, Dependency, Gate, Graph, JobKey, JobOutcome, JobSpec, WorkKey};
 use fairway::versions::VersionDirectory;
 use fairway::{
     AdmittedRequest, CancellationToken, CellId, ClassId, Code, Error, Reason, RequestId, Scheduler,
@@ -304,7 +304,7 @@ fn q06_misuse_graph_calls() {
         Reason::UnknownKey,
     );
     // A pin the key has not reached.
-    let fairway::graph::Admission::Admitted(h) = g.submit(&job(7, &[])).unwrap() else {
+    let Admission::Admitted(h) = g.submit(&job(7, &[])).unwrap() else {
         panic!("admitted")
     };
     let mut ahead = g.version(JobKey::new(7)).unwrap();
@@ -318,32 +318,94 @@ fn q06_misuse_graph_calls() {
         Code::InvalidArgument,
         Reason::UnknownVersion,
     );
-    // Stale and foreign handles.
+    // Stale and foreign handles (SPEC D31: a job is freed when it ended and its last handle
+    // was dropped; its id is stale from then on).
     let r = g.try_next(ClassId(0)).unwrap();
     g.complete(r, JobOutcome::Succeeded).unwrap();
-    assert_eq!(g.take_outcome(h).unwrap(), Some(JobOutcome::Succeeded));
+    assert_eq!(g.outcome(&h).unwrap(), Some(JobOutcome::Succeeded));
+    let freed = h.id();
+    drop(h);
     row(
-        "a handle whose outcome was taken",
-        g.take_outcome(h),
+        "the id of a job that ended and whose handle was dropped",
+        g.outcome(freed),
+        Code::NotFound,
+        Reason::StaleHandle,
+    );
+    row(
+        "the urgency of a freed job",
+        g.effective(freed),
         Code::NotFound,
         Reason::StaleHandle,
     );
     let other = graph();
-    let fairway::graph::Admission::Admitted(foreign) = other.submit(&job(1, &[])).unwrap() else {
+    let Admission::Admitted(foreign) = other.submit(&job(1, &[])).unwrap() else {
         panic!("admitted")
+    };
+    let Admission::DedupeJoined(joiner) = other.submit(&job(1, &[])).unwrap() else {
+        panic!("joined")
     };
     row(
         "another graph's handle",
-        g.outcome(foreign),
+        g.outcome(&foreign),
         Code::PermissionDenied,
         Reason::ForeignHandle,
     );
     row(
-        "wait_batch naming a handle twice",
-        other.wait_batch(&[foreign, foreign]),
-        Code::InvalidArgument,
-        Reason::DuplicateHandle,
+        "another graph's job id",
+        g.outcome(foreign.id()),
+        Code::PermissionDenied,
+        Reason::ForeignHandle,
     );
+    row(
+        "wait_batch naming another graph's handle",
+        g.wait_batch(std::slice::from_ref(&foreign)),
+        Code::PermissionDenied,
+        Reason::ForeignHandle,
+    );
+    // Owned handles cannot repeat (the old duplicate-handle refusal is gone): two handles of
+    // one job (the submitter's and a joiner's) in one `wait_batch` are each read.
+    let r = other.try_next(ClassId(0)).unwrap();
+    other.complete(r, JobOutcome::Succeeded).unwrap();
+    let both = [foreign, joiner];
+    let read = other.wait_batch(&both);
+    assert!(
+        matches!(&read, Ok(o) if *o == [JobOutcome::Succeeded; 2]),
+        "{read:?}"
+    );
+    accepted("wait_batch naming two handles of one job", read);
+    drop(both);
+    assert_eq!(other.occupancy().nodes_used, 0);
+    // A job that nothing wants any more is withdrawn (SPEC D31): a running one is told, its
+    // completion is refused `cancelled / withdrawn`, and a dependent that linked to it meanwhile
+    // fails `cancelled / dependency-cancelled` on its `OnSuccess` gate.
+    let Admission::Admitted(p) = g.submit(&job(30, &[])).unwrap() else {
+        panic!("admitted")
+    };
+    let running = g.try_next(ClassId(0)).unwrap();
+    assert_eq!(running.key(), JobKey::new(30));
+    drop(p);
+    assert!(running.is_cancelled(), "its last handle was dropped");
+    let Admission::Admitted(late) = g.submit(&job(31, &[dep(30)])).unwrap() else {
+        panic!("admitted")
+    };
+    row(
+        "complete of a running job nothing wants any more",
+        g.complete(running, JobOutcome::Succeeded),
+        Code::Cancelled,
+        Reason::Withdrawn,
+    );
+    let as_result = |o: Option<JobOutcome>| match o {
+        Some(JobOutcome::Failed(e)) => Err(e),
+        other => Ok(other),
+    };
+    row(
+        "an OnSuccess dependent of a withdrawn job",
+        as_result(g.outcome(&late).unwrap()),
+        Code::Cancelled,
+        Reason::DependencyCancelled,
+    );
+    drop(late);
+    assert_eq!(g.occupancy().nodes_used, 0, "{:?}", g.occupancy());
     // After shutdown.
     g.shutdown();
     row(
@@ -667,7 +729,8 @@ fn q06_misuse_scheduler_handles_identities_and_after_shutdown() {
 fn q06_misuse_graph_witnesses() {
     let _tally = Tally("graph-witnesses");
     let (g, other) = (graph(), graph());
-    g.submit(&job(1, &[])).unwrap();
+    // Held: a job whose handle is dropped is withdrawn (SPEC D31).
+    let _job = g.submit(&job(1, &[])).unwrap();
     let running = g.try_next(ClassId(0)).unwrap();
     let w = g.witness(&running);
     g.check_witness(&w).expect("a running job's own witness");

@@ -17,12 +17,14 @@ pub struct Identity {
 /// A caller-side deduplication hook (SPEC D03), consulted by [`Graph::submit_with`] before
 /// admission.
 ///
-/// `probe` returns a handle of a job of this graph to join instead of submitting; the graph
-/// then adds a claim to that job (see [Deduplication](crate::graph#deduplication-spec-d02-d03-d32))
-/// and returns
-/// [`Admission::DedupeJoined`]. The notices tell the hook what the submission did, so it can
-/// record handles for later probes. Every method runs on the submitting thread, outside any
-/// lock of the graph (D32): it may call back into the graph.
+/// `probe` returns the [`JobId`] of a job of this graph to join instead of submitting; the
+/// graph then adds a claim to that job (see
+/// [Deduplication](crate::graph#deduplication-spec-d02-d03-d32)) and returns
+/// [`Admission::DedupeJoined`] with a new handle of it. The notices tell the hook what the
+/// submission did, so it can record job ids for later probes. An id holds nothing: a probe
+/// that names a job which was freed (it ended and its last handle was dropped) or withdrawn
+/// is refused (SPEC D31). Every method runs on the submitting thread, outside any lock of the
+/// graph (D32): it may call back into the graph.
 ///
 /// # Example
 ///
@@ -30,22 +32,20 @@ pub struct Identity {
 ///
 /// ```
 /// use fairway::admission::{ClassSpec, Ledger, LedgerConfig};
-/// use fairway::graph::{
-///     Admission, DedupeHook, Graph, Identity, JobHandle, JobKey, JobOutcome, JobSpec,
-/// };
+/// use fairway::graph::{Admission, DedupeHook, Graph, Identity, JobId, JobKey, JobOutcome, JobSpec};
 /// use fairway::{ClassId, TenantId};
 /// use std::cell::Cell;
 ///
 /// /// Keys 1 and 2 name the same content: the first submitted runs, the other joins it.
 /// #[derive(Default)]
-/// struct SameContent(Cell<Option<JobHandle>>);
+/// struct SameContent(Cell<Option<JobId>>);
 ///
 /// impl DedupeHook for SameContent {
 ///     fn probe(&self, _: &Identity) -> Option<JobId> {
 ///         self.0.get()
 ///     }
-///     fn admitted(&self, _: &Identity, handle: JobHandle) {
-///         self.0.set(Some(handle));
+///     fn admitted(&self, _: &Identity, job: JobId) {
+///         self.0.set(Some(job));
 ///     }
 /// }
 ///
@@ -68,9 +68,12 @@ pub struct Identity {
 /// let running = graph.try_next(ClassId(0)).expect("one job");
 /// graph.complete(running, JobOutcome::Succeeded)?;
 /// assert!(graph.try_next(ClassId(0)).is_none(), "key 2 never ran");
-/// // Both handles see the one outcome; the second take frees the job's slot.
-/// assert_eq!(graph.take_outcome(first)?, Some(JobOutcome::Succeeded));
-/// assert_eq!(graph.take_outcome(joiner)?, Some(JobOutcome::Succeeded));
+/// // Both handles see the one outcome; the job's slot is freed with the last one dropped.
+/// assert_eq!(first.outcome(), Some(JobOutcome::Succeeded));
+/// assert_eq!(graph.outcome(&joiner)?, Some(JobOutcome::Succeeded));
+/// drop(first);
+/// assert_eq!(graph.occupancy().nodes_used, 1);
+/// drop(joiner);
 /// assert_eq!(graph.occupancy().nodes_used, 0);
 /// # Ok::<(), fairway::Error>(())
 /// ```
@@ -78,13 +81,13 @@ pub trait DedupeHook {
     /// A job to join instead of submitting one for `identity`, or `None` to submit.
     fn probe(&self, identity: &Identity) -> Option<JobId>;
 
-    /// The submission admitted a new job (its handle). Default: nothing.
+    /// The submission admitted a new job (`job`, its id). Default: nothing.
     fn admitted(&self, identity: &Identity, job: JobId) {
         let _ = (identity, job);
     }
 
     /// The submission joined a job, through [`probe`](Self::probe) or the graph's own
-    /// deduplication of a live identity (D02); `handle` is the joiner's. Default: nothing.
+    /// deduplication of a live identity (D02); `job` is the joined job's id. Default: nothing.
     fn joined(&self, identity: &Identity, job: JobId) {
         let _ = (identity, job);
     }
@@ -106,16 +109,17 @@ impl DedupeHook for NoDedupeHook {
 impl<E: GraphEngine> GraphOn<E> {
     /// [`submit`](Self::submit), consulting `hook` first (SPEC D03): if
     /// [`probe`](DedupeHook::probe) names a job, nothing is submitted; the job gains a claim
-    /// and its handle comes back as [`Admission::DedupeJoined`]. Otherwise the job is
+    /// and a new handle of it comes back as [`Admission::DedupeJoined`]. Otherwise the job is
     /// submitted as by `submit` (which may still join a live job of the same identity, D02).
     /// The hook's notice for what happened runs before this returns, outside any lock (D32).
     ///
     /// # Errors
     ///
-    /// As [`submit`](Self::submit), checked before the probe; for a probed handle,
-    /// `permission-denied / foreign-handle` if it is another graph's and `not-found /
-    /// stale-handle` if every handle of its job has taken the outcome (nothing is submitted
-    /// then either: the hook's record is out of date).
+    /// As [`submit`](Self::submit), checked before the probe; for a probed id,
+    /// `permission-denied / foreign-handle` if it is another graph's job and `not-found /
+    /// stale-handle` if its job was freed (it ended and its last handle was dropped) or was
+    /// withdrawn (SPEC D31), even while a withdrawn job still runs (nothing is submitted then
+    /// either: the hook's record is out of date).
     pub fn submit_with<H: DedupeHook + ?Sized>(
         &self,
         spec: &JobSpec<'_>,

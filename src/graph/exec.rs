@@ -267,9 +267,12 @@ impl<E: GraphEngine> GraphOn<E> {
     /// let on_9 = [Dependency::on(JobKey::new(9), Gate::Sequential)];
     /// let Admission::Admitted(waiting) = graph.submit(&job(2, &on_9))? else { unreachable!() };
     /// graph.shutdown();
-    /// let ended = graph.wait_batch(&[queued, waiting])?;
+    /// let handles = [queued, waiting];
+    /// let ended = graph.wait_batch(&handles)?;
     /// assert!(ended.iter().all(|o| !o.is_success()));
     /// assert!(ledger.usage().is_zero());
+    /// // Every job ended: dropping the handles frees the nodes.
+    /// drop(handles);
     /// assert_eq!(graph.occupancy().nodes_used, 0);
     /// assert_eq!(graph.submit(&job(3, &[])).unwrap_err().reason(), Reason::Shutdown);
     /// # Ok::<(), fairway::Error>(())

@@ -147,9 +147,9 @@ impl<E: GraphEngine> GraphOn<E> {
     /// while let Some(job) = graph.try_next(ClassId(0)) {
     ///     graph.complete(job, JobOutcome::Succeeded)?;
     /// }
-    /// assert!(matches!(graph.take_outcome(old)?, Some(JobOutcome::Failed(e))
+    /// assert!(matches!(old.outcome(), Some(JobOutcome::Failed(e))
     ///     if matches!(e.reason(), Reason::Superseded)));
-    /// assert_eq!(graph.take_outcome(new)?, Some(JobOutcome::Succeeded));
+    /// assert_eq!(graph.outcome(&new)?, Some(JobOutcome::Succeeded));
     /// # Ok::<(), fairway::Error>(())
     /// ```
     pub fn advance(&self, key: JobKey) -> Result<Version, Error> {

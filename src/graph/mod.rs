@@ -6,8 +6,11 @@
 //! permit (D06: waiting jobs hold no quota) and is submitted in pull mode to the graph's
 //! [`Scheduler`] under its own tenant, class and priority. Executors pull with
 //! [`Graph::try_next`] / [`Graph::next_blocking`], run the body and call [`Graph::complete`],
-//! which releases the job's dependents in O(dependents) (D13). The owner of a [`JobHandle`]
-//! collects the outcome with [`Graph::take_outcome`], which frees the job's node slot.
+//! which releases the job's dependents in O(dependents) (D13). A submission returns an owned
+//! [`JobHandle`] (D31): the job's demand and a claim on its outcome, which the handle reads
+//! ([`JobHandle::outcome`], [`Graph::wait_batch`], or by awaiting it). The job's node slot is
+//! freed once the job has ended and its last handle is dropped; a job whose every handle is
+//! dropped before it ends, with no dependent waiting on it, is cancelled.
 //!
 //! # Example
 //!
@@ -35,8 +38,11 @@
 //!     // ... run the job's body ...
 //!     graph.complete(running, JobOutcome::Succeeded)?;
 //! }
-//! assert_eq!(graph.take_outcome(compile)?, Some(JobOutcome::Succeeded));
-//! assert_eq!(graph.take_outcome(link)?, Some(JobOutcome::Succeeded));
+//! assert_eq!(compile.outcome(), Some(JobOutcome::Succeeded));
+//! assert_eq!(graph.outcome(&link)?, Some(JobOutcome::Succeeded));
+//! // Both jobs ended: dropping their handles frees their node slots.
+//! drop((compile, link));
+//! assert_eq!(graph.occupancy().nodes_used, 0);
 //! # Ok::<(), fairway::Error>(())
 //! ```
 //!
@@ -133,14 +139,24 @@
 //! ## Handles of one job
 //!
 //! Every handle that a submission returns, `Admitted` or `DedupeJoined`, is one claim on the
-//! job's outcome: each sees the same outcome through [`Graph::outcome`] and takes it once
-//! with [`Graph::take_outcome`] (or [`Graph::wait_batch`]); the job's node slot is freed when
-//! the last claim is taken. A joiner's handle compares equal to the original's (it names the
-//! same job); handles of one job are interchangeable claims, so taking twice with one handle
-//! uses up another's. A joiner that will not wait for the outcome gives its claim back with
-//! `take_outcome` once the job ended (or [`Graph::wait_batch`]), as the submitter does: a
-//! claim is a count in the node, so an abandoned claim keeps the slot, exactly as an
-//! abandoned original handle does.
+//! job and one demand for it (SPEC D31). Handles of one job compare equal (they name the same
+//! [`JobId`]) and each reads the same outcome ([`JobHandle::outcome`], [`Graph::outcome`],
+//! [`Graph::wait_batch`], or by awaiting the handle); reading takes nothing away from the
+//! others. Dropping a handle gives back its claim and withdraws its demand:
+//!
+//! - The job's node slot is freed when the job has ended and its last handle is dropped.
+//!   From then on its [`JobId`] is refused `not-found / stale-handle`.
+//! - A job that has not ended is wanted while it has a handle, while a dependent that has not
+//!   ended still waits on it, or once it was detached ([`JobHandle::detach`]). A joiner's
+//!   handle is a demand like the submitter's: whichever of them is dropped first, the other
+//!   keeps the job.
+//! - When the last demand goes, the job is cancelled `cancelled / withdrawn`: a waiting or
+//!   queued job ends at once (the graph withdraws a queued job's scheduler request), a
+//!   running one is told ([`RunningJob::is_cancelled`]) and ends `withdrawn` when it
+//!   completes, whatever its body reported. [`JobHandle::cancel`] withdraws a handle's demand
+//!   explicitly and says whether that cancelled the job.
+//! - A withdrawn job is never joined. A submission of its identity advances the key one
+//!   generation and starts a new job; a hook that names it gets `not-found / stale-handle`.
 //!
 //! ## The joiner's own job description
 //!
@@ -153,13 +169,13 @@
 //!
 //! [`Graph::submit_with`] consults a [`DedupeHook`] before admission: the hook can map an
 //! identity to a job the caller already knows (its own notion of "the same work", wider than
-//! the graph's, for example two keys with one content). `Some(handle)` skips submission
-//! entirely: the graph adds a claim to that job and returns `DedupeJoined`. The hook is
-//! passed per submission, not stored in the graph: it may borrow the caller's state, need not
-//! be `'static`, `Send` or `Sync`, and [`Graph::submit`] (which is `submit_with` with
-//! [`NoDedupeHook`]) pays nothing for it. The hook's notices ([`DedupeHook::admitted`],
-//! [`DedupeHook::joined`]) run after the graph's state is consistent, on the submitting
-//! thread, with no lock of the graph held (D32).
+//! the graph's, for example two keys with one content). `Some(id)` skips submission
+//! entirely: the graph adds a claim to that job and returns `DedupeJoined` with a new handle.
+//! The hook is passed per submission, not stored in the graph: it may borrow the caller's
+//! state, need not be `'static`, `Send` or `Sync`, and [`Graph::submit`] (which is
+//! `submit_with` with [`NoDedupeHook`]) pays nothing for it. The hook's notices
+//! ([`DedupeHook::admitted`], [`DedupeHook::joined`]) run after the graph's state is
+//! consistent, on the submitting thread, with no lock of the graph held (D32).
 //!
 //! Atomic batches do not dedupe: a job of [`Graph::submit_batch_atomic`] whose key has a
 //! live job refuses the batch `duplicate-key`, as before (a batch is all new jobs or none).
@@ -258,19 +274,15 @@
 //!
 //! - A key holds one job per generation: a second submission at the same generation joins
 //!   the job while it is live and is refused `already-exists / duplicate-key` after it ended,
-//!   until the key advances or is removed. Keys are at most
+//!   until the key advances or is removed (a withdrawn job's identity starts a new job at the
+//!   next generation, see [Handles of one job](#handles-of-one-job)). Keys are at most
 //!   [`WorkKey::MAX`], stage tags 8 bits, generations 24 bits.
 //! - A compaction of the lock-free key index holds the topology lock for one pass over the
 //!   index (once per a quarter of its cells in removals); a submit that names a new key, or a
 //!   lookup that meets the compaction, waits for it. Nothing is reclaimed through an epoch
 //!   scheme: the key table frees no memory (see `lockfree/index.rs`).
-//! - A running job is signalled through its witness, not a cancellation token; a queued job
-//!   that a key operation ended stays in the scheduler until an executor skips it.
-//! - Not built: cancellation through the graph and owned handles (D31). A joiner's urgency
-//!   (D30) stays with the job until it ends, as its claim does.
-//! - A handle is a copyable token: a joiner (like the original submitter) that never takes
-//!   its outcome keeps its claim, and so the job's node slot, for good. There is no way yet
-//!   to give a claim back before the job ends.
+//! - A joiner's urgency (D30) stays with the job until the job ends, also after the joiner's
+//!   handle was dropped.
 //! - The ready depth is the node capacity: the graph's scheduler queues as many jobs per class
 //!   as there are nodes, so a job that became ready is never refused for queue space.
 //! - A job (or a batch) refused for a cycle or a duplicate key in the rare race where the
@@ -824,14 +836,18 @@ impl<E: GraphEngine> GraphOn<E> {
     /// let after_1 = [Dependency::on(JobKey::new(1), Gate::OnSuccess)];
     /// let cap = ConcurrencyCap::new(1)?;
     /// let batch = [job(2, &after_1), job(1, &[])];
-    /// let Admission::Admitted(handles) = graph.submit_batch_atomic(&batch, Some(&cap))? else {
+    /// let Admission::Admitted(handle) = graph.submit_batch_atomic(&batch, Some(&cap))? else {
     ///     unreachable!("room for both")
     /// };
     /// while let Some(running) = graph.try_next(ClassId(0)) {
     ///     running.run(|| { /* the body, one of the batch at a time */ });
     ///     graph.complete(running, JobOutcome::Succeeded)?;
     /// }
-    /// assert_eq!(graph.wait_batch(&handles)?, [JobOutcome::Succeeded; 2]);
+    /// // The batch's one handle reads as its jobs' handles, in input order.
+    /// assert_eq!(graph.wait_batch(&handle)?, [JobOutcome::Succeeded; 2]);
+    /// // Both jobs ended: dropping the handle frees their nodes.
+    /// drop(handle);
+    /// assert_eq!(graph.occupancy().nodes_used, 0);
     /// # Ok::<(), fairway::Error>(())
     /// ```
     pub fn submit_batch_atomic(
