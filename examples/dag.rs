@@ -8,7 +8,9 @@
 //! one dedupe (a second client asks for the test run while it is live and joins it: the tests
 //! run once, and both handles see the one outcome). Then, on a second graph, an urgent
 //! request pulls its dependency forward: the dependency inherits the request's priority and
-//! runs ahead of the backlog it was queued behind.
+//! runs ahead of the backlog it was queued behind. Last, on a third graph, a stale request is
+//! dropped: its handle was the only demand on a subtree of three jobs, and all three are
+//! cancelled without running; the request that replaces it is awaited on tokio.
 //!
 //! Run with `cargo run --example dag`.
 
@@ -139,7 +141,7 @@ pub fn main() -> Result<(), Error> {
         (31, package),
     ]);
 
-    let handles: Vec<JobHandle> = jobs.iter().map(|&(_, h)| h).collect();
+    let (keys, handles): (Vec<u64>, Vec<JobHandle>) = jobs.into_iter().unzip();
     let outcomes = graph.wait_batch(&handles)?;
     // Everything has ended: stop the executors.
     graph.scheduler().shutdown();
@@ -148,7 +150,7 @@ pub fn main() -> Result<(), Error> {
     }
 
     println!("outcomes:");
-    for ((key, _), outcome) in jobs.iter().zip(&outcomes) {
+    for (key, outcome) in keys.iter().zip(&outcomes) {
         let what = match outcome {
             JobOutcome::Succeeded => "succeeded".to_string(),
             JobOutcome::Failed(e) => format!("failed ({e})"),
@@ -163,10 +165,12 @@ pub fn main() -> Result<(), Error> {
         "one test run, one outcome"
     );
     assert!(matches!(outcomes[9], JobOutcome::Failed(e) if e.reason() == Reason::DependencyFailed));
+    // Every job has ended: dropping the handles frees every node slot.
+    drop(handles);
     println!("occupancy at the end: {:?}", graph.occupancy());
-    // Every claim was taken by `wait_batch`: every node slot is free.
     assert_eq!(graph.occupancy().nodes_used, 0);
-    urgent_pulls_its_dependency_forward()
+    urgent_pulls_its_dependency_forward()?;
+    a_dropped_request_cancels_its_subtree()
 }
 
 /// An urgent request pulls its dependency forward (SPEC D30): one cpu cell, busy; a backlog
@@ -189,14 +193,15 @@ fn urgent_pulls_its_dependency_forward() -> Result<(), Error> {
             other => unreachable!("{other:?}"),
         }
     };
-    submit(100, 0, &[])?;
+    // Every handle is held until the end: a dropped handle would withdraw its job.
+    let mut backlog = vec![submit(100, 0, &[])?];
     let busy = graph.try_next(ClassId(0)).expect("the cell is free");
     for key in 101..=105 {
-        submit(key, 0, &[])?;
+        backlog.push(submit(key, 0, &[])?);
     }
     let docs = submit(200, 0, &[])?;
     let hotfix = submit(300, 9, &[Dependency::on(JobKey::new(200), Gate::OnSuccess)])?;
-    let (priority, _) = graph.effective(docs)?;
+    let (priority, _) = graph.effective(&docs)?;
     println!("docs inherits priority {priority} from the hotfix that waits on it");
     assert_eq!(priority, 9);
     graph.complete(busy, JobOutcome::Succeeded)?;
@@ -209,6 +214,82 @@ fn urgent_pulls_its_dependency_forward() -> Result<(), Error> {
     // `docs` goes first. The hotfix becomes ready when `docs` completes; the cell `docs` gives
     // back is granted before the hotfix is queued, so one job of the backlog runs in between.
     assert_eq!(order, [200, 101, 300, 102, 103, 104, 105]);
-    assert!(graph.take_outcome(hotfix)?.is_some_and(|o| o.is_success()));
+    assert!(hotfix.outcome().is_some_and(|o| o.is_success()));
+    assert!(docs.outcome().is_some_and(|o| o.is_success()));
+    assert!(backlog.iter().all(|h| h.outcome() == Some(JobOutcome::Succeeded)));
+    Ok(())
+}
+
+/// A dropped handle cancels the work only it wanted (SPEC D31). A language server gets a
+/// request (key 3) that needs a type check (2), which needs a parse (1). The client keeps
+/// only the request's handle: the parse and the check are wanted by their dependents. The
+/// user types before anything ran, the request goes stale and its handle is dropped: the
+/// request, then the check and the parse it leaves without demand, are cancelled; nothing
+/// runs and every node, edge and permit is back. The new request, at the keys' next
+/// generation, is awaited on tokio while an executor task runs the jobs.
+fn a_dropped_request_cancels_its_subtree() -> Result<(), Error> {
+    let ledger = Ledger::new(LedgerConfig::new(vec![ClassSpec::new("cpu")], 1))?;
+    let graph = Graph::builder(ledger.clone()).class(1).build()?;
+    let submit = |key: u64, deps: &[Dependency]| -> Result<JobHandle, Error> {
+        match graph.submit(&JobSpec {
+            key: JobKey::new(key),
+            tenant: TenantId(0),
+            class: ClassId(0),
+            priority: 0,
+            deadline: None,
+            deps,
+        })? {
+            Admission::Admitted(h) => Ok(h),
+            other => unreachable!("{other:?}"),
+        }
+    };
+    // Top-down, as demand arrives: the request first (it waits for a check that has no
+    // producer yet), then the check (it adopts the waiting request as its dependent), then
+    // the parse. The check's and the parse's handles go at once: their dependents want them.
+    let tree = || -> Result<JobHandle, Error> {
+        let request = submit(3, &[Dependency::on(JobKey::new(2), Gate::OnSuccess)])?;
+        drop(submit(2, &[Dependency::on(JobKey::new(1), Gate::OnSuccess)])?);
+        drop(submit(1, &[])?);
+        Ok(request)
+    };
+    let stale = tree()?;
+    println!("request submitted: {:?}", graph.occupancy());
+    assert_eq!(graph.occupancy().nodes_used, 3);
+    // The user typed: the request is stale.
+    drop(stale);
+    println!("request dropped: {:?}", graph.occupancy());
+    assert_eq!(graph.occupancy().nodes_used, 0);
+    assert_eq!(graph.occupancy().edges_used, 0);
+    assert!(graph.try_next(ClassId(0)).is_none(), "nothing left to run");
+    // The parse's request left the scheduler; its permit is back once a pass went by it (the
+    // look above: a cancelled entry is skipped by the next turn of its tenant).
+    assert!(ledger.usage().is_zero(), "the parse's permit is back");
+
+    // The new request: a new job per key, at the next generation.
+    let fresh = tree()?;
+    assert_eq!(graph.version(JobKey::new(1)).map(|v| v.generation), Some(1));
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_time()
+        .build()
+        .expect("a runtime");
+    let outcome = runtime.block_on(async {
+        let executor = graph.clone();
+        let pool = tokio::spawn(async move {
+            for _ in 0..3 {
+                let job = executor.next(ClassId(0)).await.expect("three jobs");
+                executor.complete(job, JobOutcome::Succeeded).expect("live");
+            }
+        });
+        // The handle is the future of the request's outcome.
+        let outcome = tokio::time::timeout(Duration::from_secs(10), fresh)
+            .await
+            .expect("the request ends");
+        pool.await.expect("the executor task");
+        outcome
+    });
+    println!("the new request: {outcome:?}");
+    assert_eq!(outcome, JobOutcome::Succeeded);
+    assert_eq!(graph.occupancy().nodes_used, 0);
     Ok(())
 }
