@@ -265,8 +265,13 @@ fn a_dropped_request_cancels_its_subtree() -> Result<(), Error> {
     // look above: a cancelled entry is skipped by the next turn of its tenant).
     assert!(ledger.usage().is_zero(), "the parse's permit is back");
 
-    // The new request: a new job per key, at the next generation.
-    let fresh = tree()?;
+    // The new request: a new job per key, at the next generation. Submitted bottom-up this
+    // time, holding each handle until its dependent is linked: a new dependent on a key whose
+    // job was withdrawn would meet that cancelled job (and fail `dependency-cancelled`).
+    let parse = submit(1, &[])?;
+    let check = submit(2, &[Dependency::on(JobKey::new(1), Gate::OnSuccess)])?;
+    let fresh = submit(3, &[Dependency::on(JobKey::new(2), Gate::OnSuccess)])?;
+    drop((parse, check));
     assert_eq!(graph.version(JobKey::new(1)).map(|v| v.generation), Some(1));
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

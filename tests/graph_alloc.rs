@@ -95,3 +95,69 @@ fn q03_submit_with_64_dependencies_does_not_allocate() {
         "allocations in one submit of 64 dependencies"
     );
 }
+
+/// Builds a fan-out / fan-in DAG of 10,002 jobs top-down (the sink first, so every job has
+/// its dependents when its handle goes): one source, 100 groups of 99 middle jobs on the
+/// source and one collector on the group's middles, and a sink on the 100 collectors. Only
+/// the sink's handle is kept. Keys from `base` on (fresh ones: a new dependent of a withdrawn
+/// job's key would meet that cancelled job). Returns it.
+fn wide_dag(g: &Graph, base: u64) -> fairway::graph::JobHandle {
+    let admit = |key: u64, deps: &[Dependency]| match g.submit(&spec(base + key, deps)).unwrap() {
+        Admission::Admitted(h) => h,
+        other => panic!("key {key}: {other:?}"),
+    };
+    let on = |k: u64| Dependency {
+        key: JobKey::new(base + k),
+        gate: Gate::OnSuccess,
+        pin: None,
+    };
+    let collectors: Vec<Dependency> = (0..100).map(|c| on(1_000_000 + c)).collect();
+    let sink = admit(2_000_000, &collectors);
+    for c in 0..100u64 {
+        let middles: Vec<Dependency> = (0..99).map(|m| on(10_000 + c * 100 + m)).collect();
+        drop(admit(1_000_000 + c, &middles));
+        for m in 0..99u64 {
+            drop(admit(10_000 + c * 100 + m, &[on(1)]));
+        }
+    }
+    drop(admit(1, &[]));
+    sink
+}
+
+/// SPEC D31: dropping the last handle of a DAG of 10^4 jobs cancels every job of it, frees
+/// every node and edge, and allocates nothing (in a steady state: the second DAG, after one
+/// cancellation warmed the graph's lists).
+#[test]
+fn d31_dropping_the_last_handle_of_a_10k_dag_frees_it_without_allocating() {
+    let ledger = Ledger::new(LedgerConfig::new(vec![ClassSpec::new("cpu")], 1)).unwrap();
+    let g = Graph::builder(ledger.clone())
+        .class(2)
+        .nodes(10_100)
+        .edges(20_200)
+        .keys(20_400)
+        .max_deps(128)
+        .build()
+        .unwrap();
+    let mut timed = Vec::new();
+    for round in 0..2 {
+        let sink = wide_dag(&g, round * 10_000_000);
+        assert_eq!(g.occupancy().nodes_used, 10_002, "round {round}: the DAG is held");
+        let mut cancelled = false;
+        let t = std::time::Instant::now();
+        let allocs = count(|| cancelled = sink.cancel());
+        timed.push(t.elapsed());
+        assert!(cancelled, "round {round}: the sink was the DAG's only demand");
+        let o = g.occupancy();
+        assert_eq!(
+            (o.nodes_used, o.edges_used, o.waiting, o.ready, o.running),
+            (0, 0, 0, 0, 0),
+            "round {round}: {o:?}"
+        );
+        assert!(g.try_next(ClassId(0)).is_none(), "round {round}: nothing runs");
+        assert!(ledger.usage().is_zero(), "round {round}: the source's permit is back");
+        if round == 1 {
+            assert_eq!(allocs, 0, "dropping the DAG's last handle allocated");
+        }
+    }
+    println!("dropping the last handle of 10,002 jobs: {:?}", timed);
+}

@@ -269,19 +269,32 @@ impl DropBin {
         self.any.store(true, crate::sync::Ordering::Release);
     }
 
-    /// The nodes reported since the last call.
-    pub(super) fn take(&self) -> Vec<NodeRef> {
+    /// Up to 32 of the nodes reported since the last call (the list keeps its capacity, so a
+    /// steady state allocates nothing; a caller takes again until this comes back empty).
+    pub(super) fn take(&self) -> arrayvec::ArrayVec<NodeRef, 32> {
+        let mut out = arrayvec::ArrayVec::new();
         // The common case, nothing reported: one load, no RMW on the hand-off path. Relaxed
         // (a hint): the swap below decides, and a report this load misses is taken by the
         // next hand-off or by an executor that finds nothing.
         if !self.any.load(crate::sync::Ordering::Relaxed) {
-            return Vec::new();
+            return out;
         }
         // Acquire: pairs with the Release store in `push`.
         if !self.any.swap(false, crate::sync::Ordering::Acquire) {
-            return Vec::new();
+            return out;
         }
-        std::mem::take(&mut *self.nodes.lock().unwrap_or_else(|e| e.into_inner()))
+        let mut nodes = self.nodes.lock().unwrap_or_else(|e| e.into_inner());
+        while out.len() < out.capacity() {
+            match nodes.pop() {
+                Some(n) => out.push(n),
+                None => break,
+            }
+        }
+        if !nodes.is_empty() {
+            // More than one take's worth: the next take sees them.
+            self.any.store(true, crate::sync::Ordering::Release);
+        }
+        out
     }
 }
 

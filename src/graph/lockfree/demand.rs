@@ -171,13 +171,7 @@ impl LockFreeGraph {
     /// Under the topology lock: whether a dependent that has not ended has a pending edge on
     /// `q` (one of its unsealed lists).
     fn has_pending_dependent(&self, q: NodeRef) -> bool {
-        let mut found = false;
-        self.walk(q, |t| {
-            if !found {
-                found = matches!(self.urgency(t), Some((_, _, true)));
-            }
-        });
-        found
+        self.walk_until(q, |t| matches!(self.urgency(t), Some((_, _, true))))
     }
 
     /// `x` ended (SPEC D31): if it ended without running, the producers it was still waiting

@@ -109,6 +109,15 @@ impl LockFreeGraph {
     /// recycled edges, which is why [`pending_max`](Self::pending_max) walks until two walks
     /// agree. Bounded by the edge arena.
     pub(super) fn walk(&self, q: NodeRef, mut f: impl FnMut(NodeRef)) {
+        self.walk_until(q, |t| {
+            f(t);
+            false
+        });
+    }
+
+    /// [`walk`](Self::walk) that stops at the first edge for which `f` is true; whether one
+    /// was.
+    pub(super) fn walk_until(&self, q: NodeRef, mut f: impl FnMut(NodeRef) -> bool) -> bool {
         let n = &self.nodes[q.idx as usize];
         for head in [&n.admit, &n.done] {
             // Acquire: pairs with the linkers' Release pushes (the edges' fields).
@@ -121,11 +130,14 @@ impl LockFreeGraph {
             while e < SEALED_MIN && steps < self.edges.len() {
                 let edge = &self.edges[e as usize];
                 // Relaxed: published by the push acquired above.
-                f(NodeRef::unpack(edge.target.load(Ordering::Relaxed)));
+                if f(NodeRef::unpack(edge.target.load(Ordering::Relaxed))) {
+                    return true;
+                }
                 e = edge.next.load(Ordering::Relaxed);
                 steps += 1;
             }
         }
+        false
     }
 
     /// Under the lock: `q`'s base joined with every active demander that has a pending edge
@@ -142,9 +154,7 @@ impl LockFreeGraph {
 
     /// Under the lock: whether `q`'s unsealed lists hold an edge of `x`.
     fn pending_on(&self, q: NodeRef, x: NodeRef) -> bool {
-        let mut found = false;
-        self.walk(q, |t| found |= t == x);
-        found
+        self.walk_until(q, |t| t == x)
     }
 
     /// Under the lock: the live producers `x` has a pending edge on, into `out` (filled in
