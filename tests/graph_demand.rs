@@ -28,6 +28,7 @@ both_graphs!(
     d31_resubmission_after_withdrawal_starts_a_new_job,
     d31_batch_handle_dropped_mid_run,
     d31_handle_dropped_inside_tokio_timeout,
+    d31_shared_node_of_two_tenants_dags_runs_on_for_the_survivor_at_its_priority,
 );
 
 /// How long a wait inside a test may take before it counts as stuck (far above what any of
@@ -693,4 +694,40 @@ fn d31_handle_dropped_inside_tokio_timeout<E: GraphEngine>() {
     assert_eq!(h.outcome(), Some(out));
     drop(h);
     assert_empty(&g, "at the end");
+}
+
+/// The second measure: a deduped job S shared by two DAGs of different tenants. DAG A
+/// (tenant 0) submits S and its root (priority 9) on S; DAG B (tenant 1) submits S again (a
+/// join) and its root (priority 2) on S. S runs. Dropping A's handles (its root, and its claim
+/// on S) leaves S running for B, not told to stop, its effective priority back to B's root's.
+/// Dropping B's handles then withdraws S: it is told, and its completion ends it `withdrawn`.
+fn d31_shared_node_of_two_tenants_dags_runs_on_for_the_survivor_at_its_priority<E: GraphEngine>() {
+    let g = graph::<E>();
+    let s_a = put(&g, &job(1, 0, &[]));
+    let on_s = [Dependency::on(JobKey::new(1), Gate::OnSuccess)];
+    let root_a = put(&g, &JobSpec { priority: 9, ..job(10, 0, &on_s) });
+    let Admission::DedupeJoined(s_b) = g.submit(&job(1, 1, &[])).unwrap() else {
+        panic!("S is live: B joins it")
+    };
+    let root_b = put(&g, &JobSpec { priority: 2, ..job(20, 1, &on_s) });
+    assert_eq!(g.effective(&s_a).unwrap().0, 9, "S inherits A's root's priority");
+    let running = g.try_next(CPU).expect("S is ready");
+    assert_eq!(running.key(), JobKey::new(1));
+    // A goes: its root is withdrawn, S keeps running for B.
+    assert!(root_a.cancel(), "A's root had no other demander");
+    drop(s_a);
+    assert!(!running.is_cancelled(), "B still wants S");
+    assert_eq!(
+        g.effective(running.id()).unwrap().0,
+        2,
+        "S runs on at the survivor's priority"
+    );
+    // B goes: S is wanted by nobody.
+    drop(root_b);
+    assert!(!running.is_cancelled(), "B's claim on S still holds it");
+    drop(s_b);
+    assert!(running.is_cancelled(), "nothing wants S any more");
+    let e = g.complete(running, JobOutcome::Succeeded).unwrap_err();
+    assert_eq!(e.reason(), Reason::Withdrawn);
+    assert_empty(&g, "after the shared job's withdrawal");
 }
