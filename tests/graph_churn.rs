@@ -82,6 +82,315 @@ fn expected(n: u64, fan_out: u64, extra: u64) -> Vec<(bool, bool)> {
     out
 }
 
+/// The demand plan of a churn (SPEC D31): which jobs' handles depart before the job ends
+/// (`withdraw`), which are detached, and which are joined by a second submission of their key.
+/// `withdraw` is closed under dependents (a job depending on a withdrawn one is withdrawn too),
+/// so no job kept or detached has a withdrawn producer: their outcomes are still the ones
+/// [`expected`] computes, while the withdrawn ones' depend on timing (cancelled, perhaps while
+/// running, or ended before their demand left) and cascade upstream among themselves.
+struct Plan {
+    withdraw: Vec<bool>,
+    detach: Vec<bool>,
+    join: Vec<bool>,
+}
+
+/// How a withdrawn job's demand departs.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Departure {
+    /// Its handle is dropped right after the submission.
+    Drop,
+    /// `cancel()` right after the submission.
+    Cancel,
+    /// Dropped later, after more submissions of its submitter (perhaps while it runs).
+    Later,
+}
+
+fn departure(k: u64) -> Departure {
+    match mix(k ^ 0x5a5a) % 3 {
+        0 => Departure::Drop,
+        1 => Departure::Cancel,
+        _ => Departure::Later,
+    }
+}
+
+fn plan(n: u64, fan_out: u64, extra: u64) -> Plan {
+    let n_ = n as usize;
+    let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); n_];
+    for k in 0..n {
+        for d in deps_of(k, fan_out, extra) {
+            dependents[d.key.key.0 as usize].push(k as usize);
+        }
+    }
+    let mut withdraw = vec![false; n_];
+    for r in 0..n_ {
+        if withdraw[r] || !mix(r as u64 ^ 0x77).is_multiple_of(12) {
+            continue;
+        }
+        // `r` and everything depending on it, transitively, if that is at most eight jobs.
+        let mut set = vec![r];
+        let mut i = 0;
+        while i < set.len() && set.len() <= 8 {
+            for &d in &dependents[set[i]] {
+                if !set.contains(&d) {
+                    set.push(d);
+                }
+            }
+            i += 1;
+        }
+        if set.len() <= 8 {
+            for k in set {
+                withdraw[k] = true;
+            }
+        }
+    }
+    let detach: Vec<bool> = (0..n_)
+        .map(|k| !withdraw[k] && mix(k as u64 ^ 0x99).is_multiple_of(10))
+        .collect();
+    let join = (0..n_)
+        .map(|k| !withdraw[k] && !detach[k] && mix(k as u64 ^ 0xab).is_multiple_of(8))
+        .collect();
+    Plan {
+        withdraw,
+        detach,
+        join,
+    }
+}
+
+/// What the executors saw of every key: runs, and completions refused `cancelled / withdrawn`.
+struct Runs {
+    ran: Vec<std::sync::atomic::AtomicU32>,
+    refused: Vec<std::sync::atomic::AtomicU32>,
+}
+
+impl Runs {
+    fn new(n: u64) -> Arc<Self> {
+        Arc::new(Self {
+            ran: (0..n).map(|_| Default::default()).collect(),
+            refused: (0..n).map(|_| Default::default()).collect(),
+        })
+    }
+
+    fn ran(&self, k: usize) -> u32 {
+        self.ran[k].load(Ordering::Relaxed)
+    }
+}
+
+/// An executor's completion of `job` with its scripted outcome: a job whose demand departed
+/// (SPEC D31) may be refused `cancelled / withdrawn`; one kept or detached never is, and never
+/// is told to stop. Returns whether it was refused.
+fn complete_scripted<E: GraphEngine>(
+    g: &fairway::oracle::GraphOn<E>,
+    job: fairway::graph::RunningJob,
+    plan: &Plan,
+    runs: &Runs,
+) -> bool {
+    let k = job.key().key.0 as usize;
+    runs.ran[k].fetch_add(1, Ordering::Relaxed);
+    let told = job.is_cancelled();
+    assert!(
+        plan.withdraw[k] || !told,
+        "key {k}: kept or detached, yet told to stop"
+    );
+    let outcome = if body_fails(k as u64) {
+        JobOutcome::Failed(Error::new(Code::Internal, Reason::Failed))
+    } else {
+        JobOutcome::Succeeded
+    };
+    match g.complete(job, outcome) {
+        Ok(()) => {
+            assert!(!told, "key {k}: told to stop, yet its completion was taken");
+            false
+        }
+        Err(e) => {
+            assert!(
+                plan.withdraw[k] && e.reason() == Reason::Withdrawn,
+                "key {k} (withdrawn {}): completion refused {e}",
+                plan.withdraw[k]
+            );
+            runs.refused[k].fetch_add(1, Ordering::Relaxed);
+            true
+        }
+    }
+}
+
+/// What the submitters did with their handles (SPEC D31).
+#[derive(Default, Debug)]
+struct Demand {
+    /// Withdrawn jobs, and of them the `cancel()`s that cancelled.
+    withdrawn: u64,
+    cancels_that_cancelled: u64,
+    detached: u64,
+    /// Joins (a second handle of a live job): kept to the end, and dropped at once.
+    joins_kept: u64,
+    joins_dropped: u64,
+    /// Join attempts that met an ended job (`duplicate-key`) or a full claim count.
+    joins_missed: u64,
+}
+
+/// One submitter's handling of job `k`'s fresh handle `h` by the plan: detached, withdrawn (now
+/// or into `later`), or kept (and joined by a second submission of `spec`).
+fn place<E: GraphEngine>(
+    g: &fairway::oracle::GraphOn<E>,
+    plan: &Plan,
+    spec: &JobSpec<'_>,
+    k: u64,
+    h: JobHandle<E>,
+    kept: &mut Vec<(u64, JobHandle<E>)>,
+    joiners: &mut Vec<(u64, JobHandle<E>)>,
+    later: &mut Vec<JobHandle<E>>,
+    demand: &mut Demand,
+) {
+    let ku = k as usize;
+    if plan.detach[ku] {
+        demand.detached += 1;
+        h.detach();
+    } else if plan.withdraw[ku] {
+        demand.withdrawn += 1;
+        match departure(k) {
+            Departure::Drop => drop(h),
+            Departure::Cancel => demand.cancels_that_cancelled += u64::from(h.cancel()),
+            Departure::Later => later.push(h),
+        }
+    } else {
+        kept.push((k, h));
+        if plan.join[ku] {
+            match g.submit(spec) {
+                Ok(Admission::DedupeJoined(j)) => {
+                    if mix(k ^ 0x10).is_multiple_of(2) {
+                        // A demand that arrives and departs while the first one stays: the job
+                        // is not cancelled.
+                        demand.joins_dropped += 1;
+                        drop(j);
+                    } else {
+                        demand.joins_kept += 1;
+                        joiners.push((k, j));
+                    }
+                }
+                Ok(Admission::Backpressured) => demand.joins_missed += 1,
+                Err(e) if e.reason() == Reason::DuplicateKey => demand.joins_missed += 1,
+                other => panic!("key {k}: a second submission of a live job gave {other:?}"),
+            }
+        }
+    }
+}
+
+/// Quiescence and conservation of a churn whose submitters are done (SPEC D31): waits (bounded)
+/// until every kept job has ended and nothing waits, is ready or runs (withdrawn and detached
+/// jobs ended too), then checks every job: a kept one ended with `expected`'s outcome (and its
+/// joiners read the same), a kept or detached one ran iff `expected` admits it, a withdrawn one
+/// ran at most once; the only node slots in use are the kept jobs' (a job that ended with no
+/// handle was freed); dropping every handle frees everything and the ledger holds nothing.
+/// Returns the runs of withdrawn jobs and their refused completions.
+#[allow(clippy::too_many_arguments)]
+fn conserve<E: GraphEngine>(
+    g: &fairway::oracle::GraphOn<E>,
+    n: u64,
+    fan_out: u64,
+    extra: u64,
+    plan: &Plan,
+    runs: &Runs,
+    kept: Vec<(u64, JobHandle<E>)>,
+    joiners: Vec<(u64, JobHandle<E>)>,
+) -> (u64, u64) {
+    let limit = std::time::Instant::now() + TEST_LIMIT;
+    for (k, h) in &kept {
+        while h.outcome().is_none() {
+            assert!(
+                std::time::Instant::now() < limit,
+                "kept key {k} never ended: {:?}, deps {:?}",
+                g.occupancy(),
+                deps_of(*k, fan_out, extra)
+            );
+            std::thread::yield_now();
+        }
+    }
+    let want = expected(n, fan_out, extra);
+    loop {
+        let o = g.occupancy();
+        if (o.waiting, o.ready, o.running) == (0, 0, 0) {
+            break;
+        }
+        let stuck: Vec<u64> = (0..n)
+            .filter(|&k| {
+                let k = k as usize;
+                (plan.detach[k] && want[k].0 && runs.ran(k) == 0) || plan.withdraw[k]
+            })
+            .take(16)
+            .collect();
+        assert!(
+            std::time::Instant::now() < limit,
+            "jobs with no handle never ended: {o:?}; detached not run or withdrawn (first 16): \
+             {stuck:?}"
+        );
+        std::thread::yield_now();
+    }
+    let o = g.occupancy();
+    assert_eq!(
+        o.nodes_used as usize,
+        kept.len(),
+        "only the kept jobs hold node slots at quiescence: {o:?}"
+    );
+    let (mut withdrawn_ran, mut refused) = (0, 0);
+    for k in 0..n as usize {
+        let ran = runs.ran(k);
+        if plan.withdraw[k] {
+            assert!(ran <= 1, "withdrawn key {k} ran {ran} times");
+            withdrawn_ran += u64::from(ran);
+            refused += u64::from(runs.refused[k].load(Ordering::Relaxed));
+        } else {
+            assert_eq!(
+                ran,
+                u32::from(want[k].0),
+                "key {k} (detached {}): ran {ran} times, expected admitted {}",
+                plan.detach[k],
+                want[k].0
+            );
+        }
+    }
+    for (k, h) in &kept {
+        let got = h.outcome().expect("ended");
+        assert_eq!(
+            g.outcome(h).unwrap(),
+            Some(got),
+            "key {k}: the graph reads the same"
+        );
+        let (adm, ok) = want[*k as usize];
+        match got {
+            JobOutcome::Succeeded => assert!(ok, "key {k} succeeded, expected failure"),
+            JobOutcome::Failed(e) => {
+                assert!(!ok, "key {k} failed ({e}), expected success");
+                if adm {
+                    assert_eq!(e.reason(), Reason::Failed, "key {k}");
+                } else {
+                    assert_eq!(e.reason(), Reason::DependencyFailed, "key {k}");
+                }
+            }
+        }
+    }
+    let by_key: std::collections::HashMap<u64, JobOutcome> = kept
+        .iter()
+        .map(|(k, h)| (*k, h.outcome().expect("ended")))
+        .collect();
+    for (k, j) in &joiners {
+        assert_eq!(j.outcome(), Some(by_key[k]), "joiner of key {k}");
+    }
+    let ids: Vec<_> = kept.iter().map(|(_, h)| h.id()).collect();
+    drop(joiners);
+    drop(kept);
+    // The last handle of an ended job frees it.
+    for id in ids {
+        assert_eq!(g.outcome(id).unwrap_err().reason(), Reason::StaleHandle);
+    }
+    let o = g.occupancy();
+    assert_eq!(
+        (o.nodes_used, o.edges_used, o.waiting, o.ready, o.running),
+        (0, 0, 0, 0, 0),
+        "{o:?}"
+    );
+    assert!(g.ledger().usage().is_zero());
+    (withdrawn_ran, refused)
+}
+
 fn churn<E: GraphEngine>(n: u64, fan_out: u64, extra: u64, submitters: u64, executors: usize) {
     let ledger = Ledger::new(LedgerConfig::new(
         vec![ClassSpec::new("cpu"), ClassSpec::new("io")],
@@ -97,12 +406,12 @@ fn churn<E: GraphEngine>(n: u64, fan_out: u64, extra: u64, submitters: u64, exec
         .max_deps(extra as u32 + 1)
         .build_with::<E>()
         .unwrap();
+    let plan = Arc::new(plan(n, fan_out, extra));
+    let runs = Runs::new(n);
     let stop = Arc::new(AtomicBool::new(false));
-    let handles: Arc<Mutex<Vec<Option<JobHandle>>>> = Arc::new(Mutex::new(vec![None; n as usize]));
     let mut execs = Vec::new();
     for e in 0..executors {
-        let g = g.clone();
-        let stop = stop.clone();
+        let (g, stop, plan, runs) = (g.clone(), stop.clone(), plan.clone(), runs.clone());
         execs.push(std::thread::spawn(move || {
             let class = ClassId((e % 2) as u16);
             let mut ran = 0u64;
@@ -114,12 +423,18 @@ fn churn<E: GraphEngine>(n: u64, fan_out: u64, extra: u64, submitters: u64, exec
                 match next {
                     Some(job) => {
                         ran += 1;
-                        let outcome = if body_fails(job.key().key.0) {
-                            JobOutcome::Failed(Error::new(Code::Internal, Reason::Failed))
-                        } else {
-                            JobOutcome::Succeeded
-                        };
-                        g.complete(job, outcome).unwrap();
+                        // The body of a job whose demand leaves late runs until told to stop
+                        // (at most 2 ms): its submitter may drop the handle meanwhile.
+                        let k = job.key().key.0 as usize;
+                        if plan.withdraw[k] && departure(k as u64) == Departure::Later {
+                            let t = std::time::Instant::now();
+                            while !job.is_cancelled()
+                                && t.elapsed() < std::time::Duration::from_millis(2)
+                            {
+                                std::thread::yield_now();
+                            }
+                        }
+                        complete_scripted(&g, job, &plan, &runs);
                     }
                     None => {
                         if stop.load(Ordering::Acquire) {
@@ -133,8 +448,7 @@ fn churn<E: GraphEngine>(n: u64, fan_out: u64, extra: u64, submitters: u64, exec
     }
     let mut subs = Vec::new();
     for t in 0..submitters {
-        let g = g.clone();
-        let handles = handles.clone();
+        let (g, plan) = (g.clone(), plan.clone());
         subs.push(std::thread::spawn(move || {
             // Each submitter takes every `submitters`-th key, in descending order, so
             // dependents often arrive before their producers.
@@ -142,6 +456,9 @@ fn churn<E: GraphEngine>(n: u64, fan_out: u64, extra: u64, submitters: u64, exec
             if t % 2 == 0 {
                 keys.reverse();
             }
+            let (mut kept, mut joiners, mut later) = (Vec::new(), Vec::new(), Vec::new());
+            let mut demand = Demand::default();
+            let limit = std::time::Instant::now() + TEST_LIMIT;
             for k in keys {
                 let deps = deps_of(k, fan_out, extra);
                 let spec = JobSpec {
@@ -155,61 +472,80 @@ fn churn<E: GraphEngine>(n: u64, fan_out: u64, extra: u64, submitters: u64, exec
                 let h = loop {
                     match g.submit(&spec).unwrap() {
                         Admission::Admitted(h) => break h,
-                        Admission::Backpressured => std::thread::yield_now(),
+                        Admission::Backpressured => {
+                            assert!(
+                                std::time::Instant::now() < limit,
+                                "key {k}: backpressured for {TEST_LIMIT:?}: {:?}",
+                                g.occupancy()
+                            );
+                            std::thread::yield_now()
+                        }
                         Admission::DedupeJoined(_) => unreachable!("every key is submitted once"),
                     }
                 };
-                handles.lock().unwrap()[k as usize] = Some(h);
+                place(
+                    &g,
+                    &plan,
+                    &spec,
+                    k,
+                    h,
+                    &mut kept,
+                    &mut joiners,
+                    &mut later,
+                    &mut demand,
+                );
             }
+            // Late departures: after every submission, one by one while executors run (the
+            // job may have ended, be running, queued or waiting).
+            (kept, joiners, demand, later)
         }));
     }
+    let (mut kept, mut joiners, mut demand) = (Vec::new(), Vec::new(), Demand::default());
+    let mut later = Vec::new();
     for s in subs {
-        s.join().unwrap();
+        let (k, j, d, l) = join_within(s, TEST_LIMIT, "a submitter (backpressured?)");
+        later.extend(l);
+        kept.extend(k);
+        joiners.extend(j);
+        demand.withdrawn += d.withdrawn;
+        demand.cancels_that_cancelled += d.cancels_that_cancelled;
+        demand.detached += d.detached;
+        demand.joins_kept += d.joins_kept;
+        demand.joins_dropped += d.joins_dropped;
+        demand.joins_missed += d.joins_missed;
     }
-    let handles: Vec<JobHandle> = handles.lock().unwrap().iter().map(|h| h.unwrap()).collect();
-    // Wait for quiescence: every job has an outcome.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    for (k, h) in handles.iter().enumerate() {
-        while g.outcome(*h).unwrap().is_none() {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "key {k} never ended: {:?}, deps {:?}",
-                g.occupancy(),
-                deps_of(k as u64, fan_out, extra)
-            );
-            std::thread::yield_now();
-        }
+    kept.sort_by_key(|&(k, _)| k);
+    for h in later {
+        std::thread::sleep(std::time::Duration::from_micros(20));
+        drop(h);
     }
+    let (withdrawn_ran, refused) = conserve(&g, n, fan_out, extra, &plan, &runs, kept, joiners);
     stop.store(true, Ordering::Release);
-    let ran: u64 = execs.into_iter().map(|e| e.join().unwrap()).sum();
+    let ran: u64 = execs
+        .into_iter()
+        .map(|e| join_within(e, TEST_LIMIT, "an executor at quiescence"))
+        .sum();
     let want = expected(n, fan_out, extra);
-    let mut admitted = 0;
-    for (k, h) in handles.iter().enumerate() {
-        let got = g.take_outcome(*h).unwrap().expect("ended");
-        // Exactly one outcome: the handle is stale afterwards.
-        assert!(g.take_outcome(*h).is_err());
-        let (adm, ok) = want[k];
-        admitted += u64::from(adm);
-        match got {
-            JobOutcome::Succeeded => assert!(ok, "key {k} succeeded, expected failure"),
-            JobOutcome::Failed(e) => {
-                assert!(!ok, "key {k} failed ({e}), expected success");
-                if adm {
-                    assert_eq!(e.reason(), Reason::Failed, "key {k}");
-                } else {
-                    assert_eq!(e.reason(), Reason::DependencyFailed, "key {k}");
-                }
-            }
-        }
-    }
-    assert_eq!(ran, admitted, "every admitted job ran exactly once");
-    let o = g.occupancy();
+    let admitted = (0..n as usize)
+        .filter(|&k| !plan.withdraw[k] && want[k].0)
+        .count() as u64;
     assert_eq!(
-        (o.nodes_used, o.edges_used, o.waiting, o.ready, o.running),
-        (0, 0, 0, 0, 0),
-        "{o:?}"
+        ran,
+        admitted + withdrawn_ran,
+        "every admitted job kept or detached ran exactly once, withdrawn ones at most once"
     );
-    assert!(g.ledger().usage().is_zero());
+    eprintln!(
+        "{n} jobs: {demand:?}; withdrawn jobs that ran {withdrawn_ran}, their completions \
+         refused {refused}"
+    );
+    if n >= 1_000 {
+        assert!(
+            demand.withdrawn > 0
+                && demand.detached > 0
+                && demand.joins_kept + demand.joins_dropped > 0,
+            "{demand:?}"
+        );
+    }
 }
 
 #[test]
@@ -257,6 +593,9 @@ fn concurrent_cycle<E: GraphEngine>() {
         let barrier = barrier.clone();
         std::thread::spawn(move || {
             let mut admitted = Vec::new();
+            // The admitted halves' handles: held, each job waits (on a producer that never
+            // comes) rather than being withdrawn (SPEC D31).
+            let mut held = Vec::new();
             for r in 0..ROUNDS {
                 let (own, other) = if first {
                     (2 * r, 2 * r + 1)
@@ -278,7 +617,10 @@ fn concurrent_cycle<E: GraphEngine>() {
                     deps: &deps,
                 });
                 admitted.push(match out {
-                    Ok(Admission::Admitted(_)) => true,
+                    Ok(Admission::Admitted(h)) => {
+                        held.push(h);
+                        true
+                    }
                     Err(e) => {
                         assert_eq!(
                             (e.code(), e.reason()),
@@ -289,18 +631,25 @@ fn concurrent_cycle<E: GraphEngine>() {
                     Ok(other) => panic!("round {r}: {other:?}"),
                 });
             }
-            admitted
+            (admitted, held)
         })
     };
     let a = side(true);
     let b = side(false);
-    let a = a.join().unwrap();
-    let b = b.join().unwrap();
+    let (a, held_a) = join_within(a, TEST_LIMIT, "the first halves' submitter");
+    let (b, held_b) = join_within(b, TEST_LIMIT, "the second halves' submitter");
     for r in 0..ROUNDS as usize {
         assert!(a[r] ^ b[r], "round {r}: admitted {} and {}", a[r], b[r]);
     }
     let o = g.occupancy();
     assert_eq!((o.nodes_used, o.waiting), (ROUNDS as u32, ROUNDS as u32));
+    // Their demand departs: each waiting half is withdrawn and freed.
+    for h in held_a.iter().chain(&held_b) {
+        assert_eq!(h.outcome(), None);
+    }
+    drop((held_a, held_b));
+    let o = g.occupancy();
+    assert_eq!((o.nodes_used, o.edges_used, o.waiting), (0, 0, 0), "{o:?}");
 }
 
 #[test]
@@ -314,7 +663,9 @@ fn d15_concurrent_cycle_halves_admit_exactly_one_mutex() {
 }
 
 /// The same conservation on a tokio runtime: executors are tasks awaiting [`Graph::next`],
-/// submitters are tasks; at quiescence the scheduler shuts down and every executor ends.
+/// submitters are tasks, with the same demand departures (SPEC D31); a late departure awaits its
+/// handle a little first and drops it while awaited (a timeout). Kept handles are awaited (each
+/// bounded). At quiescence the scheduler shuts down and every executor ends.
 fn churn_tokio<E: GraphEngine>(n: u64, fan_out: u64, extra: u64) {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -335,20 +686,27 @@ fn churn_tokio<E: GraphEngine>(n: u64, fan_out: u64, extra: u64) {
         .max_deps(extra as u32 + 1)
         .build_with::<E>()
         .unwrap();
-    rt.block_on(async {
+    let plan = Arc::new(plan(n, fan_out, extra));
+    let runs = Runs::new(n);
+    let (kept, joiners, demand, execs) = rt.block_on(async {
         let mut execs = Vec::new();
         for e in 0..4u16 {
-            let g = g.clone();
+            let (g, plan, runs) = (g.clone(), plan.clone(), runs.clone());
             execs.push(tokio::spawn(async move {
                 let mut ran = 0u64;
                 while let Some(job) = g.next(ClassId(e % 2)).await {
                     ran += 1;
-                    let outcome = if body_fails(job.key().key.0) {
-                        JobOutcome::Failed(Error::new(Code::Internal, Reason::Failed))
-                    } else {
-                        JobOutcome::Succeeded
-                    };
-                    g.complete(job, outcome).unwrap();
+                    // As on threads: the body of a late-departing job awaits its signal (at
+                    // most 2 ms).
+                    let k = job.key().key.0 as usize;
+                    if plan.withdraw[k] && departure(k as u64) == Departure::Later {
+                        let _ = tokio::time::timeout(
+                            std::time::Duration::from_millis(2),
+                            job.cancelled(),
+                        )
+                        .await;
+                    }
+                    complete_scripted(&g, job, &plan, &runs);
                     if ran.is_multiple_of(16) {
                         tokio::task::yield_now().await;
                     }
@@ -358,14 +716,16 @@ fn churn_tokio<E: GraphEngine>(n: u64, fan_out: u64, extra: u64) {
         }
         let mut subs = Vec::new();
         for t in 0..2u64 {
-            let g = g.clone();
+            let (g, plan) = (g.clone(), plan.clone());
             subs.push(tokio::spawn(async move {
                 // Even keys ascending, odd ones descending (dependents before producers).
                 let mut keys: Vec<u64> = (0..n).filter(|k| k % 2 == t).collect();
                 if t == 1 {
                     keys.reverse();
                 }
-                let mut handles = Vec::new();
+                let (mut kept, mut joiners, mut later) = (Vec::new(), Vec::new(), Vec::new());
+                let mut demand = Demand::default();
+                let limit = std::time::Instant::now() + TEST_LIMIT;
                 for k in keys {
                     let deps = deps_of(k, fan_out, extra);
                     let spec = JobSpec {
@@ -379,44 +739,96 @@ fn churn_tokio<E: GraphEngine>(n: u64, fan_out: u64, extra: u64) {
                     let h = loop {
                         match g.submit(&spec).unwrap() {
                             Admission::Admitted(h) => break h,
-                            _ => tokio::task::yield_now().await,
+                            _ => {
+                                assert!(
+                                    std::time::Instant::now() < limit,
+                                    "key {k}: not admitted for {TEST_LIMIT:?}: {:?}",
+                                    g.occupancy()
+                                );
+                                tokio::task::yield_now().await
+                            }
                         }
                     };
-                    handles.push((k, h));
+                    place(
+                        &g,
+                        &plan,
+                        &spec,
+                        k,
+                        h,
+                        &mut kept,
+                        &mut joiners,
+                        &mut later,
+                        &mut demand,
+                    );
+                    // A late departure: awaited a moment, then dropped (perhaps still awaited:
+                    // the future is the handle).
+                    if let Some(mut h) = later.pop() {
+                        let _ = tokio::time::timeout(std::time::Duration::from_micros(200), &mut h)
+                            .await;
+                        drop(h);
+                    }
                 }
-                handles
+                (kept, joiners, demand)
             }));
         }
-        let mut handles = Vec::new();
+        let (mut kept, mut joiners, mut demand) = (Vec::new(), Vec::new(), Demand::default());
         for s in subs {
-            handles.extend(s.await.unwrap());
+            let (k, j, d) = tokio::time::timeout(TEST_LIMIT, s)
+                .await
+                .expect("a submitter task never finished (backpressured?)")
+                .unwrap();
+            kept.extend(k);
+            joiners.extend(j);
+            demand.withdrawn += d.withdrawn;
+            demand.cancels_that_cancelled += d.cancels_that_cancelled;
+            demand.detached += d.detached;
+            demand.joins_kept += d.joins_kept;
+            demand.joins_dropped += d.joins_dropped;
+            demand.joins_missed += d.joins_missed;
         }
-        handles.sort_by_key(|&(k, _)| k);
-        for &(_, h) in &handles {
-            while g.outcome(h).unwrap().is_none() {
-                tokio::time::sleep(std::time::Duration::from_millis(1)).await;
-            }
+        kept.sort_by_key(|&(k, _)| k);
+        // Every kept job's outcome, awaited through its handle.
+        for (k, h) in &mut kept {
+            let o = tokio::time::timeout(TEST_LIMIT, &mut *h)
+                .await
+                .unwrap_or_else(|_| panic!("kept key {k} never ended: {:?}", g.occupancy()));
+            assert_eq!(
+                h.outcome(),
+                Some(o),
+                "key {k}: the awaited outcome is the held one"
+            );
         }
+        (kept, joiners, demand, execs)
+    });
+    let (withdrawn_ran, refused) = conserve(&g, n, fan_out, extra, &plan, &runs, kept, joiners);
+    let ran: u64 = rt.block_on(async {
         g.scheduler().shutdown();
         let mut ran = 0;
         for e in execs {
-            ran += e.await.unwrap();
+            ran += tokio::time::timeout(TEST_LIMIT, e)
+                .await
+                .expect("an executor task never ended after the scheduler's shutdown")
+                .unwrap();
         }
-        let want = expected(n, fan_out, extra);
-        let admitted = want.iter().filter(|w| w.0).count() as u64;
-        assert_eq!(ran, admitted, "every admitted job ran exactly once");
-        for &(k, h) in &handles {
-            let got = g.take_outcome(h).unwrap().expect("ended");
-            assert_eq!(got.is_success(), want[k as usize].1, "key {k}");
-        }
+        ran
     });
-    let o = g.occupancy();
+    let want = expected(n, fan_out, extra);
+    let admitted = (0..n as usize)
+        .filter(|&k| !plan.withdraw[k] && want[k].0)
+        .count() as u64;
     assert_eq!(
-        (o.nodes_used, o.edges_used, o.waiting, o.ready, o.running),
-        (0, 0, 0, 0, 0),
-        "{o:?}"
+        ran,
+        admitted + withdrawn_ran,
+        "every admitted job kept or detached ran exactly once, withdrawn ones at most once"
     );
-    assert!(g.ledger().usage().is_zero());
+    eprintln!(
+        "tokio, {n} jobs: {demand:?}; withdrawn jobs that ran {withdrawn_ran}, their \
+         completions refused {refused}"
+    );
+    assert!(
+        demand.withdrawn > 0 && demand.detached > 0 && demand.joins_kept + demand.joins_dropped > 0,
+        "{demand:?}"
+    );
 }
 
 #[test]
@@ -446,7 +858,7 @@ fn shutdown_churn<E: GraphEngine>(n: u64, after: u64) {
         .unwrap();
     let stop = Arc::new(AtomicBool::new(false));
     let ran_so_far = Arc::new(std::sync::atomic::AtomicU64::new(0));
-    let admitted: Arc<Mutex<Vec<JobHandle>>> = Arc::new(Mutex::new(Vec::new()));
+    let admitted: Arc<Mutex<Vec<JobHandle<E>>>> = Arc::new(Mutex::new(Vec::new()));
     let execs: Vec<_> = (0..2)
         .map(|_| {
             let (g, stop, ran_so_far) = (g.clone(), stop.clone(), ran_so_far.clone());
@@ -507,12 +919,12 @@ fn shutdown_churn<E: GraphEngine>(n: u64, after: u64) {
     }
     g.shutdown();
     for s in subs {
-        s.join().unwrap();
+        join_within(s, TEST_LIMIT, "a submitter after the shutdown");
     }
-    let handles = admitted.lock().unwrap().clone();
+    let handles = std::mem::take(&mut *admitted.lock().unwrap());
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     for h in &handles {
-        while g.outcome(*h).unwrap().is_none() {
+        while g.outcome(h).unwrap().is_none() {
             assert!(
                 std::time::Instant::now() < deadline,
                 "a job never ended: {:?}",
@@ -522,10 +934,14 @@ fn shutdown_churn<E: GraphEngine>(n: u64, after: u64) {
         }
     }
     stop.store(true, Ordering::Release);
-    let ran: u64 = execs.into_iter().map(|e| e.join().unwrap()).sum();
+    let ran: u64 = execs
+        .into_iter()
+        .map(|e| join_within(e, TEST_LIMIT, "an executor after the shutdown"))
+        .sum();
     let (mut bodies, mut shut, mut failed) = (0u64, 0u64, 0u64);
-    for h in &handles {
-        match g.take_outcome(*h).unwrap().expect("ended") {
+    let admitted = handles.len();
+    for h in handles {
+        match g.outcome(&h).unwrap().expect("ended") {
             JobOutcome::Succeeded => bodies += 1,
             JobOutcome::Failed(e) => match e.reason() {
                 Reason::Failed => bodies += 1,
@@ -534,12 +950,16 @@ fn shutdown_churn<E: GraphEngine>(n: u64, after: u64) {
                 other => panic!("unexpected outcome {other:?}"),
             },
         }
-        assert!(g.take_outcome(*h).is_err(), "exactly one outcome");
+        // Its only handle: dropping it frees the job.
+        let id = h.id();
+        drop(h);
+        assert_eq!(
+            g.outcome(id).unwrap_err().reason(),
+            Reason::StaleHandle,
+            "exactly one outcome"
+        );
     }
-    eprintln!(
-        "admitted {}, ran {bodies}, shut down {shut}, dependency-failed {failed}",
-        handles.len()
-    );
+    eprintln!("admitted {admitted}, ran {bodies}, shut down {shut}, dependency-failed {failed}");
     assert_eq!(
         ran, bodies,
         "every job that ran ended with its body's outcome"
@@ -610,7 +1030,7 @@ fn admit_urgent<E: GraphEngine>(
     g: &fairway::oracle::GraphOn<E>,
     k: u64,
     deps: &[Dependency],
-) -> JobHandle {
+) -> JobHandle<E> {
     let limit = std::time::Instant::now() + TEST_LIMIT;
     loop {
         match g.submit(&urgent_spec(k, deps)).unwrap() {
@@ -633,10 +1053,9 @@ mod bound;
 use bound::{join_within, within, TEST_LIMIT};
 
 /// One job of the urgency churn: its key, handle and dependencies.
-#[derive(Clone)]
-struct Urgent {
+struct Urgent<E: GraphEngine> {
     key: u64,
-    handle: JobHandle,
+    handle: JobHandle<E>,
     deps: Vec<(u64, Gate)>,
 }
 
@@ -646,12 +1065,12 @@ struct Urgent {
 /// `OnAdmission` edge on them is released), every other job waits.
 fn expected_urgency<E: GraphEngine>(
     g: &fairway::oracle::GraphOn<E>,
-    jobs: &[Urgent],
+    jobs: &[Urgent<E>],
     producers: u64,
 ) -> Vec<Option<(u8, Option<u64>)>> {
     let live: Vec<bool> = jobs
         .iter()
-        .map(|j| g.outcome(j.handle).unwrap().is_none())
+        .map(|j| g.outcome(&j.handle).unwrap().is_none())
         .collect();
     let by_key: std::collections::HashMap<u64, usize> =
         jobs.iter().enumerate().map(|(i, j)| (j.key, i)).collect();
@@ -661,9 +1080,9 @@ fn expected_urgency<E: GraphEngine>(
             dependents[by_key[&k]].push((i, gate));
         }
     }
-    fn eff(
+    fn eff<E: GraphEngine>(
         x: usize,
-        jobs: &[Urgent],
+        jobs: &[Urgent<E>],
         live: &[bool],
         dependents: &[Vec<(usize, Gate)>],
         producers: u64,
@@ -692,7 +1111,7 @@ fn expected_urgency<E: GraphEngine>(
 /// returns how many live jobs were raised above their own values.
 fn check_effective<E: GraphEngine>(
     g: &fairway::oracle::GraphOn<E>,
-    jobs: &[Urgent],
+    jobs: &[Urgent<E>],
     producers: u64,
     when: &str,
 ) -> usize {
@@ -700,7 +1119,7 @@ fn check_effective<E: GraphEngine>(
     let mut raised = 0;
     for (j, w) in jobs.iter().zip(want) {
         let Some(w) = w else { continue };
-        let got = g.effective(j.handle).unwrap();
+        let got = g.effective(&j.handle).unwrap();
         assert_eq!(
             got,
             w,
@@ -751,7 +1170,7 @@ fn urgency_churn<E: GraphEngine>(
         .max_deps(3)
         .build_with::<E>()
         .unwrap();
-    let mut jobs: Vec<Urgent> = Vec::new();
+    let mut jobs: Vec<Urgent<E>> = Vec::new();
     for k in 0..producers {
         let deps: Vec<(u64, Gate)> = if k % 2 == 1 {
             vec![(k - 1, Gate::OnSuccess)]
@@ -766,7 +1185,7 @@ fn urgency_churn<E: GraphEngine>(
         });
     }
     // Phase 1: demanders arrive while others leave.
-    let submitted: Arc<Mutex<Vec<Urgent>>> = Arc::new(Mutex::new(Vec::new()));
+    let submitted: Arc<Mutex<Vec<Urgent<E>>>> = Arc::new(Mutex::new(Vec::new()));
     let done = Arc::new(AtomicBool::new(false));
     let subs: Vec<_> = (0..SUBMITTERS)
         .map(|t| {
@@ -839,11 +1258,11 @@ fn urgency_churn<E: GraphEngine>(
     }
     done.store(true, Ordering::Release);
     let (removed, advanced) = join_within(leaver, TEST_LIMIT, "the leaver of phase 1");
-    jobs.extend(submitted.lock().unwrap().iter().cloned());
+    jobs.append(&mut submitted.lock().unwrap());
     check_effective(&g, &jobs, producers, "after arrivals racing departures");
     let raised_values: Vec<_> = jobs[..producers as usize]
         .iter()
-        .map(|j| g.effective(j.handle).unwrap())
+        .map(|j| g.effective(&j.handle).unwrap())
         .collect();
     // Phase 2: every demander leaves.
     let keys: Vec<u64> = jobs[producers as usize..].iter().map(|j| j.key).collect();
@@ -863,7 +1282,7 @@ fn urgency_churn<E: GraphEngine>(
     }
     for j in &jobs[producers as usize..] {
         assert!(
-            g.outcome(j.handle).unwrap().is_some(),
+            g.outcome(&j.handle).unwrap().is_some(),
             "demander {} lives on after its key was removed",
             j.key
         );
@@ -882,7 +1301,7 @@ fn urgency_churn<E: GraphEngine>(
     let raised = jobs[..producers as usize]
         .iter()
         .zip(&raised_values)
-        .filter(|(j, v)| g.effective(j.handle).unwrap() != **v)
+        .filter(|(j, v)| g.effective(&j.handle).unwrap() != **v)
         .count();
     // Phase 3: executors, submitters and a leaver together.
     let stop = Arc::new(AtomicBool::new(false));
@@ -896,7 +1315,7 @@ fn urgency_churn<E: GraphEngine>(
                         Some(job) => {
                             ran += 1;
                             let k = job.key().key.0;
-                            let (p, d) = g.effective(job.handle()).unwrap();
+                            let (p, d) = g.effective(job.id()).unwrap();
                             let own = own_urgency(k);
                             assert!(
                                 p >= own.0 && d.unwrap_or(u64::MAX) <= own.1.unwrap_or(u64::MAX),
@@ -1002,7 +1421,7 @@ fn urgency_churn<E: GraphEngine>(
     }
     let limit = std::time::Instant::now() + TEST_LIMIT;
     for j in &jobs {
-        while g.outcome(j.handle).unwrap().is_none() {
+        while g.outcome(&j.handle).unwrap().is_none() {
             assert!(
                 std::time::Instant::now() < limit,
                 "key {} (deps {:?}) never ended: {:?}",
@@ -1022,9 +1441,17 @@ fn urgency_churn<E: GraphEngine>(
     }
     let mut reasons: std::collections::BTreeMap<String, u64> = Default::default();
     let mut bodies = 0;
-    for j in &jobs {
-        let got = g.take_outcome(j.handle).unwrap().expect("ended");
-        assert!(g.take_outcome(j.handle).is_err(), "exactly one outcome");
+    let count = jobs.len();
+    for j in jobs {
+        let got = g.outcome(&j.handle).unwrap().expect("ended");
+        // Its only handle: dropping it frees the job.
+        let id = j.handle.id();
+        drop(j.handle);
+        assert_eq!(
+            g.outcome(id).unwrap_err().reason(),
+            Reason::StaleHandle,
+            "exactly one outcome"
+        );
         let reason = match got {
             JobOutcome::Succeeded => {
                 bodies += 1;
@@ -1044,7 +1471,7 @@ fn urgency_churn<E: GraphEngine>(
     eprintln!(
         "seed {seed:#x}: {} jobs; phase 1 removed {removed}, advanced {advanced}, producers raised then lowered {raised}; \
          phase 3 keys touched {}, ran {ran}, completions refused {refused}; outcomes {reasons:?}",
-        jobs.len(),
+        count,
         touched.len()
     );
     assert_eq!(ran, bodies + refused, "every job that ran ended once");

@@ -13,12 +13,26 @@
 //! counts that the sequences reach a queued producer raised by a more urgent demander and a
 //! departure that lowers a producer that has not run, and asserts both happened.
 //!
+//! Demand (SPEC D31): handles are owned, each engine's kept in its run's vectors. Demand arrives
+//! with every admission and with joins of a live identity (a new handle), and departs when a
+//! handle is dropped (after its job ended: the slot is freed; before: the demand is withdrawn,
+//! perhaps cancelling the job and, transitively, producers it leaves without demand), detached
+//! (the job runs on with no handle) or cancelled (both engines must return the same bool).
+//! After every operation the outcome every held handle reads, occupancy, every key's
+//! generation and every running job's signal are compared; at the end of each run every handle
+//! is dropped, the graph drained, reset and drained again, and each engine must hold nothing.
+//! A job read through a held handle is never withdrawn (a handle is demand). The test counts
+//! dependency-cancelled outcomes, cancels that cancelled and ones
+//! that did not, signalled running jobs, refused completions of withdrawn jobs, new jobs of a
+//! cancelled identity, and departures that lower a producer's urgency, and asserts each happened.
+//!
 //! Fixed seeds by default; `FAIRWAY_GRAPH_DIFF_CASES` raises the number of cases.
 
 #[path = "common/graph_ops.rs"]
 mod graph_ops;
 
 use fairway::graph::{Admission, Gate, JobOutcome};
+use fairway::Error;
 use fairway::Reason;
 use graph_ops::{run, Op, Seen, Step, Urge};
 
@@ -65,7 +79,11 @@ fn submit(r: &mut Rng, key: u64) -> Op {
 fn ops(seed: u64, n: usize) -> Vec<Op> {
     let mut r = Rng(seed | 1);
     (0..n)
-        .map(|_| match r.below(19) {
+        .map(|_| match r.below(24) {
+            19 => Op::DropHandle(r.below(8) as usize),
+            20 => Op::Detach(r.below(8) as usize),
+            21 => Op::Cancel(r.below(8) as usize),
+            22 | 23 => Op::Join(r.below(8) as usize, r.below(8) as u8),
             14 | 15 => Op::Advance(r.below(12)),
             16 => Op::Remove(r.below(12)),
             17 => Op::Tick(1 + r.below(3)),
@@ -140,6 +158,109 @@ fn lowered(before: &Step, after: &Step) -> bool {
     })
 }
 
+/// Where the two engines first differ on `ops` (or one of them panics: at quiescence, say),
+/// described; `None` when they agree.
+fn difference(ops: &[Op]) -> Option<(usize, String)> {
+    let quiet = |ops: &[Op]| {
+        let ops = ops.to_vec();
+        std::panic::catch_unwind(move || {
+            (
+                run::<fairway::oracle::LockFreeGraph>(&ops),
+                run::<fairway::oracle::MutexGraph>(&ops),
+            )
+        })
+    };
+    match quiet(ops) {
+        Err(e) => Some((
+            ops.len(),
+            format!(
+                "a run panicked: {}",
+                e.downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_default()
+            ),
+        )),
+        Ok((a, b)) => a
+            .iter()
+            .zip(&b)
+            .position(|(x, y)| x != y)
+            .map(|i| (i, format!("lock-free {:#?}\nmutex {:#?}", a[i], b[i]))),
+    }
+}
+
+/// A shortest sequence found (one operation removed at a time, while the engines still differ)
+/// that makes the engines differ as `ops` does.
+fn minimise(ops: &[Op]) -> Vec<Op> {
+    let mut ops = ops.to_vec();
+    // Only up to the first difference.
+    if let Some((i, _)) = difference(&ops) {
+        ops.truncate((i + 1).min(ops.len()));
+    }
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    loop {
+        let before = ops.len();
+        let mut i = 0;
+        while i < ops.len() {
+            let mut fewer = ops.clone();
+            fewer.remove(i);
+            if difference(&fewer).is_some() {
+                ops = fewer;
+            } else {
+                i += 1;
+            }
+        }
+        if ops.len() == before {
+            break;
+        }
+    }
+    std::panic::set_hook(hook);
+    ops
+}
+
+/// Whether `o` is a cancellation for want of demand (SPEC D31): withdrawn, or a dependent of a
+/// cancelled producer.
+fn cancelled(o: &Option<JobOutcome>) -> Option<Reason> {
+    match o {
+        Some(JobOutcome::Failed(e))
+            if matches!(e.reason(), Reason::Withdrawn | Reason::DependencyCancelled) =>
+        {
+            Some(e.reason())
+        }
+        _ => None,
+    }
+}
+
+fn is_withdrawn(r: &Result<(), Error>) -> bool {
+    matches!(r, Err(e) if e.reason() == Reason::Withdrawn)
+}
+
+/// What the D31 demand operations reached, over all cases.
+#[derive(Debug, Default)]
+struct Demand {
+    /// Handles dropped before their job ended, and after.
+    dropped_live: u64,
+    dropped_ended: u64,
+    detached: u64,
+    /// Cancels that cancelled the job, and ones that did not (other demand, or ended).
+    cancels_true: u64,
+    cancels_false: u64,
+    /// Joins of a live identity through `Join`.
+    joins: u64,
+    /// Held jobs first seen ended `cancelled / dependency-cancelled` (a held job is never
+    /// withdrawn: asserted).
+    dependency_cancelled: u64,
+    /// Steps where a running job is told to stop.
+    signalled: u64,
+    /// Completions refused `cancelled / withdrawn` (during the run, and at quiescence).
+    refused_withdrawn: u64,
+    /// `Join` on a cancelled job's key that admitted a new job at the key's next generation.
+    new_after_cancel: u64,
+    /// A departure (drop, detach, cancel) that lowered a producer that has not run.
+    lowered_by_departure: u64,
+}
+
 #[test]
 fn q02_graph_engines_agree_on_random_sequences() {
     let cases: u64 = std::env::var("FAIRWAY_GRAPH_DIFF_CASES")
@@ -155,28 +276,117 @@ fn q02_graph_engines_agree_on_random_sequences() {
     let (mut batches, mut batches_refused) = (0, 0);
     let (mut raised_queued, mut lowered_by_advance, mut lowered_by_remove) = (0, 0, 0);
     let (mut urgent_pulls, mut expired) = (0, 0);
+    let mut demand = Demand::default();
+    let mut steps = 0u64;
     for case in 0..cases {
         let seed = 0x9E37_79B9_7F4A_7C15u64.wrapping_mul(case + 1);
         let ops = ops(seed, 80);
         let a = run::<fairway::oracle::LockFreeGraph>(&ops);
         let b = run::<fairway::oracle::MutexGraph>(&ops);
-        for (i, (x, y)) in a.iter().zip(&b).enumerate() {
-            assert_eq!(
-                x,
-                y,
-                "case {case} (seed {seed:#x}) differs at op {i} {:?}; ops so far {:?}",
-                ops[i],
-                &ops[..=i]
+        assert_eq!(
+            a.len(),
+            ops.len() + 1,
+            "one step per operation, and the end"
+        );
+        assert_eq!(a.len(), b.len());
+        if let Some(i) = a.iter().zip(&b).position(|(x, y)| x != y) {
+            let min = minimise(&ops);
+            let (at, what) = difference(&min).expect("the minimised sequence differs");
+            panic!(
+                "case {case} (seed {seed:#x}) differs at op {i} {:?}; ops so far {:?}\n\
+                 minimised to {} ops, differing at op {at}: {min:?}\n{what}",
+                ops.get(i),
+                &ops[..i.min(ops.len() - 1) + 1],
+                min.len()
             );
+        }
+        for (i, x) in a.iter().enumerate() {
+            // The last step is the run's end at quiescence.
+            let op = ops.get(i);
+            steps += 1;
             if check_urgency(x, case, i) {
                 raised_queued += 1;
             }
             if i > 0 && lowered(&a[i - 1], x) {
-                match ops[i] {
-                    Op::Advance(_) => lowered_by_advance += 1,
-                    Op::Remove(_) => lowered_by_remove += 1,
+                match op {
+                    Some(Op::Advance(_)) => lowered_by_advance += 1,
+                    Some(Op::Remove(_)) => lowered_by_remove += 1,
+                    Some(Op::DropHandle(_) | Op::Detach(_) | Op::Cancel(_)) => {
+                        demand.lowered_by_departure += 1
+                    }
                     _ => {}
                 }
+            }
+            // Cancellations first seen in this step, through the handles still held.
+            let before: Vec<_> = if i > 0 {
+                a[i - 1].urgency.clone()
+            } else {
+                Vec::new()
+            };
+            for u in &x.urgency {
+                let Some(reason) = cancelled(&u.outcome) else {
+                    continue;
+                };
+                // A handle is demand: a job read through a held handle is never withdrawn
+                // (its dependents may be dependency-cancelled: late linkers of a cancelled key).
+                assert_ne!(
+                    reason,
+                    Reason::Withdrawn,
+                    "case {case} op {i} {op:?}: a held job was withdrawn: {u:?}; ops {:?}",
+                    &ops[..i.min(ops.len() - 1) + 1]
+                );
+                if !before
+                    .iter()
+                    .any(|b| b.key == u.key && b.outcome == u.outcome)
+                {
+                    demand.dependency_cancelled += 1;
+                }
+            }
+            demand.signalled += u64::from(x.running.iter().any(|&(_, s)| s));
+            match &x.seen {
+                Seen::Departed(Some((_, before, _))) => match op {
+                    Some(Op::Detach(_)) => demand.detached += 1,
+                    _ if before.is_some() => demand.dropped_ended += 1,
+                    _ => demand.dropped_live += 1,
+                },
+                Seen::Cancelled(Some((_, true, after))) => {
+                    demand.cancels_true += 1;
+                    // What cancelled it is its outcome (or it still runs, signalled).
+                    assert!(
+                        matches!(after, Ok(None))
+                            || matches!(after, Ok(Some(JobOutcome::Failed(e)))
+                                if e.reason() == Reason::Withdrawn)
+                            || matches!(after, Err(e) if e.reason() == Reason::StaleHandle),
+                        "case {case} op {i}: a cancel that cancelled reads {after:?}"
+                    );
+                }
+                Seen::Cancelled(Some((_, false, _))) => demand.cancels_false += 1,
+                Seen::Submitted(Ok("joined")) if matches!(op, Some(Op::Join(..))) => {
+                    demand.joins += 1
+                }
+                Seen::Submitted(Ok("admitted")) => {
+                    // A join of an identity whose job was cancelled admits a new job: the key
+                    // advanced one generation (nothing else in the step advances a key).
+                    if let Some(Op::Join(..)) = op {
+                        if i > 0
+                            && x.versions
+                                .iter()
+                                .zip(&a[i - 1].versions)
+                                .any(|(n, o)| matches!((n, o), (Some(n), Some(o)) if n == &(o + 1)))
+                        {
+                            demand.new_after_cancel += 1;
+                        }
+                    }
+                }
+                Seen::Completed(Some((_, r))) if is_withdrawn(r) => demand.refused_withdrawn += 1,
+                Seen::Quiesced(first, second) => {
+                    demand.refused_withdrawn += first
+                        .iter()
+                        .chain(second)
+                        .filter(|(_, r)| is_withdrawn(r))
+                        .count() as u64
+                }
+                _ => {}
             }
             match &x.seen {
                 // A pull of a job raised above its own priority.
@@ -213,12 +423,12 @@ fn q02_graph_engines_agree_on_random_sequences() {
         }
     }
     eprintln!(
-        "{cases} cases: admitted {submitted}, cycles refused {refused_cycles}, \
-         backpressured {backpressured}, dependency-failed outcomes {dependency_failed}, \
-         discoveries {discovered}, batches admitted {batches}, refused {batches_refused}, \
-         joined {joined}; urgency: queued jobs raised {raised_queued}, pulls of raised jobs \
-         {urgent_pulls}, lowered by advance {lowered_by_advance}, by remove {lowered_by_remove}, \
-         deadline-exceeded outcomes {expired}"
+        "{cases} cases, {steps} steps compared: admitted {submitted}, cycles refused \
+         {refused_cycles}, backpressured {backpressured}, dependency-failed outcomes \
+         {dependency_failed}, discoveries {discovered}, batches admitted {batches}, refused \
+         {batches_refused}, joined {joined}; urgency: queued jobs raised {raised_queued}, pulls \
+         of raised jobs {urgent_pulls}, lowered by advance {lowered_by_advance}, by remove \
+         {lowered_by_remove}, deadline-exceeded outcomes {expired}; demand: {demand:?}"
     );
     // The sequences reach the states D30 is about: a queued producer raised by a more urgent
     // demander (and granted while raised), and a demander leaving before its producer ran.
@@ -237,4 +447,51 @@ fn q02_graph_engines_agree_on_random_sequences() {
         "admitted {submitted}, cycles {refused_cycles}, backpressured {backpressured}, \
          dependency-failed {dependency_failed}"
     );
+    // And every state D31 is about: arrivals (joins of a live identity), departures before and
+    // after the end, detaches, cancels both ways, withdrawn and dependency-cancelled jobs,
+    // running jobs told to stop and their completions refused, a cancelled identity submitted
+    // again, and a departure that lowers a producer's urgency.
+    let d = &demand;
+    assert!(
+        d.dropped_live > 0
+            && d.dropped_ended > 0
+            && d.detached > 0
+            && d.cancels_true > 0
+            && d.cancels_false > 0
+            && d.joins > 0
+            && d.dependency_cancelled > 0
+            && d.signalled > 0
+            && d.refused_withdrawn > 0
+            && d.new_after_cancel > 0
+            && d.lowered_by_departure > 0,
+        "{d:?}"
+    );
+}
+
+/// The shortest sequences the random ones were minimised to where the engines differed (SPEC
+/// D31), kept as regressions: a submission of a withdrawn job's identity that is backpressured
+/// mutates nothing (the key does not advance); a resubmission of the identity of a job that
+/// ended `dependency-cancelled` (a late dependent of a withdrawn job) is refused
+/// `duplicate-key` as for any job that ended (only a withdrawn job's identity starts a new job).
+#[test]
+fn d31_engines_agree_on_the_minimised_demand_sequences() {
+    use Gate::OnSuccess;
+    let mut backpressured = vec![Op::Submit(6, vec![]), Op::Cancel(0)];
+    for k in [0, 1, 2, 3, 4, 5, 7, 8] {
+        backpressured.push(Op::Submit(k, vec![]));
+    }
+    backpressured.push(Op::Submit(6, vec![]));
+    let dependency_cancelled = vec![
+        Op::Submit(1, vec![]),
+        Op::Cancel(0),
+        Op::Submit(8, vec![(1, OnSuccess)]),
+        Op::Submit(8, vec![]),
+    ];
+    for ops in [backpressured, dependency_cancelled] {
+        let a = run::<fairway::oracle::LockFreeGraph>(&ops);
+        let b = run::<fairway::oracle::MutexGraph>(&ops);
+        for (i, (x, y)) in a.iter().zip(&b).enumerate() {
+            assert_eq!(x, y, "differs at op {i} {:?}; ops {ops:?}", ops.get(i));
+        }
+    }
 }

@@ -9,6 +9,12 @@
 //! of 64 slots, and retire each key eight jobs later: some 190 times the table's size in keys
 //! pass through it, and none may be refused for a full table once old keys are removed. After
 //! the reset every key slot is free (D24).
+//!
+//! Demand departs too (SPEC D31): a submitter drops one job's handle in twelve right after its
+//! submission (withdrawn unless a dependent still waits on it, or it ended already) and detaches
+//! one in twelve; their completions may be refused `cancelled / withdrawn` (not a stale
+//! completion). At quiescence every job kept has one outcome, every job is either kept, detached
+//! or withdrawn, and once the kept handles are dropped nothing is left.
 
 use fairway::admission::{ClassSpec, Ledger, LedgerConfig};
 use fairway::graph::{
@@ -28,6 +34,13 @@ fn mix(mut x: u64) -> u64 {
 }
 
 const KEYS: u64 = 256;
+
+#[path = "common/bound.rs"]
+mod bound;
+use bound::join_within;
+
+/// How long a thread of the churn may run.
+const LIMIT: std::time::Duration = bound::TEST_LIMIT;
 const CPU: ClassId = ClassId(0);
 
 /// Keys of the key-churn variant's table.
@@ -45,10 +58,14 @@ fn churn<E: GraphEngine>(end_with_shutdown: bool, key_churn: bool) {
         .unwrap();
     let stop = Arc::new(AtomicBool::new(false));
     let refused_stale = Arc::new(AtomicU64::new(0));
-    let handles = Arc::new(Mutex::new(Vec::<JobHandle>::new()));
+    // Completions refused because the job's demand departed (SPEC D31).
+    let refused_withdrawn = Arc::new(AtomicU64::new(0));
+    let handles = Arc::new(Mutex::new(Vec::<JobHandle<E>>::new()));
     // Outcomes collected while the churn runs (freeing node slots for more jobs).
     let collected = Arc::new(Mutex::new(Vec::<JobOutcome>::new()));
-    let joins = Arc::new(Mutex::new(Vec::<JobHandle>::new()));
+    let joins = Arc::new(Mutex::new(Vec::<JobHandle<E>>::new()));
+    // Jobs whose handle was dropped right away, and detached ones.
+    let (dropped, detached) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
     let (advances, removes) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
     // Submissions refused for a full table (key churn: there must be none).
     let full = Arc::new(AtomicU64::new(0));
@@ -56,6 +73,7 @@ fn churn<E: GraphEngine>(end_with_shutdown: bool, key_churn: bool) {
     let executors: Vec<_> = (0..2)
         .map(|_| {
             let (g, stop, refused) = (g.clone(), stop.clone(), refused_stale.clone());
+            let withdrawn = refused_withdrawn.clone();
             std::thread::spawn(move || {
                 let mut n = 0u64;
                 loop {
@@ -67,9 +85,18 @@ fn churn<E: GraphEngine>(end_with_shutdown: bool, key_churn: bool) {
                             } else {
                                 JobOutcome::Succeeded
                             };
-                            if let Err(e) = g.complete(job, outcome) {
-                                assert!(matches!(e.reason(), Reason::Superseded | Reason::Removed));
-                                refused.fetch_add(1, Ordering::Relaxed);
+                            match g.complete(job, outcome) {
+                                Ok(()) => {}
+                                Err(e) if e.reason() == Reason::Withdrawn => {
+                                    withdrawn.fetch_add(1, Ordering::Relaxed);
+                                }
+                                Err(e) => {
+                                    assert!(
+                                        matches!(e.reason(), Reason::Superseded | Reason::Removed),
+                                        "{e}"
+                                    );
+                                    refused.fetch_add(1, Ordering::Relaxed);
+                                }
                             }
                         }
                         None if stop.load(Ordering::Acquire) => {
@@ -90,12 +117,15 @@ fn churn<E: GraphEngine>(end_with_shutdown: bool, key_churn: bool) {
             let (g, handles, advances) = (g.clone(), handles.clone(), advances.clone());
             let (collected, removes, full) = (collected.clone(), removes.clone(), full.clone());
             let joins = joins.clone();
+            let (dropped, detached) = (dropped.clone(), detached.clone());
             std::thread::spawn(move || {
-                let mut mine: Vec<JobHandle> = Vec::new();
+                let mut mine: Vec<JobHandle<E>> = Vec::new();
                 let mut taken = Vec::new();
+                let limit = std::time::Instant::now() + std::time::Duration::from_secs(120);
                 for i in 0..6000u64 {
                     if i % 256 == 255 {
-                        mine.retain(|h| match g.take_outcome(*h).unwrap() {
+                        // Collect what ended: read the outcome, drop the handle (frees it).
+                        mine.retain(|h| match g.outcome(h).unwrap() {
                             Some(o) => {
                                 taken.push(o);
                                 false
@@ -137,7 +167,24 @@ fn churn<E: GraphEngine>(end_with_shutdown: bool, key_churn: bool) {
                         deps: &deps,
                     };
                     for _attempt in 0..2 {
+                        assert!(
+                            std::time::Instant::now() < limit,
+                            "a submitter stuck at job {i}: {:?}",
+                            g.occupancy()
+                        );
                         match g.submit(&spec) {
+                            // Demand departs at once: dropped (withdrawn unless something
+                            // still waits on it) or detached (runs on with no handle).
+                            Ok(Admission::Admitted(h)) if mix(x ^ 0xd31) % 12 == 0 => {
+                                dropped.fetch_add(1, Ordering::Relaxed);
+                                drop(h);
+                                break;
+                            }
+                            Ok(Admission::Admitted(h)) if mix(x ^ 0xd31) % 12 == 1 => {
+                                detached.fetch_add(1, Ordering::Relaxed);
+                                h.detach();
+                                break;
+                            }
                             Ok(Admission::Admitted(h)) => {
                                 mine.push(h);
                                 break;
@@ -197,10 +244,10 @@ fn churn<E: GraphEngine>(end_with_shutdown: bool, key_churn: bool) {
         })
     };
     for s in submitters {
-        s.join().unwrap();
+        join_within(s, LIMIT, "a submitter");
     }
     stop.store(true, Ordering::Release);
-    churner.join().unwrap();
+    join_within(churner, LIMIT, "the churner");
     // Jobs still waiting on keys nobody will produce: retire everything, or shut down (which
     // fails them, and ends what is queued).
     if end_with_shutdown {
@@ -209,7 +256,7 @@ fn churn<E: GraphEngine>(end_with_shutdown: bool, key_churn: bool) {
         g.reset();
     }
     for e in executors {
-        e.join().unwrap();
+        join_within(e, LIMIT, "an executor draining after the reset or shutdown");
     }
     // Quiescent: every job has exactly one outcome.
     let handles = std::mem::take(&mut *handles.lock().unwrap());
@@ -219,27 +266,40 @@ fn churn<E: GraphEngine>(end_with_shutdown: bool, key_churn: bool) {
         Some(JobOutcome::Failed(e)) if e.reason() == Reason::Superseded => superseded += 1,
         Some(JobOutcome::Failed(e)) if e.reason() == Reason::Removed => removed += 1,
         Some(JobOutcome::Failed(e)) if e.reason() == Reason::Shutdown => shut += 1,
+        // A handle is demand: a job kept is never withdrawn.
+        Some(JobOutcome::Failed(e)) if e.reason() == Reason::Withdrawn => {
+            panic!("a kept job was withdrawn")
+        }
         Some(JobOutcome::Failed(_)) => other += 1,
         None => panic!("a job without an outcome at quiescence"),
     };
     // Joiners first: each sees its job's outcome, and gives back one claim of it.
     let joins = std::mem::take(&mut *joins.lock().unwrap());
-    for h in &joins {
+    for h in joins {
         assert!(
-            g.take_outcome(*h).unwrap().is_some(),
+            g.outcome(&h).unwrap().is_some(),
             "a joiner without an outcome"
         );
+        drop(h);
     }
     let early = std::mem::take(&mut *collected.lock().unwrap());
     let jobs = handles.len() + early.len();
     for o in early {
         tally(Some(o));
     }
-    for h in &handles {
-        tally(g.take_outcome(*h).unwrap());
-        // Taken once: the handle is stale now.
-        assert_eq!(g.outcome(*h).unwrap_err().reason(), Reason::StaleHandle);
+    for h in handles {
+        tally(g.outcome(&h).unwrap());
+        // Its last handle dropped: the job is freed, its id stale.
+        let id = h.id();
+        drop(h);
+        assert_eq!(g.outcome(id).unwrap_err().reason(), Reason::StaleHandle);
     }
+    let (dropped, detached) = (
+        dropped.load(Ordering::Relaxed),
+        detached.load(Ordering::Relaxed),
+    );
+    let jobs_kept = jobs;
+    let jobs = jobs + dropped as usize + detached as usize;
     let o = g.occupancy();
     assert_eq!(
         (o.nodes_used, o.edges_used, o.waiting, o.ready, o.running),
@@ -265,12 +325,16 @@ fn churn<E: GraphEngine>(end_with_shutdown: bool, key_churn: bool) {
         );
     }
     eprintln!(
-        "{jobs} jobs: succeeded {ok}, superseded {superseded}, removed {removed}, other failures \
-         {other}, shutdown {shut}; {} advances, {} removes, {} stale completions",
+        "{jobs} jobs ({jobs_kept} kept, {dropped} dropped at once, {detached} detached): \
+         succeeded {ok}, superseded {superseded}, removed {removed}, other failures {other}, \
+         shutdown {shut}; {} advances, {} removes, {} stale completions, {} completions \
+         refused withdrawn",
         advances.load(Ordering::Relaxed),
         removes.load(Ordering::Relaxed),
-        g.stale_completions()
+        g.stale_completions(),
+        refused_withdrawn.load(Ordering::Relaxed)
     );
+    assert!(dropped > 0 && detached > 0);
     // Removed outcomes depend on timing (a removed key's job has often ended already).
     assert!(ok > 0 && (superseded > 0 || key_churn));
     assert!(jobs > 5000, "too few jobs admitted: {jobs}");

@@ -10,6 +10,12 @@
 //! and admit the same submissions. Each case ends with a reset and a drain, after which both
 //! engines hold nothing: no key, node or edge in use, nothing waiting, ready or running.
 //!
+//! Handles are owned (SPEC D31): taking an outcome is dropping the handle once its job ended,
+//! and two more operations make demand depart at any time: a handle dropped (before its job
+//! ended: withdrawn, the job cancelled if nothing else wants it; a new submission of a
+//! cancelled identity advances its key one generation, or meets the generation's bound) or
+//! detached (the job runs on with no handle).
+//!
 //! Fixed seeds by default; `FAIRWAY_GRAPH_KEYS_DIFF_CASES` raises the number of cases.
 
 use fairway::admission::{ClassSpec, Ledger, LedgerConfig};
@@ -19,7 +25,7 @@ use fairway::graph::{
 };
 use fairway::oracle::GraphOn;
 use fairway::{ClassId, Code, Error, Reason, TenantId};
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 
 struct Rng(u64);
 
@@ -47,6 +53,10 @@ enum Op {
     Remove(u64),
     Reset,
     Witness(usize),
+    /// Drops the handle of key `.0`'s latest admitted job, ended or not (SPEC D31).
+    Drop(u64),
+    /// Detaches it: the job runs on with no handle.
+    Detach(u64),
 }
 
 /// Which version of its key a dependency pins (SPEC D33), decided on each engine from that
@@ -101,7 +111,9 @@ fn random_deps(r: &mut Rng, keys: u64) -> Vec<(u64, Gate, PinTo)> {
 fn ops(seed: u64, n: usize, keys: u64, churn: bool) -> Vec<Op> {
     let mut r = Rng(seed | 1);
     (0..n)
-        .map(|_| match r.below(16) {
+        .map(|_| match r.below(18) {
+            16 => Op::Drop(r.below(keys)),
+            17 => Op::Detach(r.below(keys)),
             11 if churn => Op::Remove(r.below(keys)),
             12 if churn => Op::Remove(r.below(keys)),
             11 | 12 => Op::Advance(r.below(keys)),
@@ -142,6 +154,9 @@ enum Seen {
     Witnessed(Option<Result<(), Error>>),
     Taken(Option<Result<Option<JobOutcome>, Error>>),
     Discovered(Option<Result<Admission<()>, Error>>),
+    /// A handle dropped or detached: the outcome it read before, and what its job's id reads
+    /// after (stale once the job was freed).
+    Departed(Option<(Option<JobOutcome>, Result<Option<JobOutcome>, Error>)>),
 }
 
 /// Runs `ops` on a graph whose key table holds `table` keys, reading the generations of keys
@@ -158,10 +173,12 @@ fn run<E: GraphEngine>(ops: &[Op], table: u32, keys: u64) -> Vec<Step> {
         .max_generation(3)
         .build_with::<E>()
         .unwrap();
-    let mut handles: HashMap<u64, JobHandle> = HashMap::new();
+    let mut handles: BTreeMap<u64, JobHandle<E>> = BTreeMap::new();
     let mut running: Vec<RunningJob> = Vec::new();
-    // Every handle admitted or joined, one per claim (`handles` keeps the latest per key).
-    let mut all: Vec<JobHandle> = Vec::new();
+    // Every other handle held, one per claim: joiners, and admitted handles whose key was
+    // admitted again (`handles` keeps the latest per key). Held to the end, as a caller that
+    // never collects them.
+    let mut all: Vec<JobHandle<E>> = Vec::new();
     let mut out = Vec::new();
     for op in ops {
         let seen = match op {
@@ -177,8 +194,7 @@ fn run<E: GraphEngine>(ops: &[Op], table: u32, keys: u64) -> Vec<Step> {
                 });
                 Seen::Submitted(r.map(|a| match a {
                     Admission::Admitted(h) => {
-                        handles.insert(*key, h);
-                        all.push(h);
+                        all.extend(handles.insert(*key, h));
                         "admitted"
                     }
                     Admission::Backpressured => "backpressured",
@@ -230,12 +246,22 @@ fn run<E: GraphEngine>(ops: &[Op], table: u32, keys: u64) -> Vec<Step> {
                 let w = g.witness(&running[i % running.len()]);
                 Some(g.check_witness(&w))
             }),
-            Op::Take(key) => Seen::Taken(handles.get(key).copied().map(|h| {
-                let r = g.take_outcome(h);
+            // Taking the outcome: reading it, then dropping the handle once the job ended.
+            Op::Take(key) => Seen::Taken(handles.get(key).map(|h| g.outcome(h)).map(|r| {
                 if matches!(r, Ok(Some(_))) {
-                    handles.remove(key);
+                    drop(handles.remove(key));
                 }
                 r
+            })),
+            Op::Drop(key) => Seen::Departed(handles.remove(key).map(|h| {
+                let (id, before) = (h.id(), h.outcome());
+                drop(h);
+                (before, g.outcome(id))
+            })),
+            Op::Detach(key) => Seen::Departed(handles.remove(key).map(|h| {
+                let (id, before) = (h.id(), h.outcome());
+                h.detach();
+                (before, g.outcome(id))
             })),
         };
         let gens: Vec<Option<u32>> = (0..keys)
@@ -246,15 +272,14 @@ fn run<E: GraphEngine>(ops: &[Op], table: u32, keys: u64) -> Vec<Step> {
     // Conservation at quiescence: reset, finish what runs, drain, collect every outcome.
     g.reset();
     for j in running {
+        // Removed, superseded, or cancelled for want of demand (SPEC D31).
         assert!(g.complete(j, JobOutcome::Succeeded).is_err());
     }
     assert!(g.try_next(ClassId(0)).is_none());
-    for h in all {
-        // Each job has ended; one taken already is stale.
-        match g.take_outcome(h) {
-            Ok(o) => assert!(o.is_some()),
-            Err(e) => assert_eq!(e.reason(), Reason::StaleHandle),
-        }
+    // Each job still held has ended; dropping its last handle frees it.
+    for h in handles.into_values().chain(all) {
+        assert!(g.outcome(&h).unwrap().is_some(), "a held job never ended");
+        drop(h);
     }
     let o = g.occupancy();
     assert_eq!(
@@ -289,6 +314,9 @@ fn d20_d24_graph_engines_agree_on_random_key_operations() {
     let mut discovered = 0;
     let (mut superseded, mut removed, mut stale, mut witness_refused) = (0, 0, 0, 0);
     let (mut exhausted, mut exhausted_or_unknown) = (0, 0);
+    // Demand departures (SPEC D31): handles dropped before their job ended, and cancelled
+    // outcomes collected.
+    let (mut departed_live, mut cancelled) = (0, 0);
     for case in 0..cases {
         let seed = 0xD1B5_4A32_D192_ED03u64.wrapping_mul(case + 1);
         let ops = ops(seed, 100, 12, false);
@@ -328,6 +356,22 @@ fn d20_d24_graph_engines_agree_on_random_key_operations() {
                 {
                     dependency_failed += 1
                 }
+                // A late dependent of a job cancelled for want of demand (SPEC D31).
+                Seen::Taken(Some(Ok(Some(JobOutcome::Failed(e)))))
+                    if e.reason() == Reason::DependencyCancelled =>
+                {
+                    cancelled += 1
+                }
+                // A handle is demand: a job read through a held handle is never withdrawn.
+                Seen::Taken(Some(Ok(Some(JobOutcome::Failed(e)))))
+                    if e.reason() == Reason::Withdrawn =>
+                {
+                    panic!(
+                        "case {case} op {i}: a held job was withdrawn; ops {:?}",
+                        &ops[..=i]
+                    )
+                }
+                Seen::Departed(Some((None, _))) => departed_live += 1,
                 _ => {}
             }
         }
@@ -337,8 +381,11 @@ fn d20_d24_graph_engines_agree_on_random_key_operations() {
          backpressured {backpressured}, dependency-failed outcomes {dependency_failed}, \
          discoveries {discovered}, superseded {superseded}, removed {removed}, \
          stale completions {stale}, witnesses refused {witness_refused}, \
-         exhausted generations {exhausted}, unknown keys {exhausted_or_unknown}"
+         exhausted generations {exhausted}, unknown keys {exhausted_or_unknown}, \
+         handles dropped or detached before their job ended {departed_live}, cancelled \
+         dependency-cancelled outcomes collected {cancelled}"
     );
+    assert!(departed_live > 0 && cancelled > 0);
     assert!(superseded > 0 && removed > 0 && stale > 0 && witness_refused > 0);
     assert!(exhausted > 0 && exhausted_or_unknown > 0);
     // The generator reaches every interesting case.
