@@ -32,10 +32,35 @@ impl LockFreeGraph {
             Join::Gone => self.submit(spec, deadline, work),
             Join::Doomed => {
                 // Cancelled for want of demand (SPEC D31): a new job, at the next generation.
+                if !self.has_room(spec.deps) {
+                    return Ok(Admission::Backpressured);
+                }
                 self.renew(spec.key, |now| now == st || is_cancelled_tag(now), work)?;
                 self.submit(spec, deadline, work)
             }
         }
+    }
+}
+
+impl LockFreeGraph {
+    /// Whether a node, an edge per dependency and a key slot per new dependency key are free now (a hint: the reservation decides). A
+    /// submission that would renew a withdrawn key checks it first, so a full graph refuses
+    /// it with nothing changed, as the mutex graph does.
+    fn has_room(&self, deps: &[crate::graph::Dependency]) -> bool {
+        // Relaxed: gauges (observations).
+        let new_keys = deps
+            .iter()
+            .enumerate()
+            .filter(|&(i, d)| {
+                !deps[..i].iter().any(|e| e.key == d.key)
+                    && !matches!(self.find(rules::ident(d.key)), Found::Key(_))
+            })
+            .count();
+        self.gauges.nodes.load(Ordering::Relaxed) < self.bounds.nodes
+            && self.gauges.edges.load(Ordering::Relaxed) as usize + deps.len()
+                <= self.bounds.edges as usize
+            && self.gauges.keys.load(Ordering::Relaxed) as usize + new_keys
+                <= self.bounds.keys as usize
     }
 }
 
@@ -71,6 +96,11 @@ impl GraphEngine for LockFreeGraph {
                 // A job cancelled for want of demand (SPEC D31): a submission of its identity
                 // starts a new job, at the key's next generation.
                 if is_cancelled_tag(st) {
+                    if !self.has_room(spec.deps) {
+                        // Refused without a change: the key is renewed only by a submission
+                        // that will take its place.
+                        return Ok(Admission::Backpressured);
+                    }
                     self.renew(spec.key, |now| now == st, work)?;
                     return self.submit(spec, deadline, work);
                 }

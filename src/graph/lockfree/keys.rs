@@ -151,10 +151,6 @@ impl LockFreeGraph {
     /// Ends a node `mark_retired` handed to this thread.
     pub(super) fn finish(&self, r: Retired, work: &mut Work, failed: &mut u32) {
         if let Some(admitted) = r.end {
-            if admitted {
-                // Taken from the scheduler's queue: the graph withdraws its request.
-                work.withdrawn.push(r.node);
-            }
             self.retire_end(r.node, r.why, admitted, work, failed);
             if !admitted {
                 self.unpark_retired(r.node);

@@ -123,7 +123,7 @@ impl State {
     pub(super) fn names_withdrawn(&self, ident: u64) -> bool {
         match self.keys.get(&ident) {
             Some(MKey::Live(p)) => self.nodes[p.idx as usize].retired == Some(WITHDRAWN),
-            Some(MKey::Done { outcome, .. }) => *outcome == JobOutcome::Failed(WITHDRAWN),
+            Some(MKey::Done { outcome, .. }) => crate::graph::rules::is_cancellation(outcome),
             _ => false,
         }
     }
