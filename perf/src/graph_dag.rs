@@ -179,7 +179,7 @@ fn spec(key: u64, deps: &[Dependency]) -> JobSpec<'_> {
     }
 }
 
-fn admit<E: GraphEngine>(g: &GraphOn<E>, key: u64, deps: &[Dependency]) -> JobHandle {
+fn admit<E: GraphEngine>(g: &GraphOn<E>, key: u64, deps: &[Dependency]) -> JobHandle<E> {
     match g.submit(&spec(key, deps)) {
         Ok(Admission::Admitted(h)) => h,
         other => panic!("not admitted: {other:?}"),
@@ -234,8 +234,9 @@ pub fn whole_dag<E: GraphEngine>(dag: &Dag, threads: usize, d: Duration) -> Meas
             allocs.fetch_add(thread_allocs() - before, Ordering::Relaxed);
             (t.elapsed().as_secs_f64(), handles)
         });
+        // Each outcome is read, then its handle dropped (which frees the job).
         for h in handles {
-            assert!(g.take_outcome(h).unwrap().unwrap().is_success());
+            assert!(g.outcome(&h).unwrap().unwrap().is_success());
         }
         (secs, allocs.into_inner())
     })
@@ -259,17 +260,20 @@ pub fn advance<E: GraphEngine>(jobs: usize, d: Duration) -> Measured {
     while ops == 0 || start.elapsed() < d {
         let g = graph::<E>((b * per + 8) as u32, (b * per + 8) as u32, 1 << 16, 4);
         let missing = 1 << 40;
+        // Every job's handle is held across the timed advances (the jobs stay wanted and, the
+        // finished ones, unfreed) and dropped after them, untimed.
+        let mut held = Vec::with_capacity(b * per);
         for k in 0..b {
             let p = (k * per) as u64;
             if jobs == 0 {
-                admit(&g, p, &[]);
+                held.push(admit(&g, p, &[]));
                 let job = g.try_next(CPU).unwrap();
                 g.complete(job, JobOutcome::Succeeded).unwrap();
             } else {
                 // Waiting on a key without a producer, so nothing runs.
-                admit(&g, p, &[dep(missing)]);
+                held.push(admit(&g, p, &[dep(missing)]));
                 for i in 1..per as u64 {
-                    admit(&g, p + i, &[dep(p)]);
+                    held.push(admit(&g, p + i, &[dep(p)]));
                 }
             }
         }
@@ -281,6 +285,7 @@ pub fn advance<E: GraphEngine>(jobs: usize, d: Duration) -> Measured {
         allocs += thread_allocs() - before;
         ops += b as u64;
         assert_eq!(g.occupancy().waiting, 0);
+        drop(held);
     }
     Measured {
         ops_per_sec: ops as f64 / secs,
@@ -298,10 +303,12 @@ pub fn remove<E: GraphEngine>(waiters: usize, d: Duration) -> Measured {
     while ops == 0 || start.elapsed() < d {
         let n = (b * (waiters + 1) + 8) as u32;
         let g = graph::<E>(n, n, 1 << 16, 4);
+        // The waiters' handles are held across the timed removals, dropped after them.
+        let mut held = Vec::with_capacity(b * waiters);
         for k in 0..b {
             let key = (k * (waiters + 1)) as u64;
             for i in 1..=waiters as u64 {
-                admit(&g, key + i, &[dep(key)]);
+                held.push(admit(&g, key + i, &[dep(key)]));
             }
         }
         let (t, before) = (Instant::now(), thread_allocs());
@@ -313,6 +320,7 @@ pub fn remove<E: GraphEngine>(waiters: usize, d: Duration) -> Measured {
         ops += b as u64;
         assert_eq!(g.occupancy().waiting, 0);
         assert_eq!(g.occupancy().edges_used, 0);
+        drop(held);
     }
     Measured {
         ops_per_sec: ops as f64 / secs,
@@ -352,7 +360,9 @@ pub fn key_churn<E: GraphEngine>(d: Duration) -> Measured {
             };
             let job = g.try_next(CPU).expect("the job is ready");
             g.complete(job, JobOutcome::Succeeded).unwrap();
-            g.take_outcome(h).unwrap();
+            // The outcome is read and the handle dropped: that frees the node.
+            g.outcome(&h).unwrap();
+            drop(h);
             g.remove(JobKey::new(key)).unwrap();
         }
         secs += t.elapsed().as_secs_f64();
@@ -387,7 +397,8 @@ pub fn key_compaction<E: GraphEngine>(compacts: bool, d: Duration) -> Measured {
             let h = admit(&g, key, &[]);
             let job = g.try_next(CPU).expect("the job is ready");
             g.complete(job, JobOutcome::Succeeded).unwrap();
-            g.take_outcome(h).unwrap();
+            g.outcome(&h).unwrap();
+            drop(h);
         }
         let at = u64::from(COMPACT_TABLE) * 2 / 4;
         for key in 0..at - 1 {

@@ -44,7 +44,12 @@ fn graph<E: GraphEngine>(nodes: u32) -> GraphOn<E> {
         .unwrap()
 }
 
-fn admit<E: GraphEngine>(g: &GraphOn<E>, key: u64, priority: u8, deps: &[Dependency]) -> JobHandle {
+fn admit<E: GraphEngine>(
+    g: &GraphOn<E>,
+    key: u64,
+    priority: u8,
+    deps: &[Dependency],
+) -> JobHandle<E> {
     let spec = JobSpec {
         key: JobKey::new(key),
         tenant: TenantId(0),
@@ -63,16 +68,27 @@ fn on(key: u64) -> [Dependency; 1] {
     [Dependency::on(JobKey::new(key), Gate::OnSuccess)]
 }
 
+/// The set-up of [`raise_chain`]: the graph, the running blocker, the chain's root handle and
+/// the handles of the blocker and of the rest of the chain (held, so that every job of the
+/// chain stays wanted; dropped with the graph, untimed).
+type Chain<E> = (
+    GraphOn<E>,
+    fairway::graph::RunningJob,
+    JobHandle<E>,
+    Vec<JobHandle<E>>,
+);
+
 /// A graph with the running blocker and the chain of `depth`: the root handle, the tail key.
-fn chain<E: GraphEngine>(depth: usize) -> (GraphOn<E>, fairway::graph::RunningJob, JobHandle) {
+fn chain<E: GraphEngine>(depth: usize) -> Chain<E> {
     let g = graph::<E>(depth as u32 + 2 * BATCH as u32 + 16);
-    admit(&g, BLOCKER, 0, &[]);
+    let mut held = Vec::with_capacity(depth + 1);
+    held.push(admit(&g, BLOCKER, 0, &[]));
     let running = g.try_next(CPU).expect("the blocker runs");
     let root = admit(&g, 0, 0, &[]);
     for k in 1..depth as u64 {
-        admit(&g, k, 0, &on(k - 1));
+        held.push(admit(&g, k, 0, &on(k - 1)));
     }
-    (g, running, root)
+    (g, running, root, held)
 }
 
 /// Operations per graph in [`raise_chain`]: a superseded demander's edge stays on the tail's
@@ -85,17 +101,18 @@ pub fn raise_chain<E: GraphEngine>(depth: usize, d: Duration) -> Measured {
     let tail = depth as u64 - 1;
     {
         // The row measures real work: the raise reaches the root, and the drop takes it back.
-        let (g, running, root) = chain::<E>(depth);
+        let (g, running, root, _held) = chain::<E>(depth);
         let u = admit(&g, URGENT, 9, &on(tail));
         assert_eq!(
-            g.effective(root).unwrap().0,
+            g.effective(&root).unwrap().0,
             9,
             "the raise did not reach the root"
         );
         g.advance(JobKey::new(URGENT)).unwrap();
-        assert!(g.take_outcome(u).unwrap().is_some());
+        assert!(g.outcome(&u).unwrap().is_some());
+        drop(u);
         assert_eq!(
-            g.effective(root).unwrap().0,
+            g.effective(&root).unwrap().0,
             0,
             "the drop did not reach the root"
         );
@@ -103,21 +120,24 @@ pub fn raise_chain<E: GraphEngine>(depth: usize, d: Duration) -> Measured {
     }
     let (start, mut secs, mut ops, mut allocs) = (Instant::now(), 0.0, 0u64, 0u64);
     while ops == 0 || start.elapsed() < d {
-        let (g, running, root) = chain::<E>(depth);
+        let (g, running, root, _held) = chain::<E>(depth);
         // Untimed: the first update of a graph grows its propagation buffers to this size.
         let u = admit(&g, URGENT, 9, &on(tail));
         g.advance(JobKey::new(URGENT)).unwrap();
-        let _ = g.take_outcome(u).unwrap();
+        let _ = g.outcome(&u).unwrap();
+        drop(u);
         let (t, before) = (Instant::now(), thread_allocs());
         for _ in 0..BATCH {
             let u = admit(&g, URGENT, 9, &on(tail));
             g.advance(JobKey::new(URGENT)).unwrap();
-            let _ = g.take_outcome(u).unwrap();
+            // The superseded job's outcome is read and its handle dropped: that frees it.
+            let _ = g.outcome(&u).unwrap();
+            drop(u);
         }
         secs += t.elapsed().as_secs_f64();
         allocs += thread_allocs() - before;
         ops += BATCH;
-        assert_eq!(g.effective(root).unwrap().0, 0);
+        assert_eq!(g.effective(&root).unwrap().0, 0);
         g.complete(running, JobOutcome::Succeeded).unwrap();
     }
     Measured {
@@ -135,15 +155,17 @@ pub fn urgent_behind<E: GraphEngine>(urgent: bool, d: Duration) -> Measured {
     let mut before_u = Vec::new();
     while before_u.is_empty() || start.elapsed() < d {
         let g = graph::<E>(BEHIND as u32 + 16);
-        admit(&g, BLOCKER, 0, &[]);
+        // Every job's handle is held until the graph's jobs have run (dropped untimed).
+        let mut held = Vec::with_capacity(BEHIND + 2);
+        held.push(admit(&g, BLOCKER, 0, &[]));
         let blocker = g.try_next(CPU).expect("the blocker runs");
         for k in 0..BEHIND as u64 {
-            admit(&g, k, 0, &[]);
+            held.push(admit(&g, k, 0, &[]));
         }
         let p = BEHIND as u64;
-        admit(&g, p, 0, &[]);
+        held.push(admit(&g, p, 0, &[]));
         let t = Instant::now();
-        admit(&g, URGENT, if urgent { 9 } else { 0 }, &on(p));
+        let _u = admit(&g, URGENT, if urgent { 9 } else { 0 }, &on(p));
         g.complete(blocker, JobOutcome::Succeeded).unwrap();
         let mut n = 0u64;
         loop {

@@ -1,19 +1,20 @@
 //! loom models of the lock-free graph's deduplication (SPEC D02): a submission of a live
 //! identity joins its job by one CAS on the node's claim word, racing the job's end and the
-//! take of its last claim (which frees the slot), and racing another submission of the same
-//! identity.
+//! release of its last claim by its ended job's last handle (which frees the slot, SPEC D31),
+//! and racing another submission of the same identity.
 
 use super::lockfree::{LockFreeGraph, Work};
-use super::loom_support::{bounds, spec};
+use super::loom_support::{bounds, collect, spec};
 use super::{Admission, GraphEngine, JobOutcome, NodeRef};
 use crate::error::Reason;
 use crate::sync::model::{model, Outcomes};
 use crate::sync::Arc;
 
-/// A running job of key 1 completes and its submitter takes the outcome (the last claim
-/// unless a join came first) while another thread submits key 1 again. The submission joins
-/// (and its handle then takes the same outcome, freeing the slot) or, once the job ended, is
-/// refused `duplicate-key`; never a second job, and the slot is freed exactly once.
+/// A running job of key 1 completes and its submitter reads the outcome and drops its handle
+/// (the last claim unless a join came first) while another thread submits key 1 again. The
+/// submission joins (and its handle then reads the same outcome and is dropped, freeing the
+/// slot) or, once the job ended, is refused `duplicate-key`; never a second job, and the slot
+/// is freed exactly once.
 #[test]
 fn loom_graph_join_races_the_end_and_the_last_take() {
     let outcomes = std::sync::Arc::new(Outcomes::new());
@@ -36,7 +37,7 @@ fn loom_graph_join_races_the_end_and_the_last_take() {
             loom::thread::spawn(move || {
                 let mut w = Work::default();
                 g.complete(p, JobOutcome::Succeeded, &mut w).unwrap();
-                g.outcome(p, true).unwrap()
+                collect(&*g, p).unwrap()
             })
         };
         let joiner = {
@@ -53,14 +54,15 @@ fn loom_graph_join_races_the_end_and_the_last_take() {
             Ok(Admission::DedupeJoined(j)) => {
                 assert_eq!(j, p);
                 assert_eq!(g.occupancy().nodes_used, 1, "the joiner's claim holds it");
-                assert_eq!(g.outcome(j, true).unwrap(), Some(JobOutcome::Succeeded));
+                assert_eq!(collect(&*g, j).unwrap(), Some(JobOutcome::Succeeded));
                 seen.hit("joined");
             }
             Err(e) if e.reason() == Reason::DuplicateKey => seen.hit("refused-after-end"),
             other => panic!("{other:?}"),
         }
         // Freed once: the handle is stale and the slot is free.
-        assert!(g.outcome(p, true).is_err());
+        assert!(g.outcome(p, false).is_err());
+        assert!(g.release(p, false, &mut Work::default()).is_err());
         assert_eq!(g.occupancy().nodes_used, 0);
         let mut w = Work::default();
         let Ok(Admission::Admitted(n)) =
@@ -118,11 +120,11 @@ fn loom_graph_racing_submits_of_one_identity_admit_one() {
     outcomes.assert_exactly(&["first-slot", "second-slot"]);
 }
 
-/// Two handles of one ended job (the submitter's and a joiner's) take its outcome on two
-/// threads, and each then submits a new job, which may reuse the freed slot (SPEC D02: the last
-/// take frees it). Whichever take is last, the other's read of the outcome happened before the
-/// slot is set up again: the claims' RMWs are one release sequence, so a reuse never races a
-/// take still reading the old outcome.
+/// Two handles of one ended job (the submitter's and a joiner's) read its outcome and are
+/// dropped on two threads, and each then submits a new job, which may reuse the freed slot
+/// (SPEC D02, D31: the last handle's release frees it). Whichever release is last, the other's
+/// read of the outcome happened before the slot is set up again: the claims' RMWs are one
+/// release sequence, so a reuse never races a holder still reading the old outcome.
 #[test]
 fn d02_the_last_take_frees_the_slot_only_after_every_other_take_read_the_outcome() {
     model(|| {
@@ -147,7 +149,7 @@ fn d02_the_last_take_frees_the_slot_only_after_every_other_take_read_the_outcome
             let g = g.clone();
             loom::thread::spawn(move || {
                 let mut w = Work::default();
-                assert_eq!(g.outcome(p, true).unwrap(), Some(JobOutcome::Succeeded));
+                assert_eq!(collect(&*g, p).unwrap(), Some(JobOutcome::Succeeded));
                 matches!(
                     g.submit(&spec(key, &[]), crate::graph::rules::NO_DEADLINE, &mut w),
                     Ok(Admission::Admitted(_))

@@ -6,13 +6,13 @@
 //! for its key, and the live key untouched.
 
 use super::lockfree::{LockFreeGraph, Work};
-use super::loom_support::{bounds, spec};
+use super::loom_support::{bounds, collect, spec};
 use super::{Admission, GraphEngine, JobKey, JobOutcome, NodeRef};
 use crate::sync::model::{model, Outcomes};
 use crate::sync::Arc;
 
-/// Names key `key` with a job that runs to success and is collected: the key stays, with no
-/// producer and no waiters.
+/// Names key `key` with a job that runs to success and is collected (its outcome read, its
+/// handle dropped): the key stays, with no producer and no waiters.
 fn create(g: &LockFreeGraph, key: u64) {
     let mut w = Work::default();
     let n: NodeRef = match g.submit(&spec(key, &[]), crate::graph::rules::NO_DEADLINE, &mut w) {
@@ -23,7 +23,7 @@ fn create(g: &LockFreeGraph, key: u64) {
     g.admitted(n, &mut w);
     assert!(g.start(n));
     g.complete(n, JobOutcome::Succeeded, &mut w).unwrap();
-    assert_eq!(g.outcome(n, true).unwrap(), Some(JobOutcome::Succeeded));
+    assert_eq!(collect(g, n).unwrap(), Some(JobOutcome::Succeeded));
 }
 
 /// `count` keys (from 1 up) whose probes all start at the same index cell.

@@ -4,7 +4,7 @@
 //! before the seal) or through its own submission (saw the seal or the key's end).
 
 use super::lockfree::{LockFreeGraph, Work};
-use super::loom_support::{bounds, spec};
+use super::loom_support::{bounds, collect, spec};
 use super::{Admission, Dependency, Gate, GraphEngine, JobKey, JobOutcome};
 use crate::error::{Code, Error, Reason};
 use crate::sync::model::{model, Outcomes};
@@ -114,9 +114,10 @@ fn loom_graph_link_races_complete_on_success_after_failure() {
     link_races_complete(Gate::OnSuccess, false);
 }
 
-/// The producer completes, is collected and its slot reused by a new job while a dependent
-/// links by the key: the dependent is released exactly once, never linked onto the new job
-/// (every edge is free at the end), whichever generation it read.
+/// The producer completes, is collected (its outcome read, its handle dropped) and its slot
+/// reused by a new job while a dependent links by the key: the dependent is released exactly
+/// once, never linked onto the new job (every edge is free at the end), whichever generation
+/// it read.
 #[test]
 fn loom_graph_late_linker_never_links_onto_a_reused_slot() {
     let outcomes = std::sync::Arc::new(Outcomes::new());
@@ -139,7 +140,7 @@ fn loom_graph_late_linker_never_links_onto_a_reused_slot() {
                 let mut w = Work::default();
                 g.complete(p, JobOutcome::Succeeded, &mut w).unwrap();
                 let mut r = ready(&g, &mut w);
-                assert_eq!(g.outcome(p, true).unwrap(), Some(JobOutcome::Succeeded));
+                assert_eq!(collect(&*g, p).unwrap(), Some(JobOutcome::Succeeded));
                 let Ok(Admission::Admitted(_)) =
                     g.submit(&spec(3, &[]), crate::graph::rules::NO_DEADLINE, &mut w)
                 else {

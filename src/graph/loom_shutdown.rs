@@ -52,15 +52,21 @@ fn loom_graph_ready_hand_off_races_shutdown() {
         };
         let queued_after_complete = completer.join().unwrap();
         stopper.join().unwrap();
-        assert_eq!(g.outcome(p).unwrap(), Some(JobOutcome::Succeeded));
-        let ended = g.outcome(d).unwrap();
+        assert_eq!(g.outcome(&p).unwrap(), Some(JobOutcome::Succeeded));
+        let ended = g.outcome(&d).unwrap();
         assert!(
             matches!(ended, Some(JobOutcome::Failed(e)) if matches!(e.reason(), Reason::Shutdown)),
             "{ended:?}"
         );
-        assert!(g.take_outcome(p).unwrap().is_some());
-        assert!(g.take_outcome(d).unwrap().is_some());
-        assert!(g.take_outcome(d).is_err(), "exactly one outcome");
+        // The outcomes are collected: each read, then its one handle dropped, which frees the
+        // job (its id is stale from then on).
+        let (p_id, d_id) = (p.id(), d.id());
+        assert!(p.outcome().is_some());
+        drop(p);
+        assert!(d.outcome().is_some());
+        drop(d);
+        assert!(g.outcome(p_id).is_err(), "the producer was not freed");
+        assert!(g.outcome(d_id).is_err(), "the dependent was not freed");
         let o = g.occupancy();
         assert_eq!(
             (o.nodes_used, o.edges_used, o.waiting, o.ready, o.running),

@@ -1,6 +1,8 @@
-//! Set-up shared by the graph's loom models: small bounds and a job of tenant 0, class 0.
+//! Set-up shared by the graph's loom models: small bounds, a job of tenant 0, class 0, and the
+//! collection of an ended job's outcome as its owned handle makes it (SPEC D31).
 
-use super::{Bounds, Dependency, JobKey, JobSpec};
+use super::{Bounds, Dependency, GraphEngine, JobKey, JobOutcome, JobSpec, NodeRef};
+use crate::error::Error;
 use crate::ids::{ClassId, TenantId};
 
 /// Bounds of `nodes` nodes, `edges` edges and `keys` keys; one dependency per job, generations
@@ -27,4 +29,16 @@ pub(super) fn spec(key: u64, deps: &[Dependency]) -> JobSpec<'_> {
         deadline: None,
         deps,
     }
+}
+
+/// What a handle of the ended job on `node` does when its owner reads the outcome and drops
+/// it (SPEC D31; what `take_outcome` did): a peek at the outcome, then the claim given back
+/// (the last one frees the slot). The peek's result; the release must not have cancelled
+/// anything (the job had ended).
+pub(super) fn collect<E: GraphEngine>(g: &E, node: NodeRef) -> Result<Option<JobOutcome>, Error> {
+    let out = g.outcome(node, false)?;
+    let mut w = E::Work::default();
+    let cancelled = g.release(node, false, &mut w)?;
+    assert!(!cancelled, "collecting an outcome cancelled the job");
+    Ok(out)
 }

@@ -56,8 +56,9 @@ fn loom_graph_wait_batch_against_completion() {
                 g.complete(running, JobOutcome::Succeeded).unwrap()
             })
         };
-        let ended_first = g.outcome(a).unwrap().is_some();
+        let ended_first = g.outcome(&a).unwrap().is_some();
         assert_eq!(g.wait_batch(&[a]).unwrap(), [JobOutcome::Succeeded]);
+        // The handle went with the array: the ended job was freed.
         completer.join().unwrap();
         assert_eq!(g.occupancy().nodes_used, 0);
         seen.hit(if ended_first { "ended-first" } else { "waited" });
@@ -81,7 +82,9 @@ fn loom_graph_waiting_submit_against_freed_room() {
             let (g, freed) = (g.clone(), freed.clone());
             crate::sync::model::spawn_deep(move || {
                 g.complete(running, JobOutcome::Succeeded).unwrap();
-                assert_eq!(g.take_outcome(a).unwrap(), Some(JobOutcome::Succeeded));
+                assert_eq!(g.outcome(&a).unwrap(), Some(JobOutcome::Succeeded));
+                // Its one handle dropped: the ended job's node is freed.
+                drop(a);
                 freed.store(true, Ordering::SeqCst);
             })
         };
@@ -91,9 +94,11 @@ fn loom_graph_waiting_submit_against_freed_room() {
         freer.join().unwrap();
         assert!(freed.load(Ordering::SeqCst));
         let r = g.try_next(ClassId(0)).expect("the second job is ready");
-        assert_eq!(r.handle(), b);
+        assert_eq!(r.id(), b.id());
         g.complete(r, JobOutcome::Succeeded).unwrap();
-        assert_eq!(g.take_outcome(b).unwrap(), Some(JobOutcome::Succeeded));
+        assert_eq!(g.outcome(&b).unwrap(), Some(JobOutcome::Succeeded));
+        drop(b);
+        assert_eq!(g.occupancy().nodes_used, 0);
         seen.hit(if polls == 1 { "first-try" } else { "waited" });
     });
     eprintln!("waiting submit vs freed room: {outcomes:?}");
@@ -110,7 +115,8 @@ fn loom_graph_waiting_submit_against_a_refused_submit() {
         // the node back and is refused — while a waiting submit of a job without dependencies
         // may look exactly then.
         let g = graph(3, 1);
-        let Ok(Admission::Admitted(_)) = g.submit(&spec(1, &[])) else {
+        // Both handles are held: the jobs stay wanted.
+        let Ok(Admission::Admitted(_producer)) = g.submit(&spec(1, &[])) else {
             panic!("producer not admitted");
         };
         let on_1 = [Dependency {
@@ -118,7 +124,7 @@ fn loom_graph_waiting_submit_against_a_refused_submit() {
             gate: Gate::Sequential,
             pin: None,
         }];
-        let Ok(Admission::Admitted(_)) = g.submit(&spec(2, &on_1)) else {
+        let Ok(Admission::Admitted(_dependent)) = g.submit(&spec(2, &on_1)) else {
             panic!("dependent not admitted");
         };
         let refused = {
@@ -137,7 +143,8 @@ fn loom_graph_waiting_submit_against_a_refused_submit() {
         };
         let free = spec(0, &[]);
         let (out, polls) = block_on_counting(g.submit_waiting(&free));
-        out.expect("admitted: the node is free once the refused submit gave it back");
+        let _admitted =
+            out.expect("admitted: the node is free once the refused submit gave it back");
         refused.join().unwrap();
         assert_eq!(g.occupancy().nodes_used, 3);
         seen.hit(if polls == 1 { "first-try" } else { "waited" });

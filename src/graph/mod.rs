@@ -303,6 +303,8 @@ mod loom_batch;
 #[cfg(all(test, loom))]
 mod loom_dedupe;
 #[cfg(all(test, loom))]
+mod loom_demand;
+#[cfg(all(test, loom))]
 mod loom_key_table;
 #[cfg(all(test, loom))]
 mod loom_keys;

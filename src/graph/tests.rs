@@ -52,7 +52,7 @@ fn dep(key: u64) -> Dependency {
 fn discovery_up_to_max_deps<E: GraphEngine>() {
     let g = graph::<E>(4, 8, 16, 3);
     let on_1 = [dep(1)];
-    let Ok(Admission::Admitted(_)) = g.submit(&spec(1, &[])) else {
+    let Ok(Admission::Admitted(_producer)) = g.submit(&spec(1, &[])) else {
         panic!("producer not admitted");
     };
     let Ok(Admission::Admitted(job)) = g.submit(&spec(2, &on_1)) else {
@@ -61,7 +61,7 @@ fn discovery_up_to_max_deps<E: GraphEngine>() {
     let p = g.try_next(CPU).expect("the producer is ready");
     g.complete(p, JobOutcome::Succeeded).unwrap();
     let running = g.try_next(CPU).expect("the job is ready");
-    assert_eq!(running.handle(), job);
+    assert_eq!(running.id(), job.id());
     // One known dependency and two new ones: exactly `max_deps`.
     let r = g.discover(&running, &[dep(3), dep(4)]);
     assert!(
@@ -92,7 +92,7 @@ fn d14_discovery_up_to_exactly_max_deps_is_admitted_and_one_more_refused_mutex()
 fn cycle_through_the_last_of_many_dependencies<E: GraphEngine>(n: u64) {
     let g = graph::<E>(4, n as u32 + 4, 2 * n as u32 + 16, n as u32);
     let deps: Vec<Dependency> = (1..=n).map(dep).collect();
-    let Ok(Admission::Admitted(_)) = g.submit(&spec(0, &deps)) else {
+    let Ok(Admission::Admitted(_waiting)) = g.submit(&spec(0, &deps)) else {
         panic!("the job with {n} dependencies was not admitted");
     };
     let back = [dep(0)];
@@ -128,7 +128,7 @@ fn d15_a_cycle_through_the_1024th_dependency_is_refused_lock_free() {
 }
 
 /// A graph whose node store is full refuses the next submit `Backpressured`, changing nothing,
-/// and serves it once a slot is collected.
+/// and serves it once a slot is collected (the ended job's outcome read and its handle dropped).
 fn full_node_store_backpressures<E: GraphEngine>() {
     let g = graph::<E>(2, 2, 8, 1);
     let mut held = Vec::new();
@@ -145,13 +145,19 @@ fn full_node_store_backpressures<E: GraphEngine>() {
     );
     assert_eq!(g.occupancy().nodes_used, 2);
     let running = g.try_next(CPU).expect("a job is ready");
-    let done = running.handle();
+    let done = running.id();
     g.complete(running, JobOutcome::Succeeded).unwrap();
-    assert_eq!(g.take_outcome(done).unwrap(), Some(JobOutcome::Succeeded));
-    assert!(matches!(
-        g.submit(&spec(3, &[])),
-        Ok(Admission::Admitted(_))
-    ));
+    let at = held
+        .iter()
+        .position(|h| h.id() == done)
+        .expect("the job that ran is one of the two");
+    let done = held.swap_remove(at);
+    assert_eq!(g.outcome(&done).unwrap(), Some(JobOutcome::Succeeded));
+    // Its last handle dropped: the ended job's slot is freed (collected).
+    drop(done);
+    let Ok(Admission::Admitted(_third)) = g.submit(&spec(3, &[])) else {
+        panic!("the submit after a slot was collected was not admitted");
+    };
     assert_eq!(g.occupancy().nodes_used, 2);
 }
 

@@ -59,7 +59,7 @@ fn spec(key: u64, deps: &[Dependency]) -> JobSpec<'_> {
     }
 }
 
-fn admit<E: GraphEngine>(g: &GraphOn<E>, key: u64, deps: &[Dependency]) -> JobHandle {
+fn admit<E: GraphEngine>(g: &GraphOn<E>, key: u64, deps: &[Dependency]) -> JobHandle<E> {
     match g.submit(&spec(key, deps)).unwrap() {
         Admission::Admitted(h) => h,
         other => panic!("not admitted: {other:?}"),
@@ -84,12 +84,14 @@ impl<E: GraphEngine> Keys<E> {
     }
 }
 
-fn collect<E: GraphEngine>(g: &GraphOn<E>, handles: &mut Vec<JobHandle>) {
+fn collect<E: GraphEngine>(g: &GraphOn<E>, handles: &mut Vec<JobHandle<E>>) {
     while let Some(job) = g.try_next(CPU) {
         g.complete(job, JobOutcome::Succeeded).unwrap();
     }
+    // Each handle is dropped once its outcome is read: that frees its node.
     for h in handles.drain(..) {
-        assert!(g.take_outcome(h).unwrap().is_some());
+        assert!(g.outcome(&h).unwrap().is_some());
+        drop(h);
     }
 }
 
@@ -106,7 +108,7 @@ pub enum Until {
 /// and allocations of one batch.
 fn measure<E: GraphEngine>(
     until: Until,
-    mut batch: impl FnMut(&mut Keys<E>, &mut Vec<JobHandle>) -> (Duration, u64, u64),
+    mut batch: impl FnMut(&mut Keys<E>, &mut Vec<JobHandle<E>>) -> (Duration, u64, u64),
 ) -> Measured {
     let mut keys = Keys {
         g: fresh(),
@@ -169,7 +171,7 @@ fn p9_timed<E: GraphEngine>(
     base: u64,
     n: u64,
     deps: &[Dependency],
-    handles: &mut Vec<JobHandle>,
+    handles: &mut Vec<JobHandle<E>>,
 ) {
     for i in 0..n {
         if let Ok(Admission::Admitted(h)) = std::hint::black_box(g.submit(&spec(base + i, deps))) {
