@@ -216,7 +216,9 @@ fn urgent_pulls_its_dependency_forward() -> Result<(), Error> {
     assert_eq!(order, [200, 101, 300, 102, 103, 104, 105]);
     assert!(hotfix.outcome().is_some_and(|o| o.is_success()));
     assert!(docs.outcome().is_some_and(|o| o.is_success()));
-    assert!(backlog.iter().all(|h| h.outcome() == Some(JobOutcome::Succeeded)));
+    assert!(backlog
+        .iter()
+        .all(|h| h.outcome() == Some(JobOutcome::Succeeded)));
     Ok(())
 }
 
@@ -248,7 +250,10 @@ fn a_dropped_request_cancels_its_subtree() -> Result<(), Error> {
     // the parse. The check's and the parse's handles go at once: their dependents want them.
     let tree = || -> Result<JobHandle, Error> {
         let request = submit(3, &[Dependency::on(JobKey::new(2), Gate::OnSuccess)])?;
-        drop(submit(2, &[Dependency::on(JobKey::new(1), Gate::OnSuccess)])?);
+        drop(submit(
+            2,
+            &[Dependency::on(JobKey::new(1), Gate::OnSuccess)],
+        )?);
         drop(submit(1, &[])?);
         Ok(request)
     };

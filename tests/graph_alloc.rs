@@ -141,20 +141,33 @@ fn d31_dropping_the_last_handle_of_a_10k_dag_frees_it_without_allocating() {
     let mut timed = Vec::new();
     for round in 0..2 {
         let sink = wide_dag(&g, round * 10_000_000);
-        assert_eq!(g.occupancy().nodes_used, 10_002, "round {round}: the DAG is held");
+        assert_eq!(
+            g.occupancy().nodes_used,
+            10_002,
+            "round {round}: the DAG is held"
+        );
         let mut cancelled = false;
         let t = std::time::Instant::now();
         let allocs = count(|| cancelled = sink.cancel());
         timed.push(t.elapsed());
-        assert!(cancelled, "round {round}: the sink was the DAG's only demand");
+        assert!(
+            cancelled,
+            "round {round}: the sink was the DAG's only demand"
+        );
         let o = g.occupancy();
         assert_eq!(
             (o.nodes_used, o.edges_used, o.waiting, o.ready, o.running),
             (0, 0, 0, 0, 0),
             "round {round}: {o:?}"
         );
-        assert!(g.try_next(ClassId(0)).is_none(), "round {round}: nothing runs");
-        assert!(ledger.usage().is_zero(), "round {round}: the source's permit is back");
+        assert!(
+            g.try_next(ClassId(0)).is_none(),
+            "round {round}: nothing runs"
+        );
+        assert!(
+            ledger.usage().is_zero(),
+            "round {round}: the source's permit is back"
+        );
         if round == 1 {
             assert_eq!(allocs, 0, "dropping the DAG's last handle allocated");
         }

@@ -229,6 +229,7 @@ struct Demand {
 
 /// One submitter's handling of job `k`'s fresh handle `h` by the plan: detached, withdrawn (now
 /// or into `later`), or kept (and joined by a second submission of `spec`).
+#[allow(clippy::too_many_arguments)] // the submitter's lists, passed apart so each is borrowed alone
 fn place<E: GraphEngine>(
     g: &fairway::oracle::GraphOn<E>,
     plan: &Plan,
@@ -282,6 +283,7 @@ fn place<E: GraphEngine>(
 /// handle was freed); dropping every handle frees everything and the ledger holds nothing.
 /// Returns the runs of withdrawn jobs and their refused completions.
 #[allow(clippy::too_many_arguments)]
+#[allow(clippy::needless_range_loop)] // `k` indexes four per-key tables at once
 fn conserve<E: GraphEngine>(
     g: &fairway::oracle::GraphOn<E>,
     n: u64,

@@ -705,12 +705,28 @@ fn d31_shared_node_of_two_tenants_dags_runs_on_for_the_survivor_at_its_priority<
     let g = graph::<E>();
     let s_a = put(&g, &job(1, 0, &[]));
     let on_s = [Dependency::on(JobKey::new(1), Gate::OnSuccess)];
-    let root_a = put(&g, &JobSpec { priority: 9, ..job(10, 0, &on_s) });
+    let root_a = put(
+        &g,
+        &JobSpec {
+            priority: 9,
+            ..job(10, 0, &on_s)
+        },
+    );
     let Admission::DedupeJoined(s_b) = g.submit(&job(1, 1, &[])).unwrap() else {
         panic!("S is live: B joins it")
     };
-    let root_b = put(&g, &JobSpec { priority: 2, ..job(20, 1, &on_s) });
-    assert_eq!(g.effective(&s_a).unwrap().0, 9, "S inherits A's root's priority");
+    let root_b = put(
+        &g,
+        &JobSpec {
+            priority: 2,
+            ..job(20, 1, &on_s)
+        },
+    );
+    assert_eq!(
+        g.effective(&s_a).unwrap().0,
+        9,
+        "S inherits A's root's priority"
+    );
     let running = g.try_next(CPU).expect("S is ready");
     assert_eq!(running.key(), JobKey::new(1));
     // A goes: its root is withdrawn, S keeps running for B.

@@ -175,7 +175,7 @@ fn churn<E: GraphEngine>(end_with_shutdown: bool, key_churn: bool) {
                         match g.submit(&spec) {
                             // Demand departs at once: dropped (withdrawn unless something
                             // still waits on it) or detached (runs on with no handle).
-                            Ok(Admission::Admitted(h)) if mix(x ^ 0xd31) % 12 == 0 => {
+                            Ok(Admission::Admitted(h)) if mix(x ^ 0xd31).is_multiple_of(12) => {
                                 dropped.fetch_add(1, Ordering::Relaxed);
                                 drop(h);
                                 break;

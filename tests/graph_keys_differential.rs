@@ -27,6 +27,9 @@ use fairway::oracle::GraphOn;
 use fairway::{ClassId, Code, Error, Reason, TenantId};
 use std::collections::BTreeMap;
 
+/// What a job's id reads (stale once the job was freed).
+type IdRead = Result<Option<JobOutcome>, Error>;
+
 struct Rng(u64);
 
 impl Rng {
@@ -156,7 +159,7 @@ enum Seen {
     Discovered(Option<Result<Admission<()>, Error>>),
     /// A handle dropped or detached: the outcome it read before, and what its job's id reads
     /// after (stale once the job was freed).
-    Departed(Option<(Option<JobOutcome>, Result<Option<JobOutcome>, Error>)>),
+    Departed(Option<(Option<JobOutcome>, IdRead)>),
 }
 
 /// Runs `ops` on a graph whose key table holds `table` keys, reading the generations of keys
@@ -247,11 +250,10 @@ fn run<E: GraphEngine>(ops: &[Op], table: u32, keys: u64) -> Vec<Step> {
                 Some(g.check_witness(&w))
             }),
             // Taking the outcome: reading it, then dropping the handle once the job ended.
-            Op::Take(key) => Seen::Taken(handles.get(key).map(|h| g.outcome(h)).map(|r| {
+            Op::Take(key) => Seen::Taken(handles.get(key).map(|h| g.outcome(h)).inspect(|&r| {
                 if matches!(r, Ok(Some(_))) {
                     drop(handles.remove(key));
                 }
-                r
             })),
             Op::Drop(key) => Seen::Departed(handles.remove(key).map(|h| {
                 let (id, before) = (h.id(), h.outcome());

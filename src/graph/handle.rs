@@ -125,9 +125,7 @@ impl<E: GraphEngine> JobHandle<E> {
     /// The job's effective priority and deadline (SPEC D30), as
     /// [`Graph::effective`](GraphOn::effective).
     pub fn effective(&self) -> (Priority, Option<u64>) {
-        self.graph
-            .effective(self.id())
-            .unwrap_or((0, None))
+        self.graph.effective(self.id()).unwrap_or((0, None))
     }
 
     /// Lets the job run with no handle (fire and forget): it is never cancelled for want of
@@ -248,7 +246,11 @@ impl<E: GraphEngine> BatchHandle<E> {
     /// order (SPEC D04). Cancel-safe.
     pub async fn outcomes(&self) -> Vec<JobOutcome> {
         match self.handles.first() {
-            Some(h) => h.graph.wait_batch_async(&self.handles).await.unwrap_or_default(),
+            Some(h) => h
+                .graph
+                .wait_batch_async(&self.handles)
+                .await
+                .unwrap_or_default(),
             None => Vec::new(),
         }
     }

@@ -796,7 +796,10 @@ impl<E: GraphEngine> GraphOn<E> {
 
     /// Submits jobs one by one (SPEC D04): an observer may see part of the batch. One result
     /// per job, in input order.
-    pub fn submit_batch(&self, jobs: &[JobSpec<'_>]) -> Vec<Result<Admission<JobHandle<E>>, Error>> {
+    pub fn submit_batch(
+        &self,
+        jobs: &[JobSpec<'_>],
+    ) -> Vec<Result<Admission<JobHandle<E>>, Error>> {
         jobs.iter().map(|j| self.submit(j)).collect()
     }
 

@@ -193,7 +193,6 @@ pub(crate) fn batch_closes_cycle(
 /// `complete` (SPEC D33).
 pub(crate) const ABANDONED: Error = Error::new(Code::Internal, Reason::Abandoned);
 
-
 /// `cancelled / withdrawn`: the outcome of a job whose last demander went (SPEC D31).
 pub(crate) const WITHDRAWN: Error = Error::new(Code::Cancelled, Reason::Withdrawn);
 

@@ -72,6 +72,9 @@ impl DedupeHook for Alias {
     }
 }
 
+/// What a job's id reads (stale once the job was freed).
+pub type IdRead = Result<Option<JobOutcome>, Error>;
+
 /// What an operation showed.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Seen {
@@ -88,7 +91,7 @@ pub enum Seen {
     Ticked,
     /// A handle dropped or detached: its key, the outcome it read just before, and what the
     /// job's id reads just after (stale once the job was freed).
-    Departed(Option<(u64, Option<JobOutcome>, Result<Option<JobOutcome>, Error>)>),
+    Departed(Option<(u64, Option<JobOutcome>, IdRead)>),
     /// A handle cancelled: its key, whether that cancelled the job, and what the id reads after.
     Cancelled(Option<(u64, bool, Result<Option<JobOutcome>, Error>)>),
     /// The end of the run: every handle dropped (`.0`: the completions of what still ran and
@@ -391,12 +394,13 @@ pub fn run_sized<E: GraphEngine>(sizes: Sizes, ops: &[Op]) -> Vec<Step> {
                 }
                 Some(r)
             }),
-            Op::Take(key) => Seen::Taken(held.handles.get(key).map(|h| g.outcome(h)).map(|r| {
-                if matches!(r, Ok(Some(_))) {
+            Op::Take(key) => {
+                let r = held.handles.get(key).map(|h| g.outcome(h));
+                if matches!(r, Some(Ok(Some(_)))) {
                     drop(held.handles.remove(key));
                 }
-                r
-            })),
+                Seen::Taken(r)
+            }
             Op::DropHandle(i) => Seen::Departed(held.take_at(*i).map(|(k, h)| {
                 let (id, before) = (h.id(), h.outcome());
                 drop(h);

@@ -192,7 +192,13 @@ impl LockFreeGraph {
         if why & RETIRED_CANCELLED != 0 && why & (RETIRED_SUPERSEDED | RETIRED_REMOVED) == 0 {
             // Cancelled for want of demand (SPEC D31): it ends like a failure that flows
             // downstream, published in its key.
-            self.end_one(node, JobOutcome::Failed(rules::WITHDRAWN), admitted, work, failed);
+            self.end_one(
+                node,
+                JobOutcome::Failed(rules::WITHDRAWN),
+                admitted,
+                work,
+                failed,
+            );
             return;
         }
         // It demands nothing any more (SPEC D30).
@@ -412,7 +418,11 @@ impl LockFreeGraph {
         still: impl Fn(u64) -> bool,
         work: &mut Work,
     ) -> Result<(), Error> {
-        self.advance_if(key, still, work).map(|_| ())
+        match self.advance_if(key, still, work) {
+            // Removed meanwhile: the caller's next try names it again (a new incarnation).
+            Err(e) if e.reason() == crate::error::Reason::UnknownKey => Ok(()),
+            r => r.map(|_| ()),
+        }
     }
 
     /// [`advance_key`](Self::advance_key) if the key's state passes `cond`, under the lock.

@@ -688,7 +688,14 @@ impl LockFreeGraph {
         if !admitted {
             self.seal_as(&n.admit, node.gen, false, cancel, work, failed);
         }
-        self.seal_as(&n.done, node.gen, outcome.is_success(), cancel, work, failed);
+        self.seal_as(
+            &n.done,
+            node.gen,
+            outcome.is_success(),
+            cancel,
+            work,
+            failed,
+        );
         // Release: pairs with the Acquire load in `outcome`.
         n.state.store(word(node.gen, S_DONE), Ordering::Release);
         self.ended(node);
