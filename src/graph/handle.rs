@@ -54,7 +54,7 @@ impl<E: GraphEngine> From<&JobHandle<E>> for JobId {
 /// ```
 /// use fairway::admission::{ClassSpec, Ledger, LedgerConfig};
 /// use fairway::graph::{Admission, Graph, JobKey, JobOutcome, JobSpec};
-/// use fairway::{ClassId, Reason, TenantId};
+/// use fairway::{ClassId, TenantId};
 ///
 /// let ledger = Ledger::new(LedgerConfig::new(vec![ClassSpec::new("cpu")], 1))?;
 /// let graph = Graph::builder(ledger).class(1).build()?;
@@ -68,11 +68,11 @@ impl<E: GraphEngine> From<&JobHandle<E>> for JobId {
 /// };
 /// let Admission::Admitted(wanted) = graph.submit(&job(1))? else { unreachable!() };
 /// let Admission::Admitted(stale) = graph.submit(&job(2))? else { unreachable!() };
-/// let id = stale.id();
 /// assert!(stale.cancel()); // nobody else wanted it
-/// assert!(graph.try_next(ClassId(0)).is_some_and(|r| r.key() == JobKey::new(1)));
-/// # let _ = id;
-/// # drop(wanted);
+/// let running = graph.try_next(ClassId(0)).expect("the wanted job");
+/// assert_eq!(running.key(), JobKey::new(1));
+/// graph.complete(running, JobOutcome::Succeeded)?;
+/// assert_eq!(wanted.outcome(), Some(JobOutcome::Succeeded));
 /// # Ok::<(), fairway::Error>(())
 /// ```
 #[must_use = "dropping a JobHandle withdraws its demand: the job is cancelled if nothing else wants it (`detach` lets it run)"]

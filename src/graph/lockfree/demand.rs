@@ -189,16 +189,10 @@ impl LockFreeGraph {
         }
         let mut producers = urgency::Producers::new();
         let _g = self.lock();
-        self.producers_any(x, &mut producers);
+        self.producers(x, &mut producers);
         for &q in producers.as_slice() {
             self.doom_locked(q, work);
         }
-    }
-
-    /// Under the lock: the live producers that hold an edge of `x` on an unsealed list (as
-    /// [`producers`](Self::producers), which the urgency walk uses).
-    fn producers_any(&self, x: NodeRef, out: &mut urgency::Producers) {
-        self.producers(x, out);
     }
 
     /// Ends the jobs this operation cancelled (`work.doomed`), and what their ends cancel in
@@ -239,7 +233,7 @@ impl LockFreeGraph {
         let st = n.state.load(Ordering::Acquire);
         gen_of(c) == node.gen
             && c & RETIRED == RETIRED_CANCELLED
-            && st == word(node.gen, low_of(st))
+            && gen_of(st) == node.gen
             && low_of(st) != S_DONE
             && low_of(st) != S_FREE
     }
