@@ -5,7 +5,7 @@
 
 use crate::sync::{AtomicU64, Ordering};
 use std::time::Duration;
-#[cfg(miri)]
+#[cfg(any(miri, loom))]
 use std::time::Instant;
 
 /// A monotonic source of time in nanoseconds since an arbitrary origin.
@@ -24,15 +24,15 @@ pub trait Clock: Send + Sync + 'static {
 /// `std::time::Instant::now()` costs about 47 ns on the machines fairway is measured on — more
 /// than a whole scheduling decision — so the default clock reads the counter directly. `quanta`
 /// calibrates the counter once, when the clock is created, and falls back to the OS clock itself
-/// when the counter is not invariant. Under Miri, which cannot execute `rdtsc`, it is
-/// `std::time::Instant`.
+/// when the counter is not invariant. Under Miri, which cannot execute `rdtsc`, and under loom
+/// (whose build of crossbeam's utilities lacks what `quanta` needs) it is `std::time::Instant`.
 #[derive(Debug, Clone)]
 pub struct MonotonicClock {
-    #[cfg(not(miri))]
+    #[cfg(not(any(miri, loom)))]
     clock: quanta::Clock,
-    #[cfg(not(miri))]
+    #[cfg(not(any(miri, loom)))]
     origin: u64,
-    #[cfg(miri)]
+    #[cfg(any(miri, loom))]
     origin: Instant,
 }
 
@@ -40,13 +40,13 @@ impl MonotonicClock {
     /// A clock whose origin is now. Calibrates the time-stamp counter on first use in the
     /// process (a few milliseconds, once).
     pub fn new() -> Self {
-        #[cfg(not(miri))]
+        #[cfg(not(any(miri, loom)))]
         {
             let clock = quanta::Clock::new();
             let origin = clock.raw();
             Self { clock, origin }
         }
-        #[cfg(miri)]
+        #[cfg(any(miri, loom))]
         {
             Self {
                 origin: Instant::now(),
@@ -64,11 +64,11 @@ impl Default for MonotonicClock {
 impl Clock for MonotonicClock {
     #[inline]
     fn now(&self) -> u64 {
-        #[cfg(not(miri))]
+        #[cfg(not(any(miri, loom)))]
         {
             self.clock.delta_as_nanos(self.origin, self.clock.raw())
         }
-        #[cfg(miri)]
+        #[cfg(any(miri, loom))]
         {
             u64::try_from(self.origin.elapsed().as_nanos()).unwrap_or(u64::MAX)
         }

@@ -78,6 +78,12 @@ mod imp {
 #[allow(unused_imports)]
 pub(crate) use imp::*;
 
+/// The epoch collector that reclaims the graph's retired segments and index arrays (SPEC D51).
+/// Under `cfg(loom)` it is built with `--cfg crossbeam_loom`, on loom's atomics.
+pub(crate) mod epoch {
+    pub(crate) use crossbeam_epoch::{pin, Atomic, Guard, Owned, Shared};
+}
+
 /// Process-unique numbers (graph ids, key incarnations). Only uniqueness matters, no access is
 /// ordered against another, and a `static` needs a `const` constructor, which loom's atomics
 /// lack: so these stay the standard library's under loom too.
