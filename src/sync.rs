@@ -10,7 +10,9 @@ mod imp {
     /// Only the tests count with it.
     #[cfg(test)]
     pub(crate) use std::sync::atomic::AtomicUsize;
-    pub(crate) use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
+    pub(crate) use std::sync::atomic::{
+        fence, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering,
+    };
     pub(crate) use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
     pub(crate) use atomic_waker::AtomicWaker;
@@ -58,7 +60,9 @@ mod imp {
     /// Only the tests count with it.
     #[cfg(test)]
     pub(crate) use loom::sync::atomic::AtomicUsize;
-    pub(crate) use loom::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
+    pub(crate) use loom::sync::atomic::{
+        fence, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering,
+    };
     pub(crate) use loom::sync::{Arc, Condvar, Mutex, MutexGuard};
 
     /// Registers `waker` in `cell` (the call is spelled differently by `atomic-waker` and loom).
@@ -80,7 +84,9 @@ pub(crate) use imp::*;
 
 /// The epoch collector that reclaims the graph's retired segments and index arrays (SPEC D51).
 /// Under `cfg(loom)` it is built with `--cfg crossbeam_loom`, on loom's atomics.
+#[allow(unused_imports)]
 pub(crate) mod epoch {
+    pub(crate) use crossbeam_epoch::is_pinned;
     pub(crate) use crossbeam_epoch::{pin, Atomic, Guard, Owned, Shared};
 }
 

@@ -22,7 +22,9 @@ fn spec(key: u64, deps: &[Dependency]) -> JobSpec<'_> {
 }
 
 /// Submits a job with `n` dependencies on keys that already exist (their producers are live),
-/// counting only the submit; then runs everything, so the graph is left empty.
+/// counting only the submit of the second of two identical rounds (the first brings the
+/// graph's stores to the working set's size, SPEC D51); each round runs everything, so the
+/// graph is left empty.
 fn submit_allocations(n: u64) -> u64 {
     let ledger = Ledger::new(LedgerConfig::new(vec![ClassSpec::new("cpu")], 1)).unwrap();
     let g = Graph::builder(ledger)
@@ -33,6 +35,17 @@ fn submit_allocations(n: u64) -> u64 {
         .max_deps(1024)
         .build()
         .unwrap();
+    submit_round(&g, n);
+    // The keys go, so the second round names them afresh on the slots and index cells they
+    // leave.
+    for k in 0..=n {
+        g.remove(JobKey::new(k)).unwrap();
+    }
+    submit_round(&g, n)
+}
+
+/// One round of [`submit_allocations`]: the allocations of its dependent's submit.
+fn submit_round(g: &Graph, n: u64) -> u64 {
     let producers: Vec<_> = (1..=n)
         .map(|k| match g.submit(&spec(k, &[])).unwrap() {
             Admission::Admitted(h) => h,

@@ -19,7 +19,7 @@ impl LockFreeGraph {
     /// `remaining` = dependencies + 1 (the submitter's hold).
     pub(super) fn init_node(&self, me: NodeRef, spec: &JobSpec<'_>, deadline: u64, own: KeyRef) {
         let NodeRef { idx, gen } = me;
-        let n = &self.nodes[idx as usize];
+        let n = self.node(idx);
         // Initialise the node; published by the key's Release store (or the edges' pushes).
         // SAFETY: the node is free and ours until published.
         n.info.with_mut(|p| unsafe {
@@ -41,9 +41,9 @@ impl LockFreeGraph {
         );
         // SAFETY: as above.
         n.outcome.with_mut(|p| unsafe { *p = None });
-        let base = idx as usize * self.bounds.max_deps as usize;
+        let deps = self.dep_keys(idx);
         for (i, d) in spec.deps.iter().enumerate() {
-            self.dep_keys[base + i].store(rules::ident(d.key), Ordering::Relaxed);
+            deps[i].store(rules::ident(d.key), Ordering::Relaxed);
         }
         n.dep_count.store(spec.deps.len() as u32, Ordering::Relaxed);
         // The submitter's claim. Relaxed: published by the key's Release store, before which
@@ -65,10 +65,10 @@ impl LockFreeGraph {
     /// Under the topology lock: moves the waiters of key `own` onto the lists of node `me`,
     /// which is about to be published as the key's producer.
     pub(super) fn adopt_waiters(&self, own: &KeySlot, me: NodeRef) {
-        let n = &self.nodes[me.idx as usize];
+        let n = self.node(me.idx);
         let mut w = own.waiters.swap(NIL, Ordering::Relaxed);
         while w != NIL {
-            let edge = &self.edges[w as usize];
+            let edge = self.edge(w);
             let next = edge.next.load(Ordering::Relaxed);
             let gate = rules::gate_from(edge.gate.load(Ordering::Relaxed));
             let head = if rules::on_admission_list(gate) {
@@ -141,7 +141,7 @@ impl LockFreeGraph {
                 give_back(out, edges);
                 return Ok(Admission::Backpressured);
             };
-            self.edges[e as usize].next.store(edges, Ordering::Relaxed);
+            self.edge(e).next.store(edges, Ordering::Relaxed);
             edges = e;
         }
         for _ in jobs {
@@ -149,7 +149,7 @@ impl LockFreeGraph {
                 give_back(out, edges);
                 return Ok(Admission::Backpressured);
             };
-            let gen = gen_of(self.nodes[idx as usize].state.load(Ordering::Relaxed));
+            let gen = gen_of(self.node(idx).state.load(Ordering::Relaxed));
             out.push(NodeRef { idx, gen });
         }
         if self.is_closed() {
@@ -205,7 +205,7 @@ impl LockFreeGraph {
         for (j, (spec, &me)) in jobs.iter().zip(out.iter()).enumerate() {
             self.init_node(me, spec, deadlines[j], own_slots[j]);
             for d in spec.deps {
-                let next = self.edges[e as usize].next.load(Ordering::Relaxed);
+                let next = self.edge(e).next.load(Ordering::Relaxed);
                 let mut held = NIL;
                 self.link_with(
                     e,
@@ -247,7 +247,7 @@ impl LockFreeGraph {
             // Release: publishes the node and its adopted lists (pairs with linkers' Acquire).
             own.state.store(key_live(me), Ordering::Release);
             // The key version it runs at (exact: key operations take this lock too).
-            self.nodes[me.idx as usize]
+            self.node(me.idx)
                 .ver
                 .store(own.ver.load(Ordering::Relaxed), Ordering::Relaxed);
         }

@@ -69,7 +69,7 @@ impl LockFreeGraph {
         detach: bool,
         work: &mut Work,
     ) -> Result<bool, Error> {
-        let n = self.nodes.get(node.idx as usize).ok_or(STALE)?;
+        let n = self.nodes.get(node.idx).ok_or(STALE)?;
         let mut guard = None;
         // Relaxed: the CAS below decides; its AcqRel orders what matters.
         let mut c = n.claims.load(Ordering::Relaxed);
@@ -122,7 +122,7 @@ impl LockFreeGraph {
         if self.shut.load(Ordering::Relaxed) || self.is_closed() {
             return false;
         }
-        let n = &self.nodes[q.idx as usize];
+        let n = self.node(q.idx);
         // Acquire: pairs with the RMWs of the claims' release sequence.
         let c = n.claims.load(Ordering::Acquire);
         if gen_of(c) != q.gen || c & (C_COUNT | C_ENDED | C_DETACHED | C_DOOMED) != 0 {
@@ -177,7 +177,7 @@ impl LockFreeGraph {
     /// `x` ended (SPEC D31): if it ended without running, the producers it was still waiting
     /// for lose it as a demander, and those left with none are cancelled.
     pub(super) fn demand_departs(&self, x: NodeRef, work: &mut Work) {
-        let n = &self.nodes[x.idx as usize];
+        let n = self.node(x.idx);
         // Relaxed: written by this operation's owner of the node (its end), or before.
         let c = n.ctl.load(Ordering::Relaxed);
         if c & RUNNING != 0 || self.is_closed() {
@@ -209,7 +209,7 @@ impl LockFreeGraph {
             if idx == NIL {
                 return;
             }
-            let n = &self.nodes[idx as usize];
+            let n = self.node(idx);
             *list = n.next.load(Ordering::Relaxed);
             let gen = gen_of(n.ctl.load(Ordering::Relaxed));
             let node = NodeRef { idx, gen };
@@ -227,7 +227,7 @@ impl LockFreeGraph {
 
     /// Whether the job on `node` was cancelled for want of demand and has not ended.
     pub(super) fn is_doomed_unended(&self, node: NodeRef) -> bool {
-        let n = &self.nodes[node.idx as usize];
+        let n = self.node(node.idx);
         // Acquire: as `is_signalled`.
         let c = n.ctl.load(Ordering::Acquire);
         let st = n.state.load(Ordering::Acquire);
@@ -240,7 +240,7 @@ impl LockFreeGraph {
 
     /// Whether the started job on `node` is told to stop (SPEC D20, D24, D31).
     pub(super) fn is_signalled(&self, node: NodeRef) -> bool {
-        self.nodes.get(node.idx as usize).is_some_and(|n| {
+        self.nodes.get(node.idx).is_some_and(|n| {
             // Acquire: pairs with the CAS of `mark_retired`.
             let c = n.ctl.load(Ordering::Acquire);
             gen_of(c) == node.gen && c & RETIRED != 0

@@ -81,6 +81,7 @@ impl GraphEngine for LockFreeGraph {
         deadline: u64,
         work: &mut Work,
     ) -> Result<Admission<NodeRef>, Error> {
+        let _pin = epoch::pin();
         let own_ident = rules::ident(spec.key);
         // One probe of the index for the job's own key: `claim` below uses what it found.
         let seen = self.find(own_ident);
@@ -132,12 +133,12 @@ impl GraphEngine for LockFreeGraph {
         for _ in 0..spec.deps.len() {
             match self.pop_edge() {
                 Some(e) => {
-                    self.edges[e as usize].next.store(edges, Ordering::Relaxed);
+                    self.edge(e).next.store(edges, Ordering::Relaxed);
                     edges = e;
                 }
                 None => {
                     while edges != NIL {
-                        let next = self.edges[edges as usize].next.load(Ordering::Relaxed);
+                        let next = self.edge(edges).next.load(Ordering::Relaxed);
                         self.push_edge(edges);
                         edges = next;
                     }
@@ -146,13 +147,13 @@ impl GraphEngine for LockFreeGraph {
                 }
             }
         }
-        let n = &self.nodes[idx as usize];
+        let n = self.node(idx);
         let gen = gen_of(n.state.load(Ordering::Relaxed));
         let me = NodeRef { idx, gen };
         let undo = |edges: u32| {
             let mut e = edges;
             while e != NIL {
-                let next = self.edges[e as usize].next.load(Ordering::Relaxed);
+                let next = self.edge(e).next.load(Ordering::Relaxed);
                 self.push_edge(e);
                 e = next;
             }
@@ -179,7 +180,7 @@ impl GraphEngine for LockFreeGraph {
         let mut guard = None;
         let mut e = edges;
         for (i, d) in spec.deps.iter().enumerate() {
-            let next = self.edges[e as usize].next.load(Ordering::Relaxed);
+            let next = self.edge(e).next.load(Ordering::Relaxed);
             // The slot actually linked to (a key removed meanwhile is named again).
             slots[i] = self.link(e, slots[i], rules::ident(d.key), d, me, work);
             e = next;
@@ -280,6 +281,7 @@ impl GraphEngine for LockFreeGraph {
         urgency: rules::Urgency,
         _work: &mut Work,
     ) -> Result<Admission<NodeRef>, Error> {
+        let _pin = epoch::pin();
         match self.join_node(node) {
             Join::Joined => {
                 self.join_urgency(node, urgency);
@@ -297,22 +299,27 @@ impl GraphEngine for LockFreeGraph {
         out: &mut Vec<NodeRef>,
         work: &mut Work,
     ) -> Result<Admission<()>, Error> {
+        let _pin = epoch::pin();
         self.batch(jobs, deadlines, out, work)
     }
 
     fn effective(&self, node: NodeRef) -> Option<rules::Urgency> {
+        let _pin = epoch::pin();
         self.effective_of(node)
     }
 
     fn pop_resync(&self, _work: &mut Work) -> Option<NodeRef> {
+        let _pin = epoch::pin();
         self.take_resync()
     }
 
     fn seal_batch(&self, nodes: &[NodeRef], work: &mut Work) {
+        let _pin = epoch::pin();
         LockFreeGraph::seal_batch(self, nodes, work);
     }
 
     fn pop_ready(&self, work: &mut Work) -> Option<Ready> {
+        let _pin = epoch::pin();
         // Jobs this operation cancelled end first (SPEC D31): their ends may release others.
         self.drain_doomed(work);
         self.flush(work);
@@ -320,7 +327,7 @@ impl GraphEngine for LockFreeGraph {
         if idx == NIL {
             return None;
         }
-        let n = &self.nodes[idx as usize];
+        let n = self.node(idx);
         work.ready = n.next.load(Ordering::Relaxed);
         let gen = gen_of(n.ctl.load(Ordering::Relaxed));
         // SAFETY: written before publication; the zero-reaching RMW on `ctl` acquired it.
@@ -340,7 +347,8 @@ impl GraphEngine for LockFreeGraph {
     }
 
     fn admitted(&self, node: NodeRef, work: &mut Work) {
-        let n = &self.nodes[node.idx as usize];
+        let _pin = epoch::pin();
+        let n = self.node(node.idx);
         // Release: pairs with the Acquire load in `start`.
         n.state.store(word(node.gen, S_QUEUED), Ordering::Release);
         let mut failed = NIL;
@@ -352,7 +360,8 @@ impl GraphEngine for LockFreeGraph {
     }
 
     fn fail_ready(&self, node: NodeRef, error: Error, admitted: bool, work: &mut Work) {
-        let n = &self.nodes[node.idx as usize];
+        let _pin = epoch::pin();
+        let n = self.node(node.idx);
         // A queued node may have been taken by a key operation meanwhile (SPEC D20), which
         // ended it: decide on the count word, as `start` does. Rare (a refusal or a shutdown).
         // Relaxed: only arbitrates; the node's set-up was acquired by the caller.
@@ -385,7 +394,8 @@ impl GraphEngine for LockFreeGraph {
     }
 
     fn start(&self, node: NodeRef) -> bool {
-        let n = &self.nodes[node.idx as usize];
+        let _pin = epoch::pin();
+        let n = self.node(node.idx);
         // Acquire: pairs with the Release store in `admitted`.
         if n.state.load(Ordering::Acquire) != word(node.gen, S_QUEUED) {
             return false;
@@ -423,7 +433,8 @@ impl GraphEngine for LockFreeGraph {
     }
 
     fn complete(&self, node: NodeRef, outcome: JobOutcome, work: &mut Work) -> Result<(), Error> {
-        let n = &self.nodes[node.idx as usize];
+        let _pin = epoch::pin();
+        let n = self.node(node.idx);
         // Acquire: orders the body's outcome after what `start` saw (the Release store in
         // `admitted`), for a completer on another thread than the starter.
         n.state
@@ -475,19 +486,20 @@ impl GraphEngine for LockFreeGraph {
         deps: &[crate::graph::Dependency],
         work: &mut Work,
     ) -> Result<Admission<()>, Error> {
-        let n = &self.nodes[node.idx as usize];
+        let _pin = epoch::pin();
+        let n = self.node(node.idx);
         if n.state.load(Ordering::Relaxed) != word(node.gen, S_RUNNING) {
             return Err(STALE);
         }
         // SAFETY: written before publication; read-only since.
         let own_key = n.info.with(|p| unsafe { *p }).job;
         let own_ident = rules::ident(own_key);
-        let base = node.idx as usize * self.bounds.max_deps as usize;
+        let recorded = self.dep_keys(node.idx);
         let known = n.dep_count.load(Ordering::Relaxed) as usize;
         // Union: a key already depended on keeps its first edge.
         let is_new = |i: usize, d: &crate::graph::Dependency| {
             let ident = rules::ident(d.key);
-            !self.dep_keys[base..base + known]
+            !recorded[..known]
                 .iter()
                 .any(|k| k.load(Ordering::Relaxed) == ident)
                 && !deps[..i].iter().any(|e| e.key == d.key)
@@ -511,7 +523,7 @@ impl GraphEngine for LockFreeGraph {
         for _ in 0..fresh {
             match self.pop_edge() {
                 Some(e) => {
-                    self.edges[e as usize].next.store(edges, Ordering::Relaxed);
+                    self.edge(e).next.store(edges, Ordering::Relaxed);
                     edges = e;
                 }
                 None => {
@@ -543,7 +555,7 @@ impl GraphEngine for LockFreeGraph {
             let mut at = known;
             for (i, d) in deps.iter().enumerate() {
                 if is_new(i, d) {
-                    self.dep_keys[base + at].store(rules::ident(d.key), Ordering::Relaxed);
+                    recorded[at].store(rules::ident(d.key), Ordering::Relaxed);
                     at += 1;
                 }
             }
@@ -556,11 +568,11 @@ impl GraphEngine for LockFreeGraph {
         for (i, d) in deps.iter().enumerate() {
             // New against the keys known before this call (the record above added them).
             let repeated = deps[..i].iter().any(|x| x.key == d.key)
-                || self.dep_keys[base..base + known]
+                || recorded[..known]
                     .iter()
                     .any(|k| k.load(Ordering::Relaxed) == rules::ident(d.key));
             if !repeated {
-                let next = self.edges[e as usize].next.load(Ordering::Relaxed);
+                let next = self.edge(e).next.load(Ordering::Relaxed);
                 let ident = rules::ident(d.key);
                 match self.lookup_or_insert(ident, false) {
                     Some(k) => {
@@ -586,26 +598,31 @@ impl GraphEngine for LockFreeGraph {
     }
 
     fn claims(&self, node: NodeRef) -> Option<u32> {
+        let _pin = epoch::pin();
         // Acquire: as a join's load of the claims word.
-        let c = self.nodes[node.idx as usize].claims.load(Ordering::Acquire);
+        let c = self.node(node.idx).claims.load(Ordering::Acquire);
         (gen_of(c) == node.gen && c & C_COUNT > 0).then_some((c & C_COUNT) as u32)
     }
 
     fn release(&self, node: NodeRef, detach: bool, work: &mut Work) -> Result<bool, Error> {
+        let _pin = epoch::pin();
         self.release_claim(node, detach, work)
     }
 
     fn pop_withdrawn(&self, work: &mut Work) -> Option<NodeRef> {
+        let _pin = epoch::pin();
         self.drain_doomed(work);
         work.withdrawn.pop()
     }
 
     fn signalled(&self, node: NodeRef) -> bool {
+        let _pin = epoch::pin();
         self.is_signalled(node)
     }
 
     fn outcome(&self, node: NodeRef, take: bool) -> Result<Option<JobOutcome>, Error> {
-        let n = self.nodes.get(node.idx as usize).ok_or(STALE)?;
+        let _pin = epoch::pin();
+        let n = self.nodes.get(node.idx).ok_or(STALE)?;
         // Acquire: pairs with the Release store of `done` in `end_one`.
         let st = n.state.load(Ordering::Acquire);
         if gen_of(st) != node.gen || low_of(st) == S_FREE {
@@ -649,26 +666,32 @@ impl GraphEngine for LockFreeGraph {
     }
 
     fn advance(&self, key: JobKey, work: &mut Work) -> Result<crate::graph::Version, Error> {
+        let _pin = epoch::pin();
         self.advance_key(key, work)
     }
 
     fn remove(&self, key: JobKey, work: &mut Work) -> Result<(), Error> {
+        let _pin = epoch::pin();
         self.remove_key(key, work)
     }
 
     fn reset(&self, work: &mut Work) {
+        let _pin = epoch::pin();
         self.reset_keys(work);
     }
 
     fn version(&self, key: JobKey) -> Option<crate::graph::Version> {
+        let _pin = epoch::pin();
         self.key_version(key)
     }
 
     fn node_version(&self, node: NodeRef) -> Option<(JobKey, crate::graph::Version)> {
+        let _pin = epoch::pin();
         self.version_of_node(node)
     }
 
     fn witness_current(&self, witness: &crate::graph::Witness) -> bool {
+        let _pin = epoch::pin();
         self.is_witness_current(witness)
     }
 
@@ -685,6 +708,7 @@ impl GraphEngine for LockFreeGraph {
     }
 
     fn shutdown(&self, work: &mut Work) {
+        let _pin = epoch::pin();
         self.shut_down(work);
     }
 
@@ -697,7 +721,7 @@ impl GraphEngine for LockFreeGraph {
             edges_used: g.edges.load(Ordering::Relaxed),
             edges_total: self.bounds.edges,
             keys_used: g.keys.load(Ordering::Relaxed),
-            keys_total: self.keys.len() as u32,
+            keys_total: self.bounds.keys,
             waiting: g.waiting.load(Ordering::Relaxed),
             ready: ready_running as u32,
             running: (ready_running >> 32) as u32,

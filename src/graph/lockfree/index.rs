@@ -153,7 +153,7 @@ impl LockFreeGraph {
     pub(super) fn key_valid(&self, r: KeyRef) -> bool {
         // Acquire: a state word loaded before this (Acquire) that a later claim's publication
         // wrote makes the free's bump visible here.
-        self.keys[r.slot as usize].sgen.load(Ordering::Acquire) == r.gen
+        self.key(r).sgen.load(Ordering::Acquire) == r.gen
     }
 
     /// Whether state word `st`, loaded (Acquire) from `r`'s slot, belongs to the key `r`
@@ -171,21 +171,19 @@ impl LockFreeGraph {
     /// Before the node is published: the key slot it will be published on.
     pub(super) fn set_node_key(&self, me: NodeRef, r: KeyRef) {
         // SAFETY: the node is not published yet; only its submitter touches its info.
-        self.nodes[me.idx as usize]
-            .info
-            .with_mut(|p| unsafe { (*p).key = r });
+        self.node(me.idx).info.with_mut(|p| unsafe { (*p).key = r });
     }
 
     #[inline]
     pub(super) fn key(&self, r: KeyRef) -> &KeySlot {
-        &self.keys[r.slot as usize]
+        self.keys.at(r.slot)
     }
 
     #[inline]
     fn probe(&self, ident: u64) -> Probe {
         // Slices held in locals: the atomic loads below would otherwise make the compiler
         // reload their lengths on every step.
-        let (cells, keys) = (&*self.index.cells, &*self.keys);
+        let cells = &*self.index.cells;
         let mask = cells.len() - 1;
         let mut i = self.index.home(ident);
         for _ in 0..cells.len() {
@@ -197,7 +195,7 @@ impl LockFreeGraph {
                 C_FROZEN => return Probe::Frozen,
                 C_REF => {
                     let r = unref(c);
-                    let slot = &keys[r.slot as usize];
+                    let slot = self.keys.at(r.slot);
                     // Acquire: orders the generation check after the identity; an identity
                     // written by a later claim brings the free's bump with it. Acquire on the
                     // generation: as in `key_valid`.
@@ -386,18 +384,14 @@ impl LockFreeGraph {
     }
 
     fn pop_key_slot(&self) -> Option<KeyRef> {
-        let slot = self
-            .free_keys
-            .pop(|i| self.keys[i as usize].next.load(Ordering::Relaxed))?;
+        let slot = self.keys.alloc()?;
         // Relaxed: the free list's Acquire ordered the free's bump before this.
-        let gen = self.keys[slot as usize].sgen.load(Ordering::Relaxed);
+        let gen = self.keys.at(slot).sgen.load(Ordering::Relaxed);
         Some(KeyRef { slot, gen })
     }
 
     fn push_key_slot(&self, slot: u32) {
-        let s = &self.keys[slot as usize];
-        self.free_keys
-            .push(slot, |n| s.next.store(n, Ordering::Relaxed));
+        self.keys.free(slot);
     }
 
     /// Under the topology lock, first step of removing key `ident` (slot `r`): tombstones its
@@ -438,6 +432,10 @@ impl LockFreeGraph {
             self.push_key_slot(r.slot);
         }
     }
+
+    /// Under the topology lock: gives back index memory beyond what the keys in use need
+    /// (SPEC D51). The index's own growth and shrink are not built yet: nothing to give.
+    pub(super) fn shrink_index(&self) {}
 
     /// Under the topology lock: compacts the index when tombstones pass a quarter of it.
     pub(super) fn maybe_compact(&self) {
@@ -578,6 +576,7 @@ mod tests {
     /// live keys keep their slots, and a removed key's slot serves the next key.
     #[test]
     fn d24_key_index_compacts_and_reuses_slots() {
+        let _pin = crate::sync::epoch::pin();
         let g = graph(8);
         let live: Vec<KeyRef> = (1..=3)
             .map(|k| g.lookup_or_insert(k, false).unwrap())
@@ -617,6 +616,7 @@ mod tests {
     /// (its CAS from the old epoch fails; it probes again and inserts the key once).
     #[test]
     fn d24_index_epoch_wraps_across_compactions() {
+        let _pin = crate::sync::epoch::pin();
         let g = graph(8);
         g.start_index_at(u64::MAX - 5);
         let live: Vec<KeyRef> = (1..=3)
@@ -657,6 +657,7 @@ mod tests {
     /// instead of inserting the key twice.
     #[test]
     fn d01_two_claims_from_one_lookup_insert_the_key_once() {
+        let _pin = crate::sync::epoch::pin();
         let g = graph(8);
         let seen = g.find(5);
         let a = g.claim(5, seen, false).unwrap();
@@ -672,6 +673,7 @@ mod tests {
     /// fewer.
     #[test]
     fn d22_key_slot_at_its_last_generation_retires_and_never_wraps() {
+        let _pin = crate::sync::epoch::pin();
         let g = LockFreeGraph::new(Bounds {
             nodes: 4,
             edges: 4,

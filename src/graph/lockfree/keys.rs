@@ -90,7 +90,7 @@ impl LockFreeGraph {
     /// gate fires it any more) and a queued one is taken from its executor by a CAS of its
     /// state: this thread ends those (`finish`).
     pub(super) fn mark_retired(&self, node: NodeRef, why: u64) -> Retired {
-        let n = &self.nodes[node.idx as usize];
+        let n = self.node(node.idx);
         let mut r = Retired {
             node,
             why,
@@ -161,14 +161,14 @@ impl LockFreeGraph {
     /// Frees the edges a retired node still has parked on keys without a producer (its other
     /// edges are inert and freed when their producers end). Takes the topology lock.
     pub(super) fn unpark_retired(&self, me: NodeRef) {
-        let n = &self.nodes[me.idx as usize];
+        let n = self.node(me.idx);
         // Acquire: pairs with the Release store of the count (submit, discover).
         let count =
             (n.dep_count.load(Ordering::Acquire) as usize).min(self.bounds.max_deps as usize);
-        let base = me.idx as usize * self.bounds.max_deps as usize;
+        let deps = self.dep_keys(me.idx);
         // On the stack up to the largest `max_deps`: no allocation.
         let mut slots = super::dep_buf::DepBuf::new();
-        for d in &self.dep_keys[base..base + count] {
+        for d in &deps[..count] {
             if let Some(k) = self.lookup(d.load(Ordering::Relaxed)) {
                 slots.push(k);
             }
@@ -203,7 +203,7 @@ impl LockFreeGraph {
         }
         // It demands nothing any more (SPEC D30).
         self.depart(node);
-        let n = &self.nodes[node.idx as usize];
+        let n = self.node(node.idx);
         let outcome = JobOutcome::Failed(retired_error(why));
         // SAFETY: the caller owns the node's `ending` transition; readers wait for `done`.
         n.outcome.with_mut(|p| unsafe { *p = Some(outcome) });
@@ -243,7 +243,7 @@ impl LockFreeGraph {
         work: &mut Work,
         failed: &mut u32,
     ) {
-        let n = &self.nodes[node.idx as usize];
+        let n = self.node(node.idx);
         for head in [(!admitted).then_some(&n.admit), Some(&n.done)]
             .into_iter()
             .flatten()
@@ -269,7 +269,7 @@ impl LockFreeGraph {
             };
             let mut e = old;
             while e < SEALED_MIN {
-                let edge = &self.edges[e as usize];
+                let edge = self.edge(e);
                 // Relaxed: published by the Release push, acquired by the CAS.
                 let next = edge.next.load(Ordering::Relaxed);
                 let target = NodeRef::unpack(edge.target.load(Ordering::Relaxed));
@@ -293,7 +293,7 @@ impl LockFreeGraph {
     fn still_counting(&self, target: NodeRef) -> bool {
         // Relaxed: a hint; a dependent that ends after it leaves an inert edge on the key,
         // freed when the key's producer ends.
-        let c = self.nodes[target.idx as usize].ctl.load(Ordering::Relaxed);
+        let c = self.node(target.idx).ctl.load(Ordering::Relaxed);
         gen_of(c) == target.gen && c & REMAINING != 0
     }
 
@@ -302,7 +302,7 @@ impl LockFreeGraph {
         let old = head.swap(word(gen, SEALED_RETIRED), Ordering::AcqRel);
         let mut e = low_of(old);
         while e < SEALED_MIN {
-            let edge = &self.edges[e as usize];
+            let edge = self.edge(e);
             // Relaxed: published by the Release push, acquired by the swap.
             let next = edge.next.load(Ordering::Relaxed);
             let target = NodeRef::unpack(edge.target.load(Ordering::Relaxed));
@@ -322,18 +322,18 @@ impl LockFreeGraph {
         // Relaxed: the list changes under this lock only.
         let mut e = key.waiters.load(Ordering::Relaxed);
         while e != NIL {
-            let edge = &self.edges[e as usize];
+            let edge = self.edge(e);
             let next = edge.next.load(Ordering::Relaxed);
             if rules::pinned_from(edge.gate.load(Ordering::Relaxed)) {
                 match prev {
                     None => key.waiters.store(next, Ordering::Relaxed),
-                    Some(p) => self.edges[p as usize].next.store(next, Ordering::Relaxed),
+                    Some(p) => self.edge(p).next.store(next, Ordering::Relaxed),
                 }
                 edge.next.store(NIL, Ordering::Relaxed);
                 if last == NIL {
                     first = e;
                 } else {
-                    self.edges[last as usize].next.store(e, Ordering::Relaxed);
+                    self.edge(last).next.store(e, Ordering::Relaxed);
                 }
                 last = e;
             } else {
@@ -347,7 +347,7 @@ impl LockFreeGraph {
     /// Counts each pinned waiter edge of the chain `e` as on a superseded version.
     fn release_pinned(&self, mut e: u32, work: &mut Work, failed: &mut u32) {
         while e != NIL {
-            let edge = &self.edges[e as usize];
+            let edge = self.edge(e);
             // Relaxed: the chain was built under the topology lock, which this thread held.
             let next = edge.next.load(Ordering::Relaxed);
             let target = NodeRef::unpack(edge.target.load(Ordering::Relaxed));
@@ -361,7 +361,7 @@ impl LockFreeGraph {
     /// Fails every waiter edge of a removed key's list `e` with `unavailable / removed`.
     fn fail_waiters(&self, mut e: u32, work: &mut Work, failed: &mut u32) {
         while e != NIL {
-            let edge = &self.edges[e as usize];
+            let edge = self.edge(e);
             // Relaxed: the list was built and taken under the topology lock.
             let next = edge.next.load(Ordering::Relaxed);
             let target = NodeRef::unpack(edge.target.load(Ordering::Relaxed));
@@ -375,7 +375,7 @@ impl LockFreeGraph {
     /// completion is stale (SPEC D21) — it publishes nothing, releases no dependent, ends
     /// the node `superseded` (or `removed`) and is counted. `None`: not retired.
     pub(super) fn refuse_stale(&self, node: NodeRef, work: &mut Work) -> Option<Error> {
-        let n = &self.nodes[node.idx as usize];
+        let n = self.node(node.idx);
         // Acquire: pairs with the AcqRel CAS of `mark_retired`.
         let mut c = n.ctl.load(Ordering::Acquire);
         loop {
@@ -545,7 +545,7 @@ impl LockFreeGraph {
     }
 
     pub(super) fn version_of_node(&self, node: NodeRef) -> Option<(JobKey, Version)> {
-        let n = self.nodes.get(node.idx as usize)?;
+        let n = self.nodes.get(node.idx)?;
         // Acquire: pairs with the release sequence of `ctl`, after which `ver` and the info
         // written before the submitter gave up its hold are visible.
         if gen_of(n.ctl.load(Ordering::Acquire)) != node.gen {
@@ -565,7 +565,7 @@ impl LockFreeGraph {
         if self.key(k).ver.load(Ordering::Acquire) != w.version.packed() || !self.key_valid(k) {
             return false;
         }
-        match self.nodes.get(w.node.idx as usize) {
+        match self.nodes.get(w.node.idx) {
             Some(n) => {
                 // Acquire: pairs with the CAS of `mark_retired`.
                 let c = n.ctl.load(Ordering::Acquire);

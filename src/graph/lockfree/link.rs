@@ -44,7 +44,7 @@ impl LockFreeGraph {
         failed: &mut u32,
         locked: bool,
     ) -> KeyRef {
-        let edge = &self.edges[e as usize];
+        let edge = self.edge(e);
         edge.target.store(me.packed(), Ordering::Relaxed);
         edge.gate
             .store(rules::gate_code(gate, pin.is_some()), Ordering::Relaxed);
@@ -93,7 +93,7 @@ impl LockFreeGraph {
                         idx: (st as u32) >> 8,
                         gen: gen_of(st),
                     };
-                    let p = &self.nodes[producer.idx as usize];
+                    let p = self.node(producer.idx);
                     let head = if rules::on_admission_list(gate) {
                         &p.admit
                     } else {
@@ -239,12 +239,12 @@ impl LockFreeGraph {
         }
         let idx = (st as u32) >> 8;
         let gen = gen_of(st);
-        let n = &self.nodes[idx as usize];
+        let n = self.node(idx);
         // Acquire: as the key load; the count was written before the publication.
         let count = n.dep_count.load(Ordering::Acquire) as usize;
-        let base = idx as usize * self.bounds.max_deps as usize;
+        let deps = self.dep_keys(idx);
         let mut found = Vec::with_capacity(count);
-        for d in &self.dep_keys[base..base + count.min(self.bounds.max_deps as usize)] {
+        for d in &deps[..count.min(self.bounds.max_deps as usize)] {
             found.push(d.load(Ordering::Relaxed));
         }
         // Acquire: if the node is still the same generation, the keys read belong to it.
@@ -268,12 +268,12 @@ impl LockFreeGraph {
             let mut prev: Option<u32> = None;
             let mut e = key.waiters.load(Ordering::Relaxed);
             while e != NIL {
-                let edge = &self.edges[e as usize];
+                let edge = self.edge(e);
                 let next = edge.next.load(Ordering::Relaxed);
                 if NodeRef::unpack(edge.target.load(Ordering::Relaxed)) == me {
                     match prev {
                         None => key.waiters.store(next, Ordering::Relaxed),
-                        Some(p) => self.edges[p as usize].next.store(next, Ordering::Relaxed),
+                        Some(p) => self.edge(p).next.store(next, Ordering::Relaxed),
                     }
                     self.push_edge(e);
                 } else {

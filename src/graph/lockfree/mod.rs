@@ -27,9 +27,11 @@ mod keys;
 mod link;
 #[cfg(all(test, loom))]
 mod loom_publish;
+mod store;
 mod urgency;
 
 use index::{Found, Index, KeyRef, KeySlot};
+use store::{Slot, Store};
 
 use super::rules::{self, CYCLE, DEPENDENCY_FAILED, DUPLICATE_KEY, STALE};
 use super::{
@@ -38,7 +40,7 @@ use super::{
 };
 use crate::error::Error;
 use crate::ids::{ClassId, Priority, TenantId};
-use crate::sync::{AtomicBool, AtomicU32, AtomicU64, Ordering, UnsafeCell};
+use crate::sync::{epoch, AtomicBool, AtomicU32, AtomicU64, Ordering, UnsafeCell};
 use std::collections::HashSet;
 // The topology lock is loom's under `cfg(loom)`, so models that contend for it explore it.
 #[cfg(loom)]
@@ -47,6 +49,16 @@ use loom::sync::{Mutex, MutexGuard};
 use std::sync::{Mutex, MutexGuard};
 
 const NIL: u32 = u32::MAX;
+/// The first segment of the node and key-slot stores (the edge store's is four times this):
+/// what a graph backs at build (SPEC D51).
+const FIRST_SEGMENT: u32 = 64;
+
+/// A slot the caller holds was not backed: a broken invariant of the engine, not a user error.
+#[cold]
+#[inline(never)]
+fn unbacked(what: &str, i: u32) -> ! {
+    panic!("fairway graph: {what} slot {i} is held but its segment is not backed")
+}
 const SEALED_OK: u32 = u32::MAX - 1;
 const SEALED_FAIL: u32 = u32::MAX - 2;
 /// A list sealed by a removed producer (or a superseded one's edges pinned to it): no gate
@@ -229,46 +241,89 @@ struct Edge {
     gate: AtomicU32,
 }
 
-/// A lock-free stack of free slot indices, tagged against ABA.
-struct FreeList {
-    head: AtomicU64,
-}
-
-impl FreeList {
-    fn pop(&self, next: impl Fn(u32) -> u32) -> Option<u32> {
-        // Acquire: pairs with the Release CAS in `push`, so the slot's last writes are seen.
-        let mut h = self.head.load(Ordering::Acquire);
-        loop {
-            let idx = low_of(h);
-            if idx == NIL {
-                return None;
-            }
-            let new = word(gen_of(h).wrapping_add(1), next(idx));
-            // Acquire on success: as the load above.
-            match self
-                .head
-                .compare_exchange_weak(h, new, Ordering::Acquire, Ordering::Acquire)
-            {
-                Ok(_) => return Some(idx),
-                Err(cur) => h = cur,
-            }
+impl Slot for Node {
+    fn fresh(next: u32, gen: u32) -> Self {
+        Node {
+            state: AtomicU64::new(word(gen, S_FREE)),
+            ctl: AtomicU64::new(word(gen, 0)),
+            admit: AtomicU64::new(word(gen, NIL)),
+            done: AtomicU64::new(word(gen, NIL)),
+            next: AtomicU32::new(next),
+            dep_count: AtomicU32::new(0),
+            ver: AtomicU64::new(0),
+            info: UnsafeCell::new(Info {
+                job: JobKey::new(0),
+                tenant: TenantId(0),
+                class: ClassId(0),
+                priority: 0,
+                deadline: rules::NO_DEADLINE,
+                key: KeyRef { slot: 0, gen: 0 },
+            }),
+            outcome: UnsafeCell::new(None),
+            claims: AtomicU64::new(word(gen, 0)),
+            urg: AtomicU64::new(word(gen, 0)),
+            eff_deadline: AtomicU64::new(rules::NO_DEADLINE),
+            base_deadline: AtomicU64::new(rules::NO_DEADLINE),
         }
     }
 
-    fn push(&self, idx: u32, set_next: impl Fn(u32)) {
-        let mut h = self.head.load(Ordering::Relaxed);
-        loop {
-            set_next(low_of(h));
-            let new = word(gen_of(h).wrapping_add(1), idx);
-            // Release: publishes the slot's writes to the next `pop` (its Acquire).
-            match self
-                .head
-                .compare_exchange_weak(h, new, Ordering::Release, Ordering::Relaxed)
-            {
-                Ok(_) => return,
-                Err(cur) => h = cur,
-            }
+    fn free_gen(&self) -> u32 {
+        // Relaxed: called by a shrink on slots it took off the free list (their last writes
+        // came with the free list's Acquire pop).
+        gen_of(self.state.load(Ordering::Relaxed))
+    }
+
+    fn next(&self) -> &AtomicU32 {
+        &self.next
+    }
+
+    fn gone() -> Self {
+        Self::fresh(NIL, NodeRef::MAX_GEN)
+    }
+}
+
+impl Slot for Edge {
+    fn fresh(next: u32, _gen: u32) -> Self {
+        Edge {
+            next: AtomicU32::new(next),
+            target: AtomicU64::new(0),
+            gate: AtomicU32::new(0),
         }
+    }
+
+    fn free_gen(&self) -> u32 {
+        0
+    }
+
+    fn next(&self) -> &AtomicU32 {
+        &self.next
+    }
+
+    fn gone() -> Self {
+        // Never read: an edge is reached only through a list that holds it.
+        Self::fresh(NIL, 0)
+    }
+}
+
+impl Slot for KeySlot {
+    fn fresh(next: u32, gen: u32) -> Self {
+        KeySlot::new(next, gen)
+    }
+
+    fn free_gen(&self) -> u32 {
+        // Relaxed: as for a node.
+        self.sgen.load(Ordering::Relaxed)
+    }
+
+    fn next(&self) -> &AtomicU32 {
+        &self.next
+    }
+
+    fn gone() -> Self {
+        // Exhausted: every user of a key that meets it looks the key up again.
+        let k = KeySlot::new(NIL, u32::MAX);
+        k.state.store(key_word(u32::MAX, K_GONE), Ordering::Relaxed);
+        k
     }
 }
 
@@ -292,14 +347,12 @@ const RUNNING_ONE: u64 = 1 << 32;
 /// The graph's lock-free store (what [`Graph`](super::Graph) runs on).
 #[doc(hidden)]
 pub struct LockFreeGraph {
-    nodes: Box<[Node]>,
-    dep_keys: Box<[AtomicU64]>,
-    edges: Box<[Edge]>,
-    keys: Box<[KeySlot]>,
+    /// Node slots, each with `max_deps` words of its dependencies' key identities, for the
+    /// cycle walk (read under the topology lock, validated by the generation).
+    nodes: Store<Node>,
+    edges: Store<Edge>,
+    keys: Store<KeySlot>,
     index: Index,
-    free_nodes: FreeList,
-    free_keys: FreeList,
-    free_edges: FreeList,
     topology: Mutex<()>,
     /// The urgency propagation's buffers (SPEC D30, `urgency.rs`): taken under the topology
     /// lock (never the other way round), and alone by `pop_resync`.
@@ -369,61 +422,16 @@ impl super::sealed::Sealed for LockFreeGraph {}
 
 impl LockFreeGraph {
     pub(crate) fn new(bounds: Bounds) -> Self {
-        let n = bounds.nodes;
-        let nodes: Box<[Node]> = (0..n)
-            .map(|i| Node {
-                state: AtomicU64::new(word(bounds.first_gen, S_FREE)),
-                ctl: AtomicU64::new(word(bounds.first_gen, 0)),
-                admit: AtomicU64::new(word(bounds.first_gen, NIL)),
-                done: AtomicU64::new(word(bounds.first_gen, NIL)),
-                next: AtomicU32::new(if i + 1 < n { i + 1 } else { NIL }),
-                dep_count: AtomicU32::new(0),
-                ver: AtomicU64::new(0),
-                info: UnsafeCell::new(Info {
-                    job: JobKey::new(0),
-                    tenant: TenantId(0),
-                    class: ClassId(0),
-                    priority: 0,
-                    deadline: rules::NO_DEADLINE,
-                    key: KeyRef { slot: 0, gen: 0 },
-                }),
-                outcome: UnsafeCell::new(None),
-                claims: AtomicU64::new(word(bounds.first_gen, 0)),
-                urg: AtomicU64::new(word(bounds.first_gen, 0)),
-                eff_deadline: AtomicU64::new(rules::NO_DEADLINE),
-                base_deadline: AtomicU64::new(rules::NO_DEADLINE),
-            })
-            .collect();
-        let e = bounds.edges;
-        let edges: Box<[Edge]> = (0..e)
-            .map(|i| Edge {
-                next: AtomicU32::new(if i + 1 < e { i + 1 } else { NIL }),
-                target: AtomicU64::new(0),
-                gate: AtomicU32::new(0),
-            })
-            .collect();
-        let nk = bounds.keys;
-        let keys: Box<[KeySlot]> = (0..nk)
-            .map(|i| KeySlot::new(if i + 1 < nk { i + 1 } else { NIL }, bounds.first_key_gen))
-            .collect();
-        let dep_keys = (0..u64::from(n) * u64::from(bounds.max_deps))
-            .map(|_| AtomicU64::new(0))
-            .collect();
         Self {
-            nodes,
-            dep_keys,
-            edges,
-            keys,
-            index: Index::new(nk),
-            free_nodes: FreeList {
-                head: AtomicU64::new(word(0, 0)),
-            },
-            free_keys: FreeList {
-                head: AtomicU64::new(word(0, 0)),
-            },
-            free_edges: FreeList {
-                head: AtomicU64::new(word(0, 0)),
-            },
+            nodes: Store::new(
+                bounds.nodes,
+                FIRST_SEGMENT,
+                bounds.max_deps as usize,
+                bounds.first_gen,
+            ),
+            edges: Store::new(bounds.edges, 4 * FIRST_SEGMENT, 0, 0),
+            keys: Store::new(bounds.keys, FIRST_SEGMENT, 0, bounds.first_key_gen),
+            index: Index::new(bounds.keys),
             topology: Mutex::new(()),
             scratch: Mutex::new(urgency::Scratch::default()),
             resync_len: AtomicU32::new(0),
@@ -452,34 +460,63 @@ impl LockFreeGraph {
         self.closed.store(true, Ordering::Release);
     }
 
+    /// Node slot `i`. A slot the caller holds is backed; a stale slot number (an edge's
+    /// refused dependent, a copied job identity) whose segment was retired reads as the
+    /// store's inert slot, whose generation matches no holder's (SPEC D51).
+    #[inline(always)]
+    fn node(&self, i: u32) -> &Node {
+        self.nodes.at(i)
+    }
+
+    /// Edge slot `i`, which the caller holds (see [`node`](Self::node)).
+    #[inline(always)]
+    fn edge(&self, i: u32) -> &Edge {
+        match self.edges.get(i) {
+            Some(e) => e,
+            None => unbacked("edge", i),
+        }
+    }
+
+    /// The dependency identities of node slot `i`, which the caller holds.
+    #[inline(always)]
+    fn dep_keys(&self, i: u32) -> &[AtomicU64] {
+        match self.nodes.extra(i) {
+            Some(d) => d,
+            None => unbacked("node", i),
+        }
+    }
+
     fn pop_node(&self) -> Option<u32> {
-        let i = self
-            .free_nodes
-            .pop(|i| self.nodes[i as usize].next.load(Ordering::Relaxed))?;
+        let i = self.nodes.alloc()?;
         inc(&self.gauges.nodes);
         Some(i)
     }
 
     fn push_node(&self, i: u32) {
-        let node = &self.nodes[i as usize];
-        self.free_nodes
-            .push(i, |n| node.next.store(n, Ordering::Relaxed));
+        self.nodes.free(i);
         dec(&self.gauges.nodes);
     }
 
     fn pop_edge(&self) -> Option<u32> {
-        let i = self
-            .free_edges
-            .pop(|i| self.edges[i as usize].next.load(Ordering::Relaxed))?;
+        let i = self.edges.alloc()?;
         inc(&self.gauges.edges);
         Some(i)
     }
 
     fn push_edge(&self, i: u32) {
-        let edge = &self.edges[i as usize];
-        self.free_edges
-            .push(i, |n| edge.next.store(n, Ordering::Relaxed));
+        self.edges.free(i);
         dec(&self.gauges.edges);
+    }
+
+    /// Gives every segment whose slots are all free back (SPEC D51): nodes, edges, key slots
+    /// and the key index.
+    pub(super) fn shrink_stores(&self) {
+        let _pin = epoch::pin();
+        self.nodes.shrink();
+        self.edges.shrink();
+        self.keys.shrink();
+        let _g = self.lock();
+        self.shrink_index();
     }
 
     /// Counts one gate of `target` as met or failed; a node whose count reaches zero fires
@@ -490,7 +527,7 @@ impl LockFreeGraph {
 
     /// As [`release`](Self::release), setting `flags` (`FAILED`, `WAITED_REMOVED`) on the node.
     fn release_with(&self, target: NodeRef, flags: u64, work: &mut Work, failed: &mut u32) {
-        let node = &self.nodes[target.idx as usize];
+        let node = self.node(target.idx);
         // Acquire/AcqRel: the RMWs on `ctl` form one release sequence from the submitter's
         // initial Release store, so the one that reaches zero sees the node's info.
         let mut c = node.ctl.load(Ordering::Acquire);
@@ -534,7 +571,7 @@ impl LockFreeGraph {
         let mut last = NIL;
         let mut count = 0;
         while e < SEALED_MIN {
-            let edge = &self.edges[e as usize];
+            let edge = self.edge(e);
             // Relaxed: these were published by the Release push and acquired by the seal swap.
             let next = edge.next.load(Ordering::Relaxed);
             let target = NodeRef::unpack(edge.target.load(Ordering::Relaxed));
@@ -545,9 +582,7 @@ impl LockFreeGraph {
             e = next;
         }
         if count > 0 {
-            let tail = &self.edges[last as usize];
-            self.free_edges
-                .push(first, |n| tail.next.store(n, Ordering::Relaxed));
+            self.edges.free_chain(first, last);
             self.gauges.edges.fetch_sub(count, Ordering::Relaxed);
         }
     }
@@ -615,7 +650,7 @@ impl LockFreeGraph {
     fn end_failed(&self, mut failed: u32, work: &mut Work) {
         while failed != NIL {
             let idx = failed;
-            let n = &self.nodes[idx as usize];
+            let n = self.node(idx);
             failed = n.next.load(Ordering::Relaxed);
             let c = n.ctl.load(Ordering::Relaxed);
             let gen = gen_of(c);
@@ -662,7 +697,7 @@ impl LockFreeGraph {
     ) {
         // It demands nothing any more (SPEC D30, D31).
         self.depart(node);
-        let n = &self.nodes[node.idx as usize];
+        let n = self.node(node.idx);
         // SAFETY: the caller owns the node's `ending` transition; nobody else writes the
         // outcome, and readers wait for `done` (Release below).
         n.outcome.with_mut(|p| unsafe { *p = Some(outcome) });
@@ -711,7 +746,7 @@ impl LockFreeGraph {
         let guard = self.lock();
         self.shut.store(true, Ordering::Relaxed);
         let mut failed = NIL;
-        for key in self.keys.iter() {
+        for key in (0..self.bounds.keys).filter_map(|i| self.keys.get(i)) {
             // Relaxed: waiter lists and `K_WAITING` change only under this lock.
             let st = key.state.load(Ordering::Relaxed);
             if st & K_TAGS != K_WAITING {
@@ -721,7 +756,7 @@ impl LockFreeGraph {
             key.state
                 .store(key_word(gen_of(st), K_NONE), Ordering::Relaxed);
             while w != NIL {
-                let edge = &self.edges[w as usize];
+                let edge = self.edge(w);
                 let next = edge.next.load(Ordering::Relaxed);
                 let target = NodeRef::unpack(edge.target.load(Ordering::Relaxed));
                 self.push_edge(w);
@@ -739,7 +774,7 @@ impl LockFreeGraph {
     /// topology lock, where a cancellation decides, so a joiner never joins a job that its
     /// last demander's departure is cancelling.
     pub(super) fn join_node(&self, node: NodeRef) -> Join {
-        let Some(n) = self.nodes.get(node.idx as usize) else {
+        let Some(n) = self.nodes.get(node.idx) else {
             return Join::Gone;
         };
         let mut guard = None;
@@ -783,7 +818,7 @@ impl LockFreeGraph {
     /// Marks the job on `node` ended in its claim word (after its `done` state is stored);
     /// frees the slot if no handle holds it (SPEC D31: detached, or kept by dependents only).
     fn ended(&self, node: NodeRef) {
-        let n = &self.nodes[node.idx as usize];
+        let n = self.node(node.idx);
         // AcqRel: the claims' RMWs form one release sequence (see `release_claim`).
         let c = n.claims.fetch_or(C_ENDED, Ordering::AcqRel);
         if gen_of(c) == node.gen && c & C_COUNT == 0 && c & C_ENDED == 0 {
@@ -793,14 +828,14 @@ impl LockFreeGraph {
 
     fn give_back_edges(&self, mut e: u32) {
         while e != NIL {
-            let next = self.edges[e as usize].next.load(Ordering::Relaxed);
+            let next = self.edge(e).next.load(Ordering::Relaxed);
             self.push_edge(e);
             e = next;
         }
     }
 
     fn free_slot(&self, me: NodeRef) {
-        let n = &self.nodes[me.idx as usize];
+        let n = self.node(me.idx);
         let g = NodeRef::next_gen(me.gen);
         // Release: pairs with a later `outcome`'s Acquire load, which then sees the slot free.
         n.state
@@ -813,7 +848,7 @@ impl LockFreeGraph {
     /// keeps its last generation, free, with a zero count (edges still naming it are inert),
     /// and is never allocated again, so generations never wrap. It stays counted as used.
     pub(super) fn recycle(&self, me: NodeRef, next: Option<u32>) {
-        let n = &self.nodes[me.idx as usize];
+        let n = self.node(me.idx);
         let Some(g) = next else {
             n.ctl.store(word(me.gen, 0), Ordering::Relaxed);
             // Release: pairs with a joiner's Acquire load (`join_node`), which then sees the

@@ -47,7 +47,7 @@ pub(super) type Producers = super::dep_buf::DepBuf<NodeRef>;
 impl LockFreeGraph {
     /// Sets up a node's urgency before publication.
     pub(super) fn init_urgency(&self, me: NodeRef, own: Urgency) {
-        let n = &self.nodes[me.idx as usize];
+        let n = self.node(me.idx);
         n.eff_deadline.store(own.deadline, Ordering::Relaxed);
         n.base_deadline.store(own.deadline, Ordering::Relaxed);
         let p = u64::from(own.priority);
@@ -61,7 +61,7 @@ impl LockFreeGraph {
     /// The effective and base urgency of `node`, and whether it is still active; `None` if
     /// the slot moved on.
     pub(super) fn urgency(&self, node: NodeRef) -> Option<(Urgency, Urgency, bool)> {
-        let n = self.nodes.get(node.idx as usize)?;
+        let n = self.nodes.get(node.idx)?;
         // Acquire: pairs with the Release stores under the lock.
         let w = n.urg.load(Ordering::Acquire);
         if gen_of(w) != node.gen {
@@ -80,7 +80,7 @@ impl LockFreeGraph {
 
     /// Under the lock: stores `node`'s effective (and, if given, base) urgency.
     fn store_urgency(&self, node: NodeRef, eff: Urgency, base: Option<Urgency>) {
-        let n = &self.nodes[node.idx as usize];
+        let n = self.node(node.idx);
         // Release: pairs with the Acquire loads in `urgency`.
         n.eff_deadline.store(eff.deadline, Ordering::Release);
         if let Some(b) = base {
@@ -118,7 +118,7 @@ impl LockFreeGraph {
     /// [`walk`](Self::walk) that stops at the first edge for which `f` is true; whether one
     /// was.
     pub(super) fn walk_until(&self, q: NodeRef, mut f: impl FnMut(NodeRef) -> bool) -> bool {
-        let n = &self.nodes[q.idx as usize];
+        let n = self.node(q.idx);
         for head in [&n.admit, &n.done] {
             // Acquire: pairs with the linkers' Release pushes (the edges' fields).
             let h = head.load(Ordering::Acquire);
@@ -127,8 +127,8 @@ impl LockFreeGraph {
             }
             let mut e = low_of(h);
             let mut steps = 0;
-            while e < SEALED_MIN && steps < self.edges.len() {
-                let edge = &self.edges[e as usize];
+            while e < SEALED_MIN && steps < self.bounds.edges as usize {
+                let edge = self.edge(e);
                 // Relaxed: published by the push acquired above.
                 if f(NodeRef::unpack(edge.target.load(Ordering::Relaxed))) {
                     return true;
@@ -161,12 +161,12 @@ impl LockFreeGraph {
     /// place: the buffer is a few KiB, not to be moved per call).
     pub(super) fn producers(&self, x: NodeRef, out: &mut Producers) {
         out.clear();
-        let n = &self.nodes[x.idx as usize];
+        let n = self.node(x.idx);
         // Acquire: pairs with the count's Release store (submit, discover).
         let count =
             (n.dep_count.load(Ordering::Acquire) as usize).min(self.bounds.max_deps as usize);
-        let base = x.idx as usize * self.bounds.max_deps as usize;
-        for d in &self.dep_keys[base..base + count] {
+        let deps = self.dep_keys(x.idx);
+        for d in &deps[..count] {
             let Some(k) = self.lookup_locked(d.load(Ordering::Relaxed)) else {
                 continue;
             };
@@ -307,12 +307,12 @@ impl LockFreeGraph {
 
     /// The dependency key slots of `x`, looked up without the lock.
     pub(super) fn dep_slots(&self, x: NodeRef, out: &mut super::dep_buf::DepBuf) {
-        let n = &self.nodes[x.idx as usize];
+        let n = self.node(x.idx);
         // Acquire: pairs with the count's Release store.
         let count =
             (n.dep_count.load(Ordering::Acquire) as usize).min(self.bounds.max_deps as usize);
-        let base = x.idx as usize * self.bounds.max_deps as usize;
-        for d in &self.dep_keys[base..base + count] {
+        let deps = self.dep_keys(x.idx);
+        for d in &deps[..count] {
             if let Some(k) = self.lookup(d.load(Ordering::Relaxed)) {
                 out.push(k);
             }
@@ -322,7 +322,7 @@ impl LockFreeGraph {
     /// `x` ends (SPEC D30): it demands nothing any more. Takes the lock only if it may have
     /// lifted one of its live producers above that producer's base.
     pub(super) fn depart(&self, x: NodeRef) {
-        let n = &self.nodes[x.idx as usize];
+        let n = self.node(x.idx);
         // SeqCst: the leaver's half of the fence pairing (see the module docs).
         let w = n.urg.fetch_and(!ACTIVE, Ordering::SeqCst);
         if gen_of(w) != x.gen || w & ACTIVE == 0 {
@@ -380,7 +380,7 @@ impl LockFreeGraph {
 
     /// The effective urgency of the job on `node`, for a node that is in use.
     pub(super) fn effective_of(&self, node: NodeRef) -> Option<Urgency> {
-        let n = self.nodes.get(node.idx as usize)?;
+        let n = self.nodes.get(node.idx)?;
         // Acquire: the slot's state, as `outcome` reads it.
         let st = n.state.load(Ordering::Acquire);
         if gen_of(st) != node.gen || low_of(st) == S_FREE {

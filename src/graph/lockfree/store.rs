@@ -1,0 +1,489 @@
+//! Slot stores that back only what is in use (SPEC D51): the node, edge and key-slot arenas.
+//!
+//! A store is addressed by a dense slot number up to its configured maximum, as a fixed array
+//! would be, but holds memory in **segments** of doubling size: segment `k` holds the slots
+//! `B·(2^k − 1) .. B·(2^(k+1) − 1)` (`B`, the first segment's size, is a power of two), so a
+//! slot number finds its segment with one leading-zero count and the directory of segment
+//! pointers, allocated at build, has at most 32 entries. Only the first segment is allocated at
+//! build.
+//!
+//! - **Growth** happens when the free list is empty and the store is below its maximum: under
+//!   the store's `grow` lock (a leaf: nothing else is taken while it is held), the lowest
+//!   missing segment is allocated, its slots initialised free and linked into a chain, the
+//!   segment published (Release, paired with the Acquire load of every lookup) and the chain
+//!   pushed onto the free list with one CAS. That is the only allocation, and it happens at a
+//!   new high-water mark; a steady state reuses freed slots and allocates nothing.
+//! - **Shrinking** (`shrink`, from `Graph::reset` and `Graph::shrink_to_fit`) takes every free
+//!   slot off the free list under the `grow` lock, sorts them by segment into intrusive chains,
+//!   retires every segment but the first whose slots were all free (its directory entry is
+//!   cleared, its memory handed to the epoch collector) and pushes the rest back. A slot taken
+//!   meanwhile by a submitter keeps its segment. A submitter that finds the free list empty
+//!   while a shrink drains it waits for the `grow` lock and pops again: it is never refused
+//!   for lack of room the store has.
+//! - **Readers** hold slot numbers they did not allocate: an edge names its dependent, a
+//!   handle or an identity names its job, a free-list head names the next slot to pop. Such a
+//!   slot may be freed, and its segment retired, while they read it. Every engine entry point
+//!   therefore pins the epoch once (one pin per public call, not per slot); the segment stays
+//!   allocated until every thread pinned when it was retired has unpinned. A retired segment
+//!   reads as absent: `get` answers `None`, which callers treat as a generation mismatch (the
+//!   job is gone).
+//! - **Generations survive**: a retired segment leaves behind the highest generation among its
+//!   free slots, and a segment allocated again in its place starts every slot there, so a stale
+//!   handle never names a slot's new job.
+//!
+//! What a pin costs: `crossbeam_epoch::pin` reads a thread-local, bumps the guard count and,
+//! for the outermost pin, stores the local epoch and issues a full fence (a `lock`ed RMW on
+//! x86), and every 128th pin tries to advance the global epoch; nested pins only bump the
+//! count. The design needs it because a stale slot number can be dereferenced at any time by a
+//! lock-free reader, and only an epoch (or hazard pointers, which would cost one fence per
+//! slot read) tells a retirer when the last such reader is gone.
+
+use super::NIL;
+use crate::sync::{epoch, AtomicPtr, AtomicU32, AtomicU64, Mutex, Ordering};
+
+/// The most segments a store can have: enough for 2^32 slots at any first-segment size.
+const MAX_SEGMENTS: usize = 32;
+
+/// What a store holds: a slot that can be created free at a generation and that names its
+/// free-list successor.
+pub(super) trait Slot: Sized {
+    /// A free slot at generation `gen`, linked to `next`.
+    fn fresh(next: u32, gen: u32) -> Self;
+    /// The generation a free slot is at (what the next job on it gets).
+    fn free_gen(&self) -> u32;
+    /// The free-list link.
+    fn next(&self) -> &AtomicU32;
+    /// The slot an unbacked slot number reads as: inert, at a generation no holder of a slot
+    /// number of a retired segment can have (see [`Store::at`]).
+    fn gone() -> Self;
+}
+
+/// One segment: its slots and, per slot, `extra` words (a node's dependency identities).
+struct Segment<T> {
+    slots: Box<[T]>,
+    extra: Box<[AtomicU64]>,
+}
+
+/// A lock-free stack of free slot numbers, tagged against ABA.
+pub(super) struct FreeList {
+    head: AtomicU64,
+}
+
+#[inline]
+fn tag_word(tag: u32, idx: u32) -> u64 {
+    u64::from(tag) << 32 | u64::from(idx)
+}
+
+impl FreeList {
+    fn new() -> Self {
+        Self {
+            head: AtomicU64::new(tag_word(0, NIL)),
+        }
+    }
+
+    fn pop(&self, next: impl Fn(u32) -> u32) -> Option<u32> {
+        // Acquire: pairs with the Release CAS in `push`, so the slot's last writes are seen.
+        let mut h = self.head.load(Ordering::Acquire);
+        loop {
+            let idx = h as u32;
+            if idx == NIL {
+                return None;
+            }
+            let new = tag_word(((h >> 32) as u32).wrapping_add(1), next(idx));
+            // Acquire on success: as the load above.
+            match self
+                .head
+                .compare_exchange_weak(h, new, Ordering::Acquire, Ordering::Acquire)
+            {
+                Ok(_) => return Some(idx),
+                Err(cur) => h = cur,
+            }
+        }
+    }
+
+    /// Pushes the chain that starts at `idx`; `set_next` links its last slot to the old head.
+    fn push(&self, idx: u32, set_next: impl Fn(u32)) {
+        let mut h = self.head.load(Ordering::Relaxed);
+        loop {
+            set_next(h as u32);
+            let new = tag_word(((h >> 32) as u32).wrapping_add(1), idx);
+            // Release: publishes the slots' writes to the next `pop` (its Acquire).
+            match self
+                .head
+                .compare_exchange_weak(h, new, Ordering::Release, Ordering::Relaxed)
+            {
+                Ok(_) => return,
+                Err(cur) => h = cur,
+            }
+        }
+    }
+}
+
+/// A segmented slot store with its free list (see the module docs).
+pub(super) struct Store<T> {
+    segs: Box<[AtomicPtr<Segment<T>>]>,
+    /// Per segment: the generation its slots start at when it is allocated (the highest its
+    /// retired predecessor's free slots reached).
+    floors: Box<[AtomicU32]>,
+    /// `log2` of the first segment's size.
+    shift: u32,
+    max: u32,
+    extra: usize,
+    /// Slots backed by memory now (observations only).
+    backing: AtomicU32,
+    free: FreeList,
+    grow: Mutex<()>,
+    /// What [`at`](Self::at) answers for an unbacked slot.
+    gone: T,
+}
+
+// SAFETY: the segments are shared as `&T` only (`T` is `Sync`: atomics and cells whose access
+// protocol the engine documents), and freed by the epoch collector or by `drop` (`&mut`).
+unsafe impl<T: Send + Sync> Sync for Store<T> {}
+// SAFETY: as above; nothing is tied to a thread.
+unsafe impl<T: Send + Sync> Send for Store<T> {}
+
+/// A retired segment on its way to the collector.
+struct Retired<T>(*mut Segment<T>);
+
+impl<T> Store<T> {
+    /// The segment of slot `i` and its offset there.
+    #[inline(always)]
+    fn locate(&self, i: u32) -> (usize, usize) {
+        let j = u64::from(i) + (1u64 << self.shift);
+        let k = 63 - j.leading_zeros() - self.shift;
+        (k as usize, (j - (1u64 << (self.shift + k))) as usize)
+    }
+
+    /// The first slot of segment `k` and its length (the last one stops at the maximum).
+    fn span(&self, k: usize) -> (u32, u32) {
+        let b = 1u64 << self.shift;
+        let start = b * ((1u64 << k) - 1);
+        let len = (b << k).min(u64::from(self.max).saturating_sub(start));
+        (start as u32, len as u32)
+    }
+
+    #[inline(always)]
+    fn segment(&self, k: usize) -> Option<&Segment<T>> {
+        debug_assert!(
+            cfg!(loom) || epoch::is_pinned(),
+            "a store read outside an epoch pin"
+        );
+        // Acquire: pairs with the Release store that published the segment in `grow`, so its
+        // initialised slots are seen.
+        let p = self.segs.get(k)?.load(Ordering::Acquire);
+        // SAFETY: a non-null entry points to a segment allocated by `grow`; it is freed only
+        // by the epoch collector after `shrink` cleared the entry and every thread pinned then
+        // (the caller is pinned, see the module docs) has unpinned, or by `drop` (`&mut`).
+        unsafe { p.as_ref() }
+    }
+
+    /// Slot `i`, if its segment is backed.
+    #[inline(always)]
+    pub(super) fn get(&self, i: u32) -> Option<&T> {
+        let (k, off) = self.locate(i);
+        self.segment(k)?.slots.get(off)
+    }
+
+    /// Slot `i`, or the store's inert `gone` slot if its segment is not backed: for readers
+    /// that hold a slot number they did not allocate and check its generation. A retired
+    /// segment held only free slots, none at the last generation (a slot that reaches it is
+    /// kept, never freed), so every such holder's generation is below the `gone` slot's, which
+    /// is the last one: its checks fail as they would on a slot reused since.
+    #[inline(always)]
+    pub(super) fn at(&self, i: u32) -> &T {
+        match self.get(i) {
+            Some(s) => s,
+            None => &self.gone,
+        }
+    }
+
+    /// The `extra` words of slot `i`, if its segment is backed.
+    #[inline]
+    pub(super) fn extra(&self, i: u32) -> Option<&[AtomicU64]> {
+        let (k, off) = self.locate(i);
+        self.segment(k)?
+            .extra
+            .get(off * self.extra..(off + 1) * self.extra)
+    }
+
+    /// Slots backed by memory now.
+    pub(super) fn backing(&self) -> u32 {
+        self.backing.load(Ordering::Relaxed)
+    }
+}
+
+impl<T: Slot> Store<T> {
+    /// A store of at most `max` slots, `extra` words per slot, its first segment of `first`
+    /// slots (rounded up to a power of two; at most `max`) allocated, every slot starting at
+    /// generation `gen`.
+    pub(super) fn new(max: u32, first: u32, extra: usize, gen: u32) -> Self {
+        let first = first.clamp(1, max.max(1)).next_power_of_two();
+        let shift = first.trailing_zeros();
+        let segs = (0..MAX_SEGMENTS)
+            .map(|_| AtomicPtr::new(core::ptr::null_mut()))
+            .collect();
+        let floors = (0..MAX_SEGMENTS).map(|_| AtomicU32::new(gen)).collect();
+        let s = Self {
+            segs,
+            floors,
+            shift,
+            max,
+            extra,
+            backing: AtomicU32::new(0),
+            free: FreeList::new(),
+            grow: Mutex::new(()),
+            gone: T::gone(),
+        };
+        s.add_segment(0);
+        s
+    }
+
+    /// Allocates segment `k`, publishes it and pushes its slots onto the free list. Under the
+    /// `grow` lock, or at build.
+    fn add_segment(&self, k: usize) {
+        let (start, len) = self.span(k);
+        debug_assert!(len > 0);
+        // Relaxed: written under the `grow` lock held here.
+        let gen = self.floors[k].load(Ordering::Relaxed);
+        let slots: Box<[T]> = (0..len)
+            .map(|o| T::fresh(if o + 1 < len { start + o + 1 } else { NIL }, gen))
+            .collect();
+        let extra = (0..len as usize * self.extra)
+            .map(|_| AtomicU64::new(0))
+            .collect();
+        let p = Box::into_raw(Box::new(Segment { slots, extra }));
+        // Release: publishes the initialised slots to every reader's Acquire load (`segment`).
+        self.segs[k].store(p, Ordering::Release);
+        self.backing.fetch_add(len, Ordering::Relaxed);
+        // SAFETY: just allocated and published; freed only after a later `shrink` retires it.
+        let last = unsafe { &(*p).slots[len as usize - 1] };
+        self.free
+            .push(start, |h| last.next().store(h, Ordering::Relaxed));
+    }
+
+    /// A free slot: popped from the free list, or from a segment added for it. `None` at the
+    /// maximum with every slot in use.
+    #[inline]
+    pub(super) fn alloc(&self) -> Option<u32> {
+        self.free
+            .pop(|i| self.next_of(i))
+            .or_else(|| self.alloc_slow())
+    }
+
+    #[inline(always)]
+    fn next_of(&self, i: u32) -> u32 {
+        // A slot number read from the head may belong to a segment retired since (the pop's
+        // CAS then fails, the head having moved): its link reads as the end.
+        self.get(i)
+            .map_or(NIL, |s| s.next().load(Ordering::Relaxed))
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn alloc_slow(&self) -> Option<u32> {
+        let _g = self.grow.lock().unwrap_or_else(|e| e.into_inner());
+        // Another thread grew, or a shrink pushed slots back, while this one waited.
+        if let Some(i) = self.free.pop(|i| self.next_of(i)) {
+            return Some(i);
+        }
+        // Relaxed: the directory changes only under the lock held here.
+        let k = (0..MAX_SEGMENTS)
+            .find(|&k| self.segs[k].load(Ordering::Relaxed).is_null() && self.span(k).1 > 0)?;
+        self.add_segment(k);
+        self.free.pop(|i| self.next_of(i))
+    }
+
+    /// Gives slot `i` back.
+    #[inline]
+    pub(super) fn free(&self, i: u32) {
+        let s = self.get(i).expect("a slot in use is backed");
+        self.free.push(i, |n| s.next().store(n, Ordering::Relaxed));
+    }
+
+    /// Gives back the chain `first ..= last` (linked through `next`, `last`'s link is
+    /// overwritten) with one CAS.
+    #[inline]
+    pub(super) fn free_chain(&self, first: u32, last: u32) {
+        let s = self.get(last).expect("a slot in use is backed");
+        self.free
+            .push(first, |n| s.next().store(n, Ordering::Relaxed));
+    }
+
+    /// Retires every segment but the first whose slots are all free (see the module docs).
+    /// Returns the slots given back. The caller is pinned.
+    pub(super) fn shrink(&self) -> u32 {
+        let _g = self.grow.lock().unwrap_or_else(|e| e.into_inner());
+        let guard = epoch::pin();
+        // Per segment: the chain of its free slots taken off the list, its tail and length.
+        let mut head = [NIL; MAX_SEGMENTS];
+        let mut tail = [NIL; MAX_SEGMENTS];
+        let mut count = [0u32; MAX_SEGMENTS];
+        while let Some(i) = self.free.pop(|i| self.next_of(i)) {
+            let (k, _) = self.locate(i);
+            let s = self.get(i).expect("a free slot is backed");
+            s.next().store(head[k], Ordering::Relaxed);
+            if head[k] == NIL {
+                tail[k] = i;
+            }
+            head[k] = i;
+            count[k] += 1;
+        }
+        let mut given = 0;
+        for k in (1..MAX_SEGMENTS).rev() {
+            let (_, len) = self.span(k);
+            // Relaxed: the directory changes only under the lock held here.
+            let p = self.segs[k].load(Ordering::Relaxed);
+            if p.is_null() || count[k] != len {
+                continue;
+            }
+            // SAFETY: published by `add_segment`, not retired (non-null under the lock).
+            let seg = unsafe { &*p };
+            let floor = seg.slots.iter().map(T::free_gen).max().unwrap_or(0);
+            // Relaxed: read under this lock by the next `add_segment` of this segment.
+            self.floors[k].store(floor, Ordering::Relaxed);
+            // Release: a reader that loads null (Acquire) and then reads nothing of it needs
+            // no ordering; Release keeps the floor's store before the entry's for tidiness.
+            self.segs[k].store(core::ptr::null_mut(), Ordering::Release);
+            self.backing.fetch_sub(len, Ordering::Relaxed);
+            given += len;
+            head[k] = NIL;
+            let retired = Retired(p);
+            // SAFETY: the entry is cleared, so no reader pinned from now on finds the
+            // segment; the collector runs the closure once every thread pinned before has
+            // unpinned, and nothing else frees it.
+            unsafe {
+                guard.defer_unchecked(move || {
+                    let r = retired;
+                    drop(Box::from_raw(r.0));
+                });
+            }
+        }
+        for k in 0..MAX_SEGMENTS {
+            if head[k] != NIL {
+                let t = self.get(tail[k]).expect("a kept segment is backed");
+                self.free
+                    .push(head[k], |h| t.next().store(h, Ordering::Relaxed));
+            }
+        }
+        guard.flush();
+        given
+    }
+}
+
+impl<T> Drop for Store<T> {
+    fn drop(&mut self) {
+        for s in self.segs.iter() {
+            // Relaxed: `&mut self`, no other thread holds the store.
+            let p = s.load(Ordering::Relaxed);
+            if !p.is_null() {
+                // SAFETY: allocated by `add_segment` and not retired (a retired entry is
+                // null); nobody else can reach it.
+                drop(unsafe { Box::from_raw(p) });
+            }
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    struct S {
+        next: AtomicU32,
+        gen: AtomicU32,
+    }
+
+    impl Slot for S {
+        fn fresh(next: u32, gen: u32) -> Self {
+            S {
+                next: AtomicU32::new(next),
+                gen: AtomicU32::new(gen),
+            }
+        }
+        fn free_gen(&self) -> u32 {
+            self.gen.load(Ordering::Relaxed)
+        }
+        fn next(&self) -> &AtomicU32 {
+            &self.next
+        }
+        fn gone() -> Self {
+            Self::fresh(NIL, u32::MAX)
+        }
+    }
+
+    #[test]
+    fn d51_segments_cover_every_slot_once() {
+        let s = Store::<S>::new(1000, 4, 0, 0);
+        let mut seen = vec![false; 1000];
+        for i in 0..1000u32 {
+            let (k, off) = s.locate(i);
+            let (start, len) = s.span(k);
+            assert_eq!(start + off as u32, i, "slot {i}");
+            assert!((off as u32) < len, "slot {i}");
+            assert!(!seen[i as usize]);
+            seen[i as usize] = true;
+        }
+        assert_eq!(
+            s.span(7),
+            (508, 492),
+            "the last segment stops at the maximum"
+        );
+        assert_eq!(s.span(8).1, 0);
+    }
+
+    #[test]
+    fn d51_store_grows_to_its_maximum_and_shrinks_back() {
+        let _pin = epoch::pin();
+        let s = Store::<S>::new(1000, 4, 2, 7);
+        assert_eq!(s.backing(), 4);
+        let taken: Vec<u32> = (0..1000).map(|_| s.alloc().expect("room")).collect();
+        assert_eq!(s.backing(), 1000);
+        assert!(s.alloc().is_none(), "past the maximum");
+        let mut sorted = taken.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(sorted.len(), 1000, "every slot handed out once");
+        assert_eq!(s.extra(999).unwrap().len(), 2);
+        // Slot 500 is kept: its segment (252 ..= 507) stays.
+        for &i in &taken {
+            if i != 500 {
+                s.get(i).unwrap().gen.store(9, Ordering::Relaxed);
+                s.free(i);
+            }
+        }
+        assert_eq!(s.shrink(), 1000 - 4 - 256);
+        assert_eq!(s.backing(), 4 + 256);
+        assert!(s.get(999).is_none(), "a retired segment reads as absent");
+        assert!(s.get(500).is_some());
+        // Regrown segments start at the highest generation their slots had.
+        let again: Vec<u32> = (0..999).map(|_| s.alloc().expect("room")).collect();
+        assert_eq!(s.backing(), 1000);
+        assert_eq!(s.get(999).unwrap().free_gen(), 9);
+        assert_eq!(s.get(1).unwrap().free_gen(), 9, "kept slots keep theirs");
+        drop(again);
+    }
+
+    #[test]
+    fn d51_concurrent_allocation_past_segments_hands_out_each_slot_once() {
+        let s = Store::<S>::new(4096, 8, 0, 0);
+        let got: Vec<Vec<u32>> = std::thread::scope(|sc| {
+            let hs: Vec<_> = (0..4)
+                .map(|_| {
+                    sc.spawn(|| {
+                        let _pin = epoch::pin();
+                        let mut mine = Vec::new();
+                        while let Some(i) = s.alloc() {
+                            mine.push(i);
+                        }
+                        mine
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let mut all: Vec<u32> = got.into_iter().flatten().collect();
+        all.sort_unstable();
+        assert_eq!(all, (0..4096).collect::<Vec<_>>());
+    }
+}
