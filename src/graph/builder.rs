@@ -138,13 +138,19 @@ impl GraphBuilder {
                 room_sleepers: AtomicU32::new(0),
                 shut: AtomicBool::new(false),
                 capped: AtomicBool::new(false),
-                caps: cap::CapSlots::new(bounds.nodes),
-                reqs: reqs::ReqSlots::new(bounds.nodes),
+                caps: cap::CapSlots::new(node_geometry(bounds.nodes)),
+                reqs: reqs::ReqSlots::new(node_geometry(bounds.nodes)),
                 bin: Arc::new(DropBin::default()),
                 outcome_waiters: handle::OutcomeWaiters::default(),
             }),
         })
     }
+}
+
+/// The segments of the graph's per-node side tables: those of the lock-free engine's node
+/// store (SPEC D51).
+fn node_geometry(nodes: u32) -> segments::Geometry {
+    segments::Geometry::new(nodes, lockfree::FIRST_SEGMENT)
 }
 
 fn next_graph_id() -> u64 {

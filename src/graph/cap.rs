@@ -1,5 +1,6 @@
 //! A concurrency cap shared by a batch's job bodies (SPEC D41).
 
+use super::segments::{Geometry, LazyArray};
 use super::*;
 use crate::sync::UnsafeCell;
 
@@ -71,7 +72,7 @@ impl Drop for CapPermit<'_> {
 /// and simply overwritten by the next capped batch. No lock: each slot is written only by the
 /// submitter of a capped batch while its job holds the slot and is not yet sealed, and read
 /// only by the executor that started that slot's current job; see [`CapSlots::set`].
-pub(super) struct CapSlots(Box<[UnsafeCell<CapEntry>]>);
+pub(super) struct CapSlots(LazyArray<UnsafeCell<CapEntry>>);
 
 /// A slot's entry: the job's node and its batch's cap.
 type CapEntry = Option<(NodeRef, ConcurrencyCap)>;
@@ -83,8 +84,9 @@ unsafe impl Sync for CapSlots {}
 unsafe impl Send for CapSlots {}
 
 impl CapSlots {
-    pub(super) fn new(nodes: u32) -> Self {
-        Self((0..nodes).map(|_| UnsafeCell::new(None)).collect())
+    /// Backed as node slots are (SPEC D51).
+    pub(super) fn new(geo: Geometry) -> Self {
+        Self(LazyArray::new(geo, || UnsafeCell::new(None)))
     }
 
     /// Records `cap` for the job on `node`.
@@ -97,8 +99,12 @@ impl CapSlots {
     /// the hand-off to the scheduler order this write before the read of the executor that
     /// starts the job.
     pub(super) unsafe fn set(&self, node: NodeRef, cap: &ConcurrencyCap) {
-        // SAFETY: see the function's contract.
-        self.0[node.idx as usize].with_mut(|p| unsafe { *p = Some((node, cap.clone())) });
+        // The table's segments are read under a pin (SPEC D51).
+        let _pin = crate::sync::epoch::pin();
+        if let Some(cell) = self.0.get_or_grow(node.idx) {
+            // SAFETY: see the function's contract.
+            cell.with_mut(|p| unsafe { *p = Some((node, cap.clone())) });
+        }
     }
 
     /// The cap recorded for the job on `node`, if any.
@@ -108,8 +114,9 @@ impl CapSlots {
     /// The caller has just started `node` (its `start` succeeded): no write to its slot can
     /// happen until the job is collected.
     pub(super) unsafe fn get(&self, node: NodeRef) -> Option<ConcurrencyCap> {
+        let _pin = crate::sync::epoch::pin();
         // SAFETY: see the function's contract.
-        self.0[node.idx as usize].with(|p| match unsafe { &*p } {
+        self.0.get(node.idx)?.with(|p| match unsafe { &*p } {
             Some((n, cap)) if *n == node => Some(cap.clone()),
             _ => None,
         })

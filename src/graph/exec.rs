@@ -34,6 +34,9 @@ impl<E: GraphEngine> GraphOn<E> {
     /// (SPEC D30, F36), and ends `deadline-exceeded` the jobs whose requests the scheduler
     /// let expire (F46).
     pub(super) fn hand_off(&self, work: &mut E::Work) {
+        // One pin for the whole hand-off: the engine's and the side tables' pins nest in it
+        // (SPEC D51; only the outermost pin fences).
+        let _pin = crate::sync::epoch::pin();
         let inner = &*self.inner;
         loop {
             while let Some(Ready {

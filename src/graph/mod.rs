@@ -321,6 +321,7 @@ mod loom_wait;
 mod mutex;
 mod reqs;
 pub(crate) mod rules;
+mod segments;
 #[cfg(all(test, not(loom)))]
 mod tests;
 mod types;

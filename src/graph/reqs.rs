@@ -2,6 +2,7 @@
 //! effective urgency (SPEC D30) can re-order it in place (F36). A seqlock per slot over
 //! atomics: written once per job by its hand-off, read by whoever re-orders it.
 
+use super::segments::{Geometry, LazyArray};
 use super::NodeRef;
 use crate::ids::ClassId;
 use crate::scheduler::RequestHandle;
@@ -16,28 +17,31 @@ struct Slot {
 }
 
 pub(super) struct ReqSlots {
-    slots: Box<[Slot]>,
+    /// Backed as node slots are (SPEC D51).
+    slots: LazyArray<Slot>,
     /// The scheduler's identity (every handle of a graph names the graph's scheduler).
     scheduler: AtomicU64,
 }
 
 impl ReqSlots {
-    pub(super) fn new(nodes: u32) -> Self {
+    pub(super) fn new(geo: Geometry) -> Self {
         Self {
-            slots: (0..nodes)
-                .map(|_| Slot {
-                    seq: AtomicU64::new(0),
-                    key: AtomicU64::new(0),
-                    class: AtomicU64::new(0),
-                })
-                .collect(),
+            slots: LazyArray::new(geo, || Slot {
+                seq: AtomicU64::new(0),
+                key: AtomicU64::new(0),
+                class: AtomicU64::new(0),
+            }),
             scheduler: AtomicU64::new(0),
         }
     }
 
     /// Records the request of the job on `node` (its hand-off, once per job).
     pub(super) fn set(&self, node: NodeRef, h: RequestHandle) {
-        let s = &self.slots[node.idx as usize];
+        // The table's segments are read under a pin (SPEC D51); nested in the hand-off's.
+        let _pin = crate::sync::epoch::pin();
+        let Some(s) = self.slots.get_or_grow(node.idx) else {
+            return;
+        };
         let g = u64::from(node.gen) << 1;
         let (scheduler, class, key) = h.raw_parts();
         s.seq.store(g, Ordering::Relaxed);
@@ -52,7 +56,8 @@ impl ReqSlots {
 
     /// The request of the job on `node`, if its hand-off recorded it.
     pub(super) fn get(&self, node: NodeRef) -> Option<RequestHandle> {
-        let s = self.slots.get(node.idx as usize)?;
+        let _pin = crate::sync::epoch::pin();
+        let s = self.slots.get(node.idx)?;
         let g = u64::from(node.gen) << 1 | 1;
         // Acquire: pairs with the Release store in `set`.
         if s.seq.load(Ordering::Acquire) != g {

@@ -51,7 +51,7 @@ use std::sync::{Mutex, MutexGuard};
 const NIL: u32 = u32::MAX;
 /// The first segment of the node and key-slot stores (the edge store's is four times this):
 /// what a graph backs at build (SPEC D51).
-const FIRST_SEGMENT: u32 = 64;
+pub(super) const FIRST_SEGMENT: u32 = 64;
 
 /// A slot the caller holds was not backed: a broken invariant of the engine, not a user error.
 #[cold]

@@ -39,10 +39,8 @@
 //! slot read) tells a retirer when the last such reader is gone.
 
 use super::NIL;
-use crate::sync::{epoch, AtomicPtr, AtomicU32, AtomicU64, Mutex, Ordering};
-
-/// The most segments a store can have: enough for 2^32 slots at any first-segment size.
-const MAX_SEGMENTS: usize = 32;
+use crate::graph::segments::{Geometry, SegArray, MAX_SEGMENTS};
+use crate::sync::{epoch, AtomicU32, AtomicU64, Mutex, Ordering};
 
 /// What a store holds: a slot that can be created free at a generation and that names its
 /// free-list successor.
@@ -56,12 +54,6 @@ pub(super) trait Slot: Sized {
     /// The slot an unbacked slot number reads as: inert, at a generation no holder of a slot
     /// number of a retired segment can have (see [`Store::at`]).
     fn gone() -> Self;
-}
-
-/// One segment: its slots and, per slot, `extra` words (a node's dependency identities).
-struct Segment<T> {
-    slots: Box<[T]>,
-    extra: Box<[AtomicU64]>,
 }
 
 /// A lock-free stack of free slot numbers, tagged against ABA.
@@ -121,68 +113,26 @@ impl FreeList {
 
 /// A segmented slot store with its free list (see the module docs).
 pub(super) struct Store<T> {
-    segs: Box<[AtomicPtr<Segment<T>>]>,
+    slots: SegArray<T>,
+    /// Per slot, `extra` words (a node's dependency identities); empty when `extra` is 0.
+    extra: SegArray<AtomicU64>,
     /// Per segment: the generation its slots start at when it is allocated (the highest its
     /// retired predecessor's free slots reached).
     floors: Box<[AtomicU32]>,
-    /// `log2` of the first segment's size.
-    shift: u32,
-    max: u32,
-    extra: usize,
     /// Slots backed by memory now (observations only).
     backing: AtomicU32,
     free: FreeList,
+    /// Serialises growth and shrinking (a leaf lock).
     grow: Mutex<()>,
     /// What [`at`](Self::at) answers for an unbacked slot.
     gone: T,
 }
 
-// SAFETY: the segments are shared as `&T` only (`T` is `Sync`: atomics and cells whose access
-// protocol the engine documents), and freed by the epoch collector or by `drop` (`&mut`).
-unsafe impl<T: Send + Sync> Sync for Store<T> {}
-// SAFETY: as above; nothing is tied to a thread.
-unsafe impl<T: Send + Sync> Send for Store<T> {}
-
-/// A retired segment on its way to the collector.
-struct Retired<T>(*mut Segment<T>);
-
 impl<T> Store<T> {
-    /// The segment of slot `i` and its offset there.
-    #[inline(always)]
-    fn locate(&self, i: u32) -> (usize, usize) {
-        let j = u64::from(i) + (1u64 << self.shift);
-        let k = 63 - j.leading_zeros() - self.shift;
-        (k as usize, (j - (1u64 << (self.shift + k))) as usize)
-    }
-
-    /// The first slot of segment `k` and its length (the last one stops at the maximum).
-    fn span(&self, k: usize) -> (u32, u32) {
-        let b = 1u64 << self.shift;
-        let start = b * ((1u64 << k) - 1);
-        let len = (b << k).min(u64::from(self.max).saturating_sub(start));
-        (start as u32, len as u32)
-    }
-
-    #[inline(always)]
-    fn segment(&self, k: usize) -> Option<&Segment<T>> {
-        debug_assert!(
-            cfg!(loom) || epoch::is_pinned(),
-            "a store read outside an epoch pin"
-        );
-        // Acquire: pairs with the Release store that published the segment in `grow`, so its
-        // initialised slots are seen.
-        let p = self.segs.get(k)?.load(Ordering::Acquire);
-        // SAFETY: a non-null entry points to a segment allocated by `grow`; it is freed only
-        // by the epoch collector after `shrink` cleared the entry and every thread pinned then
-        // (the caller is pinned, see the module docs) has unpinned, or by `drop` (`&mut`).
-        unsafe { p.as_ref() }
-    }
-
     /// Slot `i`, if its segment is backed.
     #[inline(always)]
     pub(super) fn get(&self, i: u32) -> Option<&T> {
-        let (k, off) = self.locate(i);
-        self.segment(k)?.slots.get(off)
+        self.slots.get(i)
     }
 
     /// Slot `i`, or the store's inert `gone` slot if its segment is not backed: for readers
@@ -192,7 +142,7 @@ impl<T> Store<T> {
     /// is the last one: its checks fail as they would on a slot reused since.
     #[inline(always)]
     pub(super) fn at(&self, i: u32) -> &T {
-        match self.get(i) {
+        match self.slots.get(i) {
             Some(s) => s,
             None => &self.gone,
         }
@@ -201,35 +151,30 @@ impl<T> Store<T> {
     /// The `extra` words of slot `i`, if its segment is backed.
     #[inline]
     pub(super) fn extra(&self, i: u32) -> Option<&[AtomicU64]> {
-        let (k, off) = self.locate(i);
-        self.segment(k)?
-            .extra
-            .get(off * self.extra..(off + 1) * self.extra)
+        self.extra.run(i)
     }
 
     /// Slots backed by memory now.
     pub(super) fn backing(&self) -> u32 {
         self.backing.load(Ordering::Relaxed)
     }
+
+    /// The most slots.
+    pub(super) fn max(&self) -> u32 {
+        self.slots.geometry().max()
+    }
 }
 
-impl<T: Slot> Store<T> {
+impl<T: Slot + Send + 'static> Store<T> {
     /// A store of at most `max` slots, `extra` words per slot, its first segment of `first`
     /// slots (rounded up to a power of two; at most `max`) allocated, every slot starting at
     /// generation `gen`.
     pub(super) fn new(max: u32, first: u32, extra: usize, gen: u32) -> Self {
-        let first = first.clamp(1, max.max(1)).next_power_of_two();
-        let shift = first.trailing_zeros();
-        let segs = (0..MAX_SEGMENTS)
-            .map(|_| AtomicPtr::new(core::ptr::null_mut()))
-            .collect();
-        let floors = (0..MAX_SEGMENTS).map(|_| AtomicU32::new(gen)).collect();
+        let geo = Geometry::new(max, first);
         let s = Self {
-            segs,
-            floors,
-            shift,
-            max,
-            extra,
+            slots: SegArray::new(geo, 1),
+            extra: SegArray::new(geo, extra),
+            floors: (0..MAX_SEGMENTS).map(|_| AtomicU32::new(gen)).collect(),
             backing: AtomicU32::new(0),
             free: FreeList::new(),
             grow: Mutex::new(()),
@@ -242,22 +187,19 @@ impl<T: Slot> Store<T> {
     /// Allocates segment `k`, publishes it and pushes its slots onto the free list. Under the
     /// `grow` lock, or at build.
     fn add_segment(&self, k: usize) {
-        let (start, len) = self.span(k);
+        let (start, len) = self.slots.geometry().span(k);
         debug_assert!(len > 0);
         // Relaxed: written under the `grow` lock held here.
         let gen = self.floors[k].load(Ordering::Relaxed);
-        let slots: Box<[T]> = (0..len)
-            .map(|o| T::fresh(if o + 1 < len { start + o + 1 } else { NIL }, gen))
-            .collect();
-        let extra = (0..len as usize * self.extra)
-            .map(|_| AtomicU64::new(0))
-            .collect();
-        let p = Box::into_raw(Box::new(Segment { slots, extra }));
-        // Release: publishes the initialised slots to every reader's Acquire load (`segment`).
-        self.segs[k].store(p, Ordering::Release);
+        let end = start + len;
+        if self.extra.per() > 0 {
+            self.extra.add(k, |_, _| AtomicU64::new(0));
+        }
+        self.slots.add(k, |i, _| {
+            T::fresh(if i + 1 < end { i + 1 } else { NIL }, gen)
+        });
         self.backing.fetch_add(len, Ordering::Relaxed);
-        // SAFETY: just allocated and published; freed only after a later `shrink` retires it.
-        let last = unsafe { &(*p).slots[len as usize - 1] };
+        let last = self.slots.get(end - 1).expect("just backed");
         self.free
             .push(start, |h| last.next().store(h, Ordering::Relaxed));
     }
@@ -287,9 +229,8 @@ impl<T: Slot> Store<T> {
         if let Some(i) = self.free.pop(|i| self.next_of(i)) {
             return Some(i);
         }
-        // Relaxed: the directory changes only under the lock held here.
-        let k = (0..MAX_SEGMENTS)
-            .find(|&k| self.segs[k].load(Ordering::Relaxed).is_null() && self.span(k).1 > 0)?;
+        let geo = self.slots.geometry();
+        let k = (0..MAX_SEGMENTS).find(|&k| !self.slots.is_backed(k) && geo.span(k).1 > 0)?;
         self.add_segment(k);
         self.free.pop(|i| self.next_of(i))
     }
@@ -297,8 +238,7 @@ impl<T: Slot> Store<T> {
     /// Gives slot `i` back.
     #[inline]
     pub(super) fn free(&self, i: u32) {
-        let s = self.get(i).expect("a slot in use is backed");
-        self.free.push(i, |n| s.next().store(n, Ordering::Relaxed));
+        self.free_chain(i, i);
     }
 
     /// Gives back the chain `first ..= last` (linked through `next`, `last`'s link is
@@ -311,16 +251,17 @@ impl<T: Slot> Store<T> {
     }
 
     /// Retires every segment but the first whose slots are all free (see the module docs).
-    /// Returns the slots given back. The caller is pinned.
+    /// Returns the slots given back.
     pub(super) fn shrink(&self) -> u32 {
         let _g = self.grow.lock().unwrap_or_else(|e| e.into_inner());
         let guard = epoch::pin();
+        let geo = self.slots.geometry();
         // Per segment: the chain of its free slots taken off the list, its tail and length.
         let mut head = [NIL; MAX_SEGMENTS];
         let mut tail = [NIL; MAX_SEGMENTS];
         let mut count = [0u32; MAX_SEGMENTS];
         while let Some(i) = self.free.pop(|i| self.next_of(i)) {
-            let (k, _) = self.locate(i);
+            let (k, _) = geo.locate(i);
             let s = self.get(i).expect("a free slot is backed");
             s.next().store(head[k], Ordering::Relaxed);
             if head[k] == NIL {
@@ -330,34 +271,25 @@ impl<T: Slot> Store<T> {
             count[k] += 1;
         }
         let mut given = 0;
-        for k in (1..MAX_SEGMENTS).rev() {
-            let (_, len) = self.span(k);
-            // Relaxed: the directory changes only under the lock held here.
-            let p = self.segs[k].load(Ordering::Relaxed);
-            if p.is_null() || count[k] != len {
+        for k in 1..MAX_SEGMENTS {
+            let (start, len) = geo.span(k);
+            if !self.slots.is_backed(k) || count[k] != len {
                 continue;
             }
-            // SAFETY: published by `add_segment`, not retired (non-null under the lock).
-            let seg = unsafe { &*p };
-            let floor = seg.slots.iter().map(T::free_gen).max().unwrap_or(0);
+            let floor = (start..start + len)
+                .filter_map(|i| self.get(i))
+                .map(T::free_gen)
+                .max()
+                .unwrap_or(0);
             // Relaxed: read under this lock by the next `add_segment` of this segment.
             self.floors[k].store(floor, Ordering::Relaxed);
-            // Release: a reader that loads null (Acquire) and then reads nothing of it needs
-            // no ordering; Release keeps the floor's store before the entry's for tidiness.
-            self.segs[k].store(core::ptr::null_mut(), Ordering::Release);
+            self.slots.retire(k, &guard);
+            if self.extra.per() > 0 {
+                self.extra.retire(k, &guard);
+            }
             self.backing.fetch_sub(len, Ordering::Relaxed);
             given += len;
             head[k] = NIL;
-            let retired = Retired(p);
-            // SAFETY: the entry is cleared, so no reader pinned from now on finds the
-            // segment; the collector runs the closure once every thread pinned before has
-            // unpinned, and nothing else frees it.
-            unsafe {
-                guard.defer_unchecked(move || {
-                    let r = retired;
-                    drop(Box::from_raw(r.0));
-                });
-            }
         }
         for k in 0..MAX_SEGMENTS {
             if head[k] != NIL {
@@ -366,22 +298,9 @@ impl<T: Slot> Store<T> {
                     .push(head[k], |h| t.next().store(h, Ordering::Relaxed));
             }
         }
+        // Hands the retired segments to the global queue now, so the next pins can free them.
         guard.flush();
         given
-    }
-}
-
-impl<T> Drop for Store<T> {
-    fn drop(&mut self) {
-        for s in self.segs.iter() {
-            // Relaxed: `&mut self`, no other thread holds the store.
-            let p = s.load(Ordering::Relaxed);
-            if !p.is_null() {
-                // SAFETY: allocated by `add_segment` and not retired (a retired entry is
-                // null); nobody else can reach it.
-                drop(unsafe { Box::from_raw(p) });
-            }
-        }
     }
 }
 
@@ -410,26 +329,6 @@ mod tests {
         fn gone() -> Self {
             Self::fresh(NIL, u32::MAX)
         }
-    }
-
-    #[test]
-    fn d51_segments_cover_every_slot_once() {
-        let s = Store::<S>::new(1000, 4, 0, 0);
-        let mut seen = vec![false; 1000];
-        for i in 0..1000u32 {
-            let (k, off) = s.locate(i);
-            let (start, len) = s.span(k);
-            assert_eq!(start + off as u32, i, "slot {i}");
-            assert!((off as u32) < len, "slot {i}");
-            assert!(!seen[i as usize]);
-            seen[i as usize] = true;
-        }
-        assert_eq!(
-            s.span(7),
-            (508, 492),
-            "the last segment stops at the maximum"
-        );
-        assert_eq!(s.span(8).1, 0);
     }
 
     #[test]
