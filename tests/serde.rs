@@ -301,8 +301,17 @@ fn x05_serde_usage_and_occupancy_round_trip() {
         waiting: 7,
         ready: 8,
         running: 9,
+        nodes_backing: 10,
+        edges_backing: 11,
+        keys_backing: 12,
+        index_cells: 13,
+        index_cells_max: 14,
     };
     assert_eq!(serde_json::to_value(o).unwrap()["keys_total"], json!(6));
+    assert_eq!(
+        serde_json::to_value(o).unwrap()["index_cells_max"],
+        json!(14)
+    );
     assert_eq!(round_trip(&o), o);
     let vo = VersionOccupancy {
         keys: 1,

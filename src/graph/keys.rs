@@ -176,12 +176,73 @@ impl<E: GraphEngine> GraphOn<E> {
         r
     }
 
-    /// Removes every key (SPEC D24), as [`remove`](Self::remove) for each.
+    /// Removes every key (SPEC D24), as [`remove`](Self::remove) for each; then gives back
+    /// the stores' backing memory that is no longer in use, as
+    /// [`shrink_to_fit`](Self::shrink_to_fit) does (SPEC D51).
     pub fn reset(&self) {
         let mut work = E::Work::default();
         self.inner.engine.reset(&mut work);
         self.hand_off(&mut work);
         self.wake_waiters();
+        self.inner.engine.shrink();
+    }
+
+    /// Gives back backing memory after a burst (SPEC D51): every store's segments (node,
+    /// edge and key stores, and the key index's array) whose slots are all free go back, so
+    /// [`occupancy`](Self::occupancy)'s `*_backing` falls back towards what is in use. Anything
+    /// in use is kept: a live job's node, a pending edge, a key still named. Handles of jobs
+    /// freed before the shrink keep reading `not-found / stale-handle`, also once their slots
+    /// are backed again.
+    ///
+    /// The stores shrink only here and in [`reset`](Self::reset), never automatically: a
+    /// shrink is a rare path that takes the stores' growth lock, and the host knows when a
+    /// burst is over; growth itself happens only at a new high-water mark, so a steady state
+    /// neither grows nor shrinks.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use fairway::admission::{ClassSpec, Ledger, LedgerConfig};
+    /// use fairway::graph::{Admission, Graph, JobKey, JobOutcome, JobSpec};
+    /// use fairway::{ClassId, TenantId};
+    ///
+    /// let ledger = Ledger::new(LedgerConfig::new(vec![ClassSpec::new("cpu")], 1))?;
+    /// let graph = Graph::builder(ledger).class(1).nodes(100_000).build()?;
+    /// let fresh = graph.occupancy();
+    /// assert!(fresh.nodes_backing <= fresh.nodes_total);
+    /// // A burst of 2,000 jobs: the node store is backed at least that far.
+    /// let burst: Vec<_> = (0..2_000)
+    ///     .map(|k| {
+    ///         let spec = JobSpec {
+    ///             key: JobKey::new(k),
+    ///             tenant: TenantId(0),
+    ///             class: ClassId(0),
+    ///             priority: 0,
+    ///             deadline: None,
+    ///             deps: &[],
+    ///         };
+    ///         match graph.submit(&spec) {
+    ///             Ok(Admission::Admitted(h)) => h,
+    ///             other => panic!("{other:?}"),
+    ///         }
+    ///     })
+    ///     .collect();
+    /// let peak = graph.occupancy();
+    /// assert_eq!(peak.nodes_used, 2_000);
+    /// assert!(peak.nodes_backing >= 2_000);
+    /// while let Some(job) = graph.try_next(ClassId(0)) {
+    ///     graph.complete(job, JobOutcome::Succeeded)?;
+    /// }
+    /// // The last handles gone, every node is free again; the burst's segments go back.
+    /// drop(burst);
+    /// graph.shrink_to_fit();
+    /// let after = graph.occupancy();
+    /// assert_eq!(after.nodes_used, 0);
+    /// assert_eq!(after.nodes_backing, fresh.nodes_backing);
+    /// # Ok::<(), fairway::Error>(())
+    /// ```
+    pub fn shrink_to_fit(&self) {
+        self.inner.engine.shrink();
     }
 
     /// Compactions of the key table so far: the lock-free graph compacts its index of keys

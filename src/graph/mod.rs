@@ -452,6 +452,11 @@ pub trait GraphEngine: sealed::Sealed + Send + Sync + Sized + 'static {
     fn remove(&self, key: JobKey, work: &mut Self::Work) -> Result<(), Error>;
     #[doc(hidden)]
     fn reset(&self, work: &mut Self::Work);
+    /// Gives back the backing memory of every store's segments whose slots are all free
+    /// (SPEC D51); keeps anything in use. Called by [`Graph::reset`] after its keys are removed
+    /// and by [`Graph::shrink_to_fit`]; never on the per-job path.
+    #[doc(hidden)]
+    fn shrink(&self) {}
     #[doc(hidden)]
     fn version(&self, key: JobKey) -> Option<Version>;
     #[doc(hidden)]

@@ -106,11 +106,31 @@ enum MKey {
     },
 }
 
+/// Node slots backed at build and kept by a shrink (at most the configured maximum): the
+/// first step of the node store's growth.
+const FIRST_NODES: u32 = 64;
+/// The step in which edges are reported backed (see [`State::edges_backing`]).
+const EDGE_SEGMENT: u32 = 64;
+/// Keys the key maps are sized for at build and keep through a shrink.
+const FIRST_KEYS: u32 = 64;
+
 #[derive(Debug)]
 struct State {
+    /// The node store: backed only as far as use has reached (SPEC D51); it grows by one slot
+    /// when the free list is empty, up to `max_nodes`, and a shrink truncates its free tail.
     nodes: Vec<MNode>,
     free: Vec<u32>,
+    /// The node store's maximum (SPEC D05): past it, submissions are refused `Backpressured`.
+    max_nodes: u32,
+    /// Node slots backed at build, which a shrink keeps.
+    first_nodes: u32,
+    /// The generation a new slot starts at: the configured first generation, raised by a
+    /// shrink to the highest generation a truncated slot reached, so that a stale handle of a
+    /// truncated slot never names a slot grown again in its place.
+    gen_floor: u32,
     edges_used: u32,
+    /// The most edges in use since build or the last shrink (what is reported backed).
+    edges_peak: u32,
     keys: HashMap<u64, MKey>,
     waiting: u32,
     ready: u32,
@@ -125,6 +145,46 @@ struct State {
     stale: u64,
     /// Jobs ended by the current operation, not swept yet (`sweep`, SPEC D31).
     ended: Vec<NodeRef>,
+}
+
+impl MNode {
+    /// A free slot at generation `gen`.
+    fn free_at(gen: u32) -> Self {
+        MNode {
+            gen,
+            st: St::Free,
+            remaining: 0,
+            failed: false,
+            tenant: TenantId(0),
+            class: ClassId(0),
+            priority: 0,
+            job_key: JobKey::new(0),
+            key: 0,
+            deps: Vec::new(),
+            admit: Vec::new(),
+            admit_sealed: None,
+            done: Vec::new(),
+            outcome: None,
+            body: None,
+            claims: 0,
+            detached: false,
+            ver: 0,
+            retired: None,
+            waited_removed: false,
+            waited_superseded: false,
+            waited_cancelled: false,
+            base: Urgency {
+                priority: 0,
+                deadline: rules::NO_DEADLINE,
+            },
+            eff: Urgency {
+                priority: 0,
+                deadline: rules::NO_DEADLINE,
+            },
+            deadline: rules::NO_DEADLINE,
+            active: false,
+        }
+    }
 }
 
 /// The graph's mutex twin (the oracle's).
@@ -210,10 +270,88 @@ impl State {
         })
     }
 
+    /// The job `r` names, `None` when it is gone: its slot is free or at another generation,
+    /// or lies past the backed store (truncated by a shrink, SPEC D51).
     fn node(&mut self, r: NodeRef) -> Option<&mut MNode> {
         self.nodes
             .get_mut(r.idx as usize)
             .filter(|n| n.gen == r.gen && n.st != St::Free)
+    }
+
+    /// The node at `r`'s slot if the slot is still at `r`'s generation (free or not), `None`
+    /// when it moved on or is no longer backed. An edge may outlive its dependent's job: a
+    /// dependent that ended leaves its edges inert on the producer until the producer ends,
+    /// and its slot may be freed and truncated meanwhile.
+    pub(super) fn slot(&self, r: NodeRef) -> Option<&MNode> {
+        self.nodes.get(r.idx as usize).filter(|n| n.gen == r.gen)
+    }
+
+    /// Node slots a submission may still take: free ones and those not backed yet.
+    fn room_nodes(&self) -> usize {
+        self.free.len() + (self.max_nodes as usize - self.nodes.len())
+    }
+
+    /// Takes a free slot, backing a new one at the store's end when none is free (SPEC D51).
+    /// The caller checked [`room_nodes`](Self::room_nodes).
+    fn take_slot(&mut self) -> u32 {
+        if let Some(idx) = self.free.pop() {
+            return idx;
+        }
+        debug_assert!(self.nodes.len() < self.max_nodes as usize);
+        let idx = self.nodes.len() as u32;
+        self.nodes.push(MNode::free_at(self.gen_floor));
+        idx
+    }
+
+    /// One more edge in use.
+    fn edge_linked(&mut self) {
+        self.edges_used += 1;
+        self.edges_peak = self.edges_peak.max(self.edges_used);
+    }
+
+    /// Edge slots reported backed. This engine keeps edges in per-node and per-key lists, not
+    /// in a store of slots: it reports the high-water mark of edges in use since build or the
+    /// last shrink, in steps of [`EDGE_SEGMENT`] (at least one), as a store grown in segments
+    /// would back them; at most the maximum.
+    fn edges_backing(&self, max: u32) -> u32 {
+        let steps = self.edges_peak.div_ceil(EDGE_SEGMENT).max(1);
+        steps.saturating_mul(EDGE_SEGMENT).min(max)
+    }
+
+    /// Gives back the node store's free tail and the lists' spare capacity (SPEC D51). A slot
+    /// is truncated only from the end, above the slots backed at build, and only if it is on
+    /// the free list: a slot in use stays, and so does a retired one (its last generation was
+    /// used; it stays counted as used and is never allocated again).
+    fn shrink(&mut self, keys_total: u32) {
+        let len = self.nodes.len();
+        let mut listed = vec![false; len];
+        for &i in &self.free {
+            listed[i as usize] = true;
+        }
+        let mut keep = len;
+        while keep > self.first_nodes as usize && listed[keep - 1] {
+            keep -= 1;
+        }
+        if keep < len {
+            let floor = self.nodes[keep..].iter().map(|n| n.gen).max();
+            self.gen_floor = self.gen_floor.max(floor.unwrap_or(0));
+            self.free.retain(|&i| (i as usize) < keep);
+            self.nodes.truncate(keep);
+        }
+        self.nodes.shrink_to_fit();
+        self.free.shrink_to_fit();
+        self.ended.shrink_to_fit();
+        for n in &mut self.nodes {
+            if n.st == St::Free {
+                n.deps = Vec::new();
+                n.admit = Vec::new();
+                n.done = Vec::new();
+            }
+        }
+        let keys = FIRST_KEYS.min(keys_total) as usize;
+        self.keys.shrink_to(keys);
+        self.vers.shrink_to(keys);
+        self.edges_peak = self.edges_used;
     }
 
     /// Counts one gate of `target`; fires it when its count reaches zero.
@@ -361,7 +499,8 @@ impl State {
     /// Whether the stores have room for `jobs` (nodes, edges, keys); claims the key entries.
     fn room_for(&mut self, jobs: &[JobSpec<'_>], bounds: &Bounds) -> bool {
         let edges: usize = jobs.iter().map(|j| j.deps.len()).sum();
-        if self.free.len() < jobs.len() || self.edges_used as usize + edges > bounds.edges as usize
+        if self.room_nodes() < jobs.len()
+            || self.edges_used as usize + edges > bounds.edges as usize
         {
             return false;
         }
@@ -393,7 +532,7 @@ impl State {
         held: bool,
     ) -> NodeRef {
         let own = rules::ident(spec.key);
-        let idx = self.free.pop().expect("checked above");
+        let idx = self.take_slot();
         let gen = self.nodes[idx as usize].gen;
         let me = NodeRef { idx, gen };
         {
@@ -428,7 +567,7 @@ impl State {
         for d in spec.deps {
             let pin = d.pin.map(super::Version::packed);
             match self.link_edge(me, rules::ident(d.key), d.gate, pin) {
-                None => self.edges_used += 1,
+                None => self.edge_linked(),
                 Some(now) => immediate.push(now),
             }
         }
@@ -550,8 +689,7 @@ impl State {
         let n = &self.nodes[q.idx as usize];
         let mut v = n.base;
         for e in n.done.iter().chain(n.admit.iter()) {
-            let t = &self.nodes[e.0.idx as usize];
-            if t.gen == e.0.gen && t.active {
+            if let Some(t) = self.slot(e.0).filter(|t| t.active) {
                 v = v.max(t.eff);
             }
         }
@@ -632,54 +770,28 @@ impl GraphEngine for MutexGraph {
     type Work = Work;
 
     fn with_bounds(bounds: Bounds) -> Self {
-        let nodes = (0..bounds.nodes)
-            .map(|_| MNode {
-                gen: bounds.first_gen,
-                st: St::Free,
-                remaining: 0,
-                failed: false,
-                tenant: TenantId(0),
-                class: ClassId(0),
-                priority: 0,
-                job_key: JobKey::new(0),
-                key: 0,
-                deps: Vec::new(),
-                admit: Vec::new(),
-                admit_sealed: None,
-                done: Vec::new(),
-                outcome: None,
-                body: None,
-                claims: 0,
-                detached: false,
-                ver: 0,
-                retired: None,
-                waited_removed: false,
-                waited_superseded: false,
-                waited_cancelled: false,
-                base: Urgency {
-                    priority: 0,
-                    deadline: rules::NO_DEADLINE,
-                },
-                eff: Urgency {
-                    priority: 0,
-                    deadline: rules::NO_DEADLINE,
-                },
-                deadline: rules::NO_DEADLINE,
-                active: false,
-            })
+        // Only the first slots are backed now; the rest as use reaches them (SPEC D51).
+        let first = FIRST_NODES.min(bounds.nodes);
+        let nodes = (0..first)
+            .map(|_| MNode::free_at(bounds.first_gen))
             .collect();
+        let keys = FIRST_KEYS.min(bounds.keys) as usize;
         Self {
             state: Mutex::new(State {
                 nodes,
-                free: (0..bounds.nodes).rev().collect(),
+                free: (0..first).rev().collect(),
+                max_nodes: bounds.nodes,
+                first_nodes: first,
+                gen_floor: bounds.first_gen,
                 edges_used: 0,
-                keys: HashMap::new(),
+                edges_peak: 0,
+                keys: HashMap::with_capacity(keys),
                 waiting: 0,
                 ready: 0,
                 running: 0,
                 shut: false,
                 closed: false,
-                vers: HashMap::new(),
+                vers: HashMap::with_capacity(keys),
                 stale: 0,
                 ended: Vec::new(),
             }),
@@ -958,7 +1070,7 @@ impl GraphEngine for MutexGraph {
         let mut immediate = Vec::new();
         for (ident, gate, pin) in fresh {
             match s.link_edge(node, ident, gate, pin) {
-                None => s.edges_used += 1,
+                None => s.edge_linked(),
                 Some(now) => immediate.push(now),
             }
         }
@@ -1074,6 +1186,10 @@ impl GraphEngine for MutexGraph {
         s.sweep(work);
     }
 
+    fn shrink(&self) {
+        self.lock().shrink(self.bounds.keys);
+    }
+
     fn version(&self, key: JobKey) -> Option<super::Version> {
         self.lock().version(rules::ident(key))
     }
@@ -1112,7 +1228,8 @@ impl GraphEngine for MutexGraph {
     fn occupancy(&self) -> Occupancy {
         let s = self.state.lock().unwrap_or_else(|e| e.into_inner());
         Occupancy {
-            nodes_used: self.bounds.nodes - s.free.len() as u32,
+            // A retired slot (its last generation used) is on no free list: counted as used.
+            nodes_used: (s.nodes.len() - s.free.len()) as u32,
             nodes_total: self.bounds.nodes,
             edges_used: s.edges_used,
             edges_total: self.bounds.edges,
@@ -1121,6 +1238,15 @@ impl GraphEngine for MutexGraph {
             waiting: s.waiting,
             ready: s.ready,
             running: s.running,
+            nodes_backing: s.nodes.len() as u32,
+            edges_backing: s.edges_backing(self.bounds.edges),
+            // The key map's capacity: the entries it holds without growing, at most the
+            // maximum (a map sized for the maximum reports it).
+            keys_backing: (s.keys.capacity().min(self.bounds.keys as usize) as u32)
+                .max(s.keys.len() as u32),
+            // No index array: the key maps are hash maps.
+            index_cells: 0,
+            index_cells_max: 0,
         }
     }
 }

@@ -191,21 +191,27 @@ impl JobOutcome {
     }
 }
 
-/// Used and total capacity of every fixed store, and jobs by state (SPEC D50).
+/// Used, backed and maximum capacity of every store, and jobs by state (SPEC D50, D51).
+///
+/// The stores are bounded by the configured maxima (`*_total`) but back only what is in use
+/// (SPEC D51): for each store `*_used <= *_backing <= *_total`. Backing grows at a new
+/// high-water mark and is given back by [`Graph::reset`] and
+/// [`Graph::shrink_to_fit`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Occupancy {
     /// Node slots in use (admitted jobs not yet collected).
     pub nodes_used: u32,
-    /// Node slots in all.
+    /// Node slots at most: the configured maximum (SPEC D05); past it, submissions are
+    /// refused `Backpressured`.
     pub nodes_total: u32,
     /// Edge slots in use.
     pub edges_used: u32,
-    /// Edge slots in all.
+    /// Edge slots at most: the configured maximum.
     pub edges_total: u32,
     /// Key-table slots in use.
     pub keys_used: u32,
-    /// Key-table slots in all.
+    /// Key-table slots at most: the configured maximum (rounded up to a power of two).
     pub keys_total: u32,
     /// Jobs waiting for a gate.
     pub waiting: u32,
@@ -213,6 +219,16 @@ pub struct Occupancy {
     pub ready: u32,
     /// Jobs running.
     pub running: u32,
+    /// Node slots backed by memory now (`nodes_used <= nodes_backing <= nodes_total`).
+    pub nodes_backing: u32,
+    /// Edge slots backed by memory now (`edges_used <= edges_backing <= edges_total`).
+    pub edges_backing: u32,
+    /// Key-table slots backed by memory now (`keys_used <= keys_backing <= keys_total`).
+    pub keys_backing: u32,
+    /// Cells of the key index's array now (0 for an engine without an index array).
+    pub index_cells: u32,
+    /// The most cells the key index's array may have (0 for an engine without one).
+    pub index_cells_max: u32,
 }
 
 /// What a job carries through the scheduler. If the scheduler drops it without handing it

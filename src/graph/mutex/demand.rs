@@ -17,10 +17,10 @@ impl State {
         let n = &self.nodes[q.idx as usize];
         n.claims > 0
             || n.detached
-            || n.done.iter().chain(n.admit.iter()).any(|e| {
-                let t = &self.nodes[e.0.idx as usize];
-                t.gen == e.0.gen && t.active
-            })
+            || n.done
+                .iter()
+                .chain(n.admit.iter())
+                .any(|e| self.slot(e.0).is_some_and(|t| t.active))
     }
 
     /// Cancels the job on `q` if it has not ended, is not retired already and nobody demands
@@ -30,8 +30,10 @@ impl State {
         if self.shut || self.closed {
             return false;
         }
-        let n = &self.nodes[q.idx as usize];
-        if n.gen != q.gen || matches!(n.st, St::Free | St::Done) || n.retired.is_some() {
+        let Some(n) = self.slot(q) else {
+            return false;
+        };
+        if matches!(n.st, St::Free | St::Done) || n.retired.is_some() {
             return false;
         }
         if self.demanded(q) {
@@ -140,8 +142,10 @@ impl State {
             &n.admit
         };
         admit.iter().chain(n.done.iter()).any(|&(t, _, pinned)| {
-            let tn = &self.nodes[t.idx as usize];
-            !pinned && tn.gen == t.gen && tn.st != St::Free && tn.remaining > 0
+            !pinned
+                && self
+                    .slot(t)
+                    .is_some_and(|tn| tn.st != St::Free && tn.remaining > 0)
         })
     }
 }
