@@ -133,6 +133,19 @@ pub struct Step {
 }
 
 /// The dependencies `(key, gate)` name, unpinned.
+/// `o` with what the engines back left out: each backs its stores in its own steps (SPEC
+/// D51), while what is used, the maxima and the jobs by state must agree.
+pub fn comparable(o: Occupancy) -> Occupancy {
+    Occupancy {
+        nodes_backing: 0,
+        edges_backing: 0,
+        keys_backing: 0,
+        index_cells: 0,
+        index_cells_max: 0,
+        ..o
+    }
+}
+
 fn dependencies(deps: &[(u64, Gate)]) -> Vec<Dependency> {
     deps.iter()
         .map(|&(k, gate)| Dependency {
@@ -549,7 +562,7 @@ fn step<E: GraphEngine>(
         .collect();
     Step {
         seen,
-        occupancy: g.occupancy(),
+        occupancy: comparable(g.occupancy()),
         urgency,
         versions: (0..u64::from(sizes.keys))
             .map(|k| g.version(JobKey::new(k)).map(|v| v.generation))

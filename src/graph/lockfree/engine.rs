@@ -725,12 +725,15 @@ impl GraphEngine for LockFreeGraph {
             waiting: g.waiting.load(Ordering::Relaxed),
             ready: ready_running as u32,
             running: (ready_running >> 32) as u32,
-            // Every store is allocated whole at build: backed up to its maximum.
-            nodes_backing: self.bounds.nodes,
-            edges_backing: self.bounds.edges,
-            keys_backing: self.keys.len() as u32,
-            index_cells: 0,
-            index_cells_max: 0,
+            nodes_backing: self.nodes.backing(),
+            edges_backing: self.edges.backing(),
+            keys_backing: self.keys.backing(),
+            index_cells: self.index_cells(),
+            index_cells_max: self.index_cells_max(),
         }
+    }
+
+    fn shrink(&self) {
+        self.shrink_stores();
     }
 }

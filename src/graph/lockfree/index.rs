@@ -437,6 +437,16 @@ impl LockFreeGraph {
     /// (SPEC D51). The index's own growth and shrink are not built yet: nothing to give.
     pub(super) fn shrink_index(&self) {}
 
+    /// Cells in the index now.
+    pub(super) fn index_cells(&self) -> u32 {
+        self.index.cells.len() as u32
+    }
+
+    /// The most cells the index can have.
+    pub(super) fn index_cells_max(&self) -> u32 {
+        self.index.cells.len() as u32
+    }
+
     /// Under the topology lock: compacts the index when tombstones pass a quarter of it.
     pub(super) fn maybe_compact(&self) {
         // Relaxed: written under the lock held here.

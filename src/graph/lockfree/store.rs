@@ -187,6 +187,7 @@ impl<T: Slot + Send + 'static> Store<T> {
     /// Allocates segment `k`, publishes it and pushes its slots onto the free list. Under the
     /// `grow` lock, or at build.
     fn add_segment(&self, k: usize) {
+        let _pin = epoch::pin();
         let (start, len) = self.slots.geometry().span(k);
         debug_assert!(len > 0);
         // Relaxed: written under the `grow` lock held here.
