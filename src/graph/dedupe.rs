@@ -125,6 +125,7 @@ impl<E: GraphEngine> GraphOn<E> {
         spec: &JobSpec<'_>,
         hook: &H,
     ) -> Result<Admission<JobHandle<E>>, Error> {
+        let _pin = self.inner.engine.pin();
         self.validate(spec)?;
         self.check_open()?;
         let probed = Identity {
@@ -159,6 +160,7 @@ impl<E: GraphEngine> GraphOn<E> {
     /// The identity of the held job on `node`; `probed` if its version cannot be read (a
     /// removed key).
     fn identity_of(&self, node: NodeRef, probed: Identity) -> Identity {
+        let _pin = self.inner.engine.pin();
         match self.inner.engine.node_version(node) {
             Some((key, v)) => Identity {
                 key,

@@ -14,6 +14,7 @@ impl<E: GraphEngine> EndAbandoned for Inner<E> {
     }
 
     fn signalled(&self, node: NodeRef) -> bool {
+        let _pin = self.engine.pin();
         self.engine.signalled(node)
     }
 
@@ -34,9 +35,7 @@ impl<E: GraphEngine> GraphOn<E> {
     /// (SPEC D30, F36), and ends `deadline-exceeded` the jobs whose requests the scheduler
     /// let expire (F46).
     pub(super) fn hand_off(&self, work: &mut E::Work) {
-        // One pin for the whole hand-off: the engine's and the side tables' pins nest in it
-        // (SPEC D51; only the outermost pin fences).
-        let _pin = crate::sync::epoch::pin();
+        let _pin = self.inner.engine.pin();
         let inner = &*self.inner;
         loop {
             while let Some(Ready {
@@ -89,6 +88,7 @@ impl<E: GraphEngine> GraphOn<E> {
         deadline: u64,
         work: &mut E::Work,
     ) {
+        let _pin = self.inner.engine.pin();
         let inner = &*self.inner;
         if self.is_shutdown() {
             // Shut down: the job never takes a permit; it ends here.
@@ -175,6 +175,7 @@ impl<E: GraphEngine> GraphOn<E> {
         h: crate::scheduler::RequestHandle,
         mut applied: Option<rules::Urgency>,
     ) {
+        let _pin = self.inner.engine.pin();
         let s = &self.inner.scheduler;
         loop {
             let Some(v) = self.inner.engine.effective(node) else {
@@ -216,6 +217,7 @@ impl<E: GraphEngine> GraphOn<E> {
     /// After shutdown: ends the jobs whose payloads the scheduler gave back (queued, or
     /// granted and never taken) with `unavailable / shutdown`, and whatever that releases.
     fn reap(&self, work: &mut E::Work) {
+        let _pin = self.inner.engine.pin();
         loop {
             let back = self.inner.scheduler.take_undelivered();
             if back.is_empty() {
@@ -281,6 +283,7 @@ impl<E: GraphEngine> GraphOn<E> {
     /// # Ok::<(), fairway::Error>(())
     /// ```
     pub fn shutdown(&self) {
+        let _pin = self.inner.engine.pin();
         // Release: pairs with the Acquire load in `is_shutdown`.
         self.inner.shut.store(true, Ordering::Release);
         // Before anything ends: a slot freed by what the shutdown ends is taken only by a submit
@@ -294,6 +297,7 @@ impl<E: GraphEngine> GraphOn<E> {
     }
 
     fn accept(&self, job: crate::scheduler::Job<Task>) -> Option<RunningJob> {
+        let _pin = self.inner.engine.pin();
         let crate::scheduler::Job {
             payload,
             assignment,
@@ -393,6 +397,7 @@ impl<E: GraphEngine> GraphOn<E> {
     /// Ends a running job with `outcome` (its cell already given back): records it and releases
     /// its dependents.
     pub(super) fn end_running(&self, node: NodeRef, outcome: JobOutcome) -> Result<(), Error> {
+        let _pin = self.inner.engine.pin();
         let mut work = E::Work::default();
         let r = self.inner.engine.complete(node, outcome, &mut work);
         self.hand_off(&mut work);
@@ -413,6 +418,7 @@ impl<E: GraphEngine> GraphOn<E> {
     /// `not-found / stale-handle` if the job is no longer running. `Backpressured` when the
     /// edge or key store is full; on any refusal nothing changed.
     pub fn discover(&self, job: &RunningJob, deps: &[Dependency]) -> Result<Admission<()>, Error> {
+        let _pin = self.inner.engine.pin();
         let node = self.node_of(job.id)?;
         self.check_open()?;
         for d in deps {
@@ -438,12 +444,14 @@ impl<E: GraphEngine> GraphOn<E> {
     /// `not-found / stale-handle` once the job was freed (it ended and its last handle went);
     /// `permission-denied / foreign-handle` for another graph's job.
     pub fn outcome(&self, job: impl Into<JobId>) -> Result<Option<JobOutcome>, Error> {
+        let _pin = self.inner.engine.pin();
         self.inner.engine.outcome(self.node_of(job.into())?, false)
     }
 
     /// Gives back one handle's claim (SPEC D31): what a handle's drop, `detach` and `cancel`
     /// do. `true` when that cancelled the job.
     pub(super) fn release_claim(&self, node: NodeRef, detach: bool) -> bool {
+        let _pin = self.inner.engine.pin();
         let mut work = E::Work::default();
         let r = self.inner.engine.release(node, detach, &mut work);
         self.hand_off(&mut work);

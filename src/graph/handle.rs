@@ -114,6 +114,7 @@ impl<E: GraphEngine> JobHandle<E> {
 
     /// The job's outcome if it has ended (the handle keeps the job: never stale).
     pub fn outcome(&self) -> Option<JobOutcome> {
+        let _pin = self.graph.inner.engine.pin();
         self.graph
             .inner
             .engine

@@ -153,6 +153,7 @@ impl<E: GraphEngine> GraphOn<E> {
     /// # Ok::<(), fairway::Error>(())
     /// ```
     pub fn advance(&self, key: JobKey) -> Result<Version, Error> {
+        let _pin = self.inner.engine.pin();
         let mut work = E::Work::default();
         let r = self.inner.engine.advance(key, &mut work);
         self.hand_off(&mut work);
@@ -169,6 +170,7 @@ impl<E: GraphEngine> GraphOn<E> {
     ///
     /// `not-found / unknown-key` for a key never named or already removed.
     pub fn remove(&self, key: JobKey) -> Result<(), Error> {
+        let _pin = self.inner.engine.pin();
         let mut work = E::Work::default();
         let r = self.inner.engine.remove(key, &mut work);
         self.hand_off(&mut work);
@@ -180,6 +182,7 @@ impl<E: GraphEngine> GraphOn<E> {
     /// the stores' backing memory that is no longer in use, as
     /// [`shrink_to_fit`](Self::shrink_to_fit) does (SPEC D51).
     pub fn reset(&self) {
+        let _pin = self.inner.engine.pin();
         let mut work = E::Work::default();
         self.inner.engine.reset(&mut work);
         self.hand_off(&mut work);
@@ -242,6 +245,7 @@ impl<E: GraphEngine> GraphOn<E> {
     /// # Ok::<(), fairway::Error>(())
     /// ```
     pub fn shrink_to_fit(&self) {
+        let _pin = self.inner.engine.pin();
         self.inner.engine.shrink();
     }
 
@@ -255,11 +259,13 @@ impl<E: GraphEngine> GraphOn<E> {
 
     /// `key`'s current version; `None` if it was never named or was removed.
     pub fn version(&self, key: JobKey) -> Option<Version> {
+        let _pin = self.inner.engine.pin();
         self.inner.engine.version(key)
     }
 
     /// Mints the witness of a running job: its key and the version it was admitted at.
     pub fn witness(&self, job: &RunningJob) -> Witness {
+        let _pin = self.inner.engine.pin();
         let (key, version) = self
             .inner
             .engine
@@ -281,6 +287,7 @@ impl<E: GraphEngine> GraphOn<E> {
     /// `not-found / stale-witness` otherwise; `permission-denied / foreign-handle` for a
     /// witness of another graph.
     pub fn check_witness(&self, witness: &Witness) -> Result<(), Error> {
+        let _pin = self.inner.engine.pin();
         if witness.graph != self.inner.id {
             return Err(Error::new(Code::PermissionDenied, Reason::ForeignHandle));
         }

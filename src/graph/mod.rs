@@ -457,6 +457,12 @@ pub trait GraphEngine: sealed::Sealed + Send + Sync + Sized + 'static {
     /// and by [`Graph::shrink_to_fit`]; never on the per-job path.
     #[doc(hidden)]
     fn shrink(&self) {}
+    /// Pins what the engine's lock-free readers need while one public call runs (SPEC D51:
+    /// the lock-free engine's epoch; nothing for the mutex twin).
+    #[doc(hidden)]
+    fn pin(&self) -> Pinned {
+        Pinned(None)
+    }
     #[doc(hidden)]
     fn version(&self, key: JobKey) -> Option<Version>;
     #[doc(hidden)]
@@ -469,6 +475,21 @@ pub trait GraphEngine: sealed::Sealed + Send + Sync + Sized + 'static {
     #[doc(hidden)]
     fn key_compactions(&self) -> u64 {
         0
+    }
+}
+
+/// What [`GraphEngine::pin`] holds for one public call: the lock-free engine's epoch pin
+/// (SPEC D51), or nothing.
+#[doc(hidden)]
+pub struct Pinned(pub(crate) Option<crate::sync::epoch::Pin>);
+
+impl core::fmt::Debug for Pinned {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "Pinned"
+        } else {
+            "Pinned(none)"
+        })
     }
 }
 
@@ -623,6 +644,7 @@ impl<E: GraphEngine> GraphOn<E> {
     /// Every check of [`submit`](Self::submit) on the job alone, before anything is reserved:
     /// keys, the dependency bound, the class and the tenant.
     fn validate(&self, spec: &JobSpec<'_>) -> Result<(), Error> {
+        let _pin = self.inner.engine.pin();
         rules::validate(spec, self.inner.engine.max_deps())?;
         self.check_job(spec)
     }
@@ -645,6 +667,7 @@ impl<E: GraphEngine> GraphOn<E> {
     /// version only grows (a re-created key draws a larger incarnation), so a pin that is not
     /// ahead now never will be; one older than the key's version is resolved when it links.
     fn check_pins(&self, deps: &[Dependency]) -> Result<(), Error> {
+        let _pin = self.inner.engine.pin();
         for d in deps {
             let Some(pin) = d.pin else { continue };
             let ahead = match self.inner.engine.version(d.key) {
@@ -674,6 +697,7 @@ impl<E: GraphEngine> GraphOn<E> {
     /// job (its hand-off may have ended jobs); whoever calls it wakes waiting submitters after
     /// a refusal, if it may have overlapped one's look.
     fn attempt(&self, spec: &JobSpec<'_>) -> Result<Admission<JobHandle<E>>, Error> {
+        let _pin = self.inner.engine.pin();
         let mut work = E::Work::default();
         let out = self.inner.engine.submit(spec, self.stamp(spec), &mut work);
         self.hand_off(&mut work);
@@ -772,9 +796,12 @@ impl<E: GraphEngine> GraphOn<E> {
             // Only the engine's submit under the lock: it runs no waker and no host code. The
             // hand-off (ledger, scheduler, their wakers) runs after the lock is dropped (D32).
             let mut work = E::Work::default();
+            // Pinned for this try only: the future holds no pin across an await.
+            let pin = self.inner.engine.pin();
             let out = self
                 .check_open()
                 .and_then(|()| self.inner.engine.submit(spec, self.stamp(spec), &mut work));
+            drop(pin);
             let pending = matches!(out, Ok(Admission::Backpressured));
             if !pending {
                 // Done: this entry leaves the list, so nothing wakes a finished future.
@@ -866,6 +893,7 @@ impl<E: GraphEngine> GraphOn<E> {
         jobs: &[JobSpec<'_>],
         cap: Option<&ConcurrencyCap>,
     ) -> Result<Admission<BatchHandle<E>>, Error> {
+        let _pin = self.inner.engine.pin();
         let max = self.inner.engine.max_deps();
         let mut keys = std::collections::HashSet::with_capacity(jobs.len());
         for j in jobs {
@@ -1032,6 +1060,7 @@ impl<E: GraphEngine> GraphOn<E> {
     /// `not-found / stale-handle` once the outcome was taken; `permission-denied /
     /// foreign-handle`.
     pub fn effective(&self, job: impl Into<JobId>) -> Result<(Priority, Option<u64>), Error> {
+        let _pin = self.inner.engine.pin();
         let u = self
             .inner
             .engine

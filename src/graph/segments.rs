@@ -56,11 +56,18 @@ impl Geometry {
 }
 
 /// A segmented array of `T`, `per` elements per slot.
+///
+/// A directory entry holds its segment's address biased by the segment's first slot (the
+/// address element 0 of the whole array would have if it were one allocation), so slot `i`
+/// is at `entry + i * per` whatever its segment: a read costs the segment's number (one
+/// leading-zero count), one load and one null test. The last segment is allocated whole (to
+/// `B·2^k` slots) so that no slot number needs a bound check; the slots past the maximum are
+/// never handed out.
 pub(crate) struct SegArray<T> {
     geo: Geometry,
     per: usize,
-    /// Per segment: its first element, or null while unbacked.
-    segs: Box<[AtomicPtr<T>]>,
+    /// Per segment: its biased address, or null while unbacked.
+    segs: [AtomicPtr<T>; MAX_SEGMENTS],
 }
 
 // SAFETY: the elements are shared as `&T` only (`T: Sync`), and freed by the epoch collector or
@@ -69,7 +76,7 @@ unsafe impl<T: Send + Sync> Sync for SegArray<T> {}
 // SAFETY: as above; nothing is tied to a thread.
 unsafe impl<T: Send + Sync> Send for SegArray<T> {}
 
-/// A retired segment on its way to the collector.
+/// A retired segment on its way to the collector: its first element and length.
 struct Retired<T>(*mut T, usize);
 
 // SAFETY: the segment is unreachable once retired; whoever runs the deferred free owns it.
@@ -94,9 +101,7 @@ impl<T> SegArray<T> {
         Self {
             geo,
             per,
-            segs: (0..MAX_SEGMENTS)
-                .map(|_| AtomicPtr::new(core::ptr::null_mut()))
-                .collect(),
+            segs: core::array::from_fn(|_| AtomicPtr::new(core::ptr::null_mut())),
         }
     }
 
@@ -110,51 +115,57 @@ impl<T> SegArray<T> {
         self.geo
     }
 
-    /// The first element of segment `k`, or null.
+    /// Elements allocated for segment `k` (the last one whole, see the type's docs).
+    fn alloc_len(&self, k: usize) -> usize {
+        (1usize << (self.geo.shift as usize + k)) * self.per
+    }
+
+    /// The element offset of segment `k`'s first slot in the whole array.
+    fn bias(&self, k: usize) -> usize {
+        self.geo.span(k).0 as usize * self.per
+    }
+
+    /// The biased address of slot `i`'s segment, or null.
     #[inline(always)]
-    fn base(&self, k: usize) -> *mut T {
+    fn entry(&self, i: u32) -> *mut T {
         debug_assert!(
             cfg!(loom) || epoch::is_pinned(),
             "a segment read outside an epoch pin"
         );
+        // `i + B` fits: the maxima are at most 2^30 slots.
+        let k = ((i + (1 << self.geo.shift)).ilog2() - self.geo.shift) as usize;
         // Acquire: pairs with the Release store in `add`, so the segment's initialised
         // elements are seen.
-        self.segs
-            .get(k)
-            .map_or(core::ptr::null_mut(), |s| s.load(Ordering::Acquire))
+        self.segs[k % MAX_SEGMENTS].load(Ordering::Acquire)
     }
 
     /// The `per` elements of slot `i`, if its segment is backed.
     #[inline(always)]
     pub(crate) fn run(&self, i: u32) -> Option<&[T]> {
-        if i >= self.geo.max {
-            return None;
-        }
-        let (k, off) = self.geo.locate(i);
-        let p = self.base(k);
+        let p = self.entry(i);
         if p.is_null() {
             return None;
         }
-        // SAFETY: below the maximum, `off` is inside segment `k` (only the last segment is
-        // partial, and it stops at the maximum); a non-null entry points to `span(k).1 * per` initialised elements allocated
-        // by `add`; they are freed only by the epoch collector after `retire` cleared the
-        // entry and every thread pinned then (the caller is pinned) unpinned, or by `drop`.
-        Some(unsafe { core::slice::from_raw_parts(p.add(off * self.per), self.per) })
+        // SAFETY: a non-null entry is its segment's address biased by the segment's first
+        // slot, and the segment holds every slot number that maps to it (the last one too,
+        // allocated whole), so the run lies inside its allocation of initialised elements;
+        // the segment is freed only by the epoch collector after `retire` cleared the entry
+        // and every thread pinned then (the caller is pinned) unpinned, or by `drop`.
+        Some(unsafe {
+            core::slice::from_raw_parts(p.wrapping_add(i as usize * self.per), self.per)
+        })
     }
 
     /// Element of slot `i` (`per` is 1), if its segment is backed.
     #[inline(always)]
     pub(crate) fn get(&self, i: u32) -> Option<&T> {
-        if i >= self.geo.max {
-            return None;
-        }
-        let (k, off) = self.geo.locate(i);
-        let p = self.base(k);
+        debug_assert_eq!(self.per, 1);
+        let p = self.entry(i);
         if p.is_null() {
             return None;
         }
         // SAFETY: as in `run`.
-        Some(unsafe { &*p.add(off) })
+        Some(unsafe { &*p.wrapping_add(i as usize) })
     }
 
     /// Whether segment `k` is backed. The caller holds whatever lock serialises `add` and
@@ -168,13 +179,23 @@ impl<T> SegArray<T> {
     /// that serialises `add` and `retire`; `k` is unbacked.
     pub(crate) fn add(&self, k: usize, mut init: impl FnMut(u32, usize) -> T) {
         debug_assert!(!self.is_backed(k));
-        let (start, len) = self.geo.span(k);
-        let elems: Box<[T]> = (0..len as usize * self.per)
-            .map(|e| init(start + (e / self.per) as u32, e % self.per))
-            .collect();
-        let p = Box::into_raw(elems) as *mut T;
-        // Release: publishes the initialised elements to every reader's Acquire load.
-        self.segs[k].store(p, Ordering::Release);
+        let (start, _) = self.geo.span(k);
+        loop {
+            let elems: Box<[T]> = (0..self.alloc_len(k))
+                .map(|e| init(start + (e / self.per) as u32, e % self.per))
+                .collect();
+            let p = Box::into_raw(elems) as *mut T;
+            let biased = p.wrapping_sub(self.bias(k));
+            if biased.is_null() {
+                // The one address whose bias reads as "unbacked": allocate elsewhere.
+                // SAFETY: just allocated with this length, never shared.
+                unsafe { Retired(p, self.alloc_len(k)).free() };
+                continue;
+            }
+            // Release: publishes the initialised elements to every reader's Acquire load.
+            self.segs[k].store(biased, Ordering::Release);
+            return;
+        }
     }
 
     /// Unbacks segment `k` and hands its memory to the epoch collector: it is freed once every
@@ -184,10 +205,11 @@ impl<T> SegArray<T> {
     where
         T: Send + 'static,
     {
-        // Relaxed: the directory changes only under the caller's lock.
-        let p = self.segs[k].swap(core::ptr::null_mut(), Ordering::Relaxed);
-        debug_assert!(!p.is_null());
-        let retired = Retired(p, self.geo.span(k).1 as usize * self.per);
+        // Relaxed: the directory changes only under the caller's lock; a reader that loads the
+        // old entry is pinned, and the collector waits for it.
+        let biased = self.segs[k].swap(core::ptr::null_mut(), Ordering::Relaxed);
+        debug_assert!(!biased.is_null());
+        let retired = Retired(biased.wrapping_add(self.bias(k)), self.alloc_len(k));
         // SAFETY: the entry is cleared, so no reader pinned from now on finds the segment;
         // the collector runs the closure once every thread pinned before has unpinned, and
         // nothing else frees it (`drop` sees the null entry).
@@ -195,26 +217,17 @@ impl<T> SegArray<T> {
             guard.defer_unchecked(move || retired.free());
         }
     }
-
-    /// Elements backed now.
-    pub(crate) fn backed_slots(&self) -> u32 {
-        (0..MAX_SEGMENTS)
-            .filter(|&k| self.is_backed(k))
-            .map(|k| self.geo.span(k).1)
-            .sum()
-    }
 }
 
 impl<T> Drop for SegArray<T> {
     fn drop(&mut self) {
         for k in 0..MAX_SEGMENTS {
             // Relaxed: `&mut self`, no other thread holds the array.
-            let p = self.segs[k].load(Ordering::Relaxed);
-            if !p.is_null() {
-                let len = self.geo.span(k).1 as usize * self.per;
-                // SAFETY: allocated by `add` with `len` elements and not retired (a retired
-                // entry is null); nobody else can reach it.
-                unsafe { Retired(p, len).free() };
+            let biased = self.segs[k].load(Ordering::Relaxed);
+            if !biased.is_null() {
+                // SAFETY: allocated by `add` with `alloc_len(k)` elements at this bias and not
+                // retired (a retired entry is null); nobody else can reach it.
+                unsafe { Retired(biased.wrapping_add(self.bias(k)), self.alloc_len(k)).free() };
             }
         }
     }
@@ -274,11 +287,6 @@ impl<T> LazyArray<T> {
         }
         self.arr.get(i)
     }
-
-    /// Slots backed now.
-    pub(crate) fn backed_slots(&self) -> u32 {
-        self.arr.backed_slots()
-    }
 }
 
 #[cfg(all(test, not(loom)))]
@@ -317,9 +325,7 @@ mod tests {
         assert!(a.run(8).is_none(), "segment 1 is not backed");
         a.add(1, |slot, e| u64::from(slot) * 10 + e as u64);
         assert_eq!(a.run(23).unwrap(), &[230, 231]);
-        assert_eq!(a.backed_slots(), 24);
         a.retire(1, &guard);
         assert!(a.run(23).is_none());
-        assert_eq!(a.backed_slots(), 8);
     }
 }

@@ -81,7 +81,6 @@ impl GraphEngine for LockFreeGraph {
         deadline: u64,
         work: &mut Work,
     ) -> Result<Admission<NodeRef>, Error> {
-        let _pin = epoch::pin();
         let own_ident = rules::ident(spec.key);
         // One probe of the index for the job's own key: `claim` below uses what it found.
         let seen = self.find(own_ident);
@@ -281,7 +280,6 @@ impl GraphEngine for LockFreeGraph {
         urgency: rules::Urgency,
         _work: &mut Work,
     ) -> Result<Admission<NodeRef>, Error> {
-        let _pin = epoch::pin();
         match self.join_node(node) {
             Join::Joined => {
                 self.join_urgency(node, urgency);
@@ -299,27 +297,22 @@ impl GraphEngine for LockFreeGraph {
         out: &mut Vec<NodeRef>,
         work: &mut Work,
     ) -> Result<Admission<()>, Error> {
-        let _pin = epoch::pin();
         self.batch(jobs, deadlines, out, work)
     }
 
     fn effective(&self, node: NodeRef) -> Option<rules::Urgency> {
-        let _pin = epoch::pin();
         self.effective_of(node)
     }
 
     fn pop_resync(&self, _work: &mut Work) -> Option<NodeRef> {
-        let _pin = epoch::pin();
         self.take_resync()
     }
 
     fn seal_batch(&self, nodes: &[NodeRef], work: &mut Work) {
-        let _pin = epoch::pin();
         LockFreeGraph::seal_batch(self, nodes, work);
     }
 
     fn pop_ready(&self, work: &mut Work) -> Option<Ready> {
-        let _pin = epoch::pin();
         // Jobs this operation cancelled end first (SPEC D31): their ends may release others.
         self.drain_doomed(work);
         self.flush(work);
@@ -347,7 +340,6 @@ impl GraphEngine for LockFreeGraph {
     }
 
     fn admitted(&self, node: NodeRef, work: &mut Work) {
-        let _pin = epoch::pin();
         let n = self.node(node.idx);
         // Release: pairs with the Acquire load in `start`.
         n.state.store(word(node.gen, S_QUEUED), Ordering::Release);
@@ -360,7 +352,6 @@ impl GraphEngine for LockFreeGraph {
     }
 
     fn fail_ready(&self, node: NodeRef, error: Error, admitted: bool, work: &mut Work) {
-        let _pin = epoch::pin();
         let n = self.node(node.idx);
         // A queued node may have been taken by a key operation meanwhile (SPEC D20), which
         // ended it: decide on the count word, as `start` does. Rare (a refusal or a shutdown).
@@ -394,7 +385,6 @@ impl GraphEngine for LockFreeGraph {
     }
 
     fn start(&self, node: NodeRef) -> bool {
-        let _pin = epoch::pin();
         let n = self.node(node.idx);
         // Acquire: pairs with the Release store in `admitted`.
         if n.state.load(Ordering::Acquire) != word(node.gen, S_QUEUED) {
@@ -433,7 +423,6 @@ impl GraphEngine for LockFreeGraph {
     }
 
     fn complete(&self, node: NodeRef, outcome: JobOutcome, work: &mut Work) -> Result<(), Error> {
-        let _pin = epoch::pin();
         let n = self.node(node.idx);
         // Acquire: orders the body's outcome after what `start` saw (the Release store in
         // `admitted`), for a completer on another thread than the starter.
@@ -486,7 +475,6 @@ impl GraphEngine for LockFreeGraph {
         deps: &[crate::graph::Dependency],
         work: &mut Work,
     ) -> Result<Admission<()>, Error> {
-        let _pin = epoch::pin();
         let n = self.node(node.idx);
         if n.state.load(Ordering::Relaxed) != word(node.gen, S_RUNNING) {
             return Err(STALE);
@@ -598,30 +586,25 @@ impl GraphEngine for LockFreeGraph {
     }
 
     fn claims(&self, node: NodeRef) -> Option<u32> {
-        let _pin = epoch::pin();
         // Acquire: as a join's load of the claims word.
         let c = self.node(node.idx).claims.load(Ordering::Acquire);
         (gen_of(c) == node.gen && c & C_COUNT > 0).then_some((c & C_COUNT) as u32)
     }
 
     fn release(&self, node: NodeRef, detach: bool, work: &mut Work) -> Result<bool, Error> {
-        let _pin = epoch::pin();
         self.release_claim(node, detach, work)
     }
 
     fn pop_withdrawn(&self, work: &mut Work) -> Option<NodeRef> {
-        let _pin = epoch::pin();
         self.drain_doomed(work);
         work.withdrawn.pop()
     }
 
     fn signalled(&self, node: NodeRef) -> bool {
-        let _pin = epoch::pin();
         self.is_signalled(node)
     }
 
     fn outcome(&self, node: NodeRef, take: bool) -> Result<Option<JobOutcome>, Error> {
-        let _pin = epoch::pin();
         let n = self.nodes.get(node.idx).ok_or(STALE)?;
         // Acquire: pairs with the Release store of `done` in `end_one`.
         let st = n.state.load(Ordering::Acquire);
@@ -666,32 +649,26 @@ impl GraphEngine for LockFreeGraph {
     }
 
     fn advance(&self, key: JobKey, work: &mut Work) -> Result<crate::graph::Version, Error> {
-        let _pin = epoch::pin();
         self.advance_key(key, work)
     }
 
     fn remove(&self, key: JobKey, work: &mut Work) -> Result<(), Error> {
-        let _pin = epoch::pin();
         self.remove_key(key, work)
     }
 
     fn reset(&self, work: &mut Work) {
-        let _pin = epoch::pin();
         self.reset_keys(work);
     }
 
     fn version(&self, key: JobKey) -> Option<crate::graph::Version> {
-        let _pin = epoch::pin();
         self.key_version(key)
     }
 
     fn node_version(&self, node: NodeRef) -> Option<(JobKey, crate::graph::Version)> {
-        let _pin = epoch::pin();
         self.version_of_node(node)
     }
 
     fn witness_current(&self, witness: &crate::graph::Witness) -> bool {
-        let _pin = epoch::pin();
         self.is_witness_current(witness)
     }
 
@@ -708,7 +685,6 @@ impl GraphEngine for LockFreeGraph {
     }
 
     fn shutdown(&self, work: &mut Work) {
-        let _pin = epoch::pin();
         self.shut_down(work);
     }
 
@@ -735,5 +711,9 @@ impl GraphEngine for LockFreeGraph {
 
     fn shrink(&self) {
         self.shrink_stores();
+    }
+
+    fn pin(&self) -> crate::graph::Pinned {
+        crate::graph::Pinned(Some(epoch::pin()))
     }
 }

@@ -158,11 +158,6 @@ impl<T> Store<T> {
     pub(super) fn backing(&self) -> u32 {
         self.backing.load(Ordering::Relaxed)
     }
-
-    /// The most slots.
-    pub(super) fn max(&self) -> u32 {
-        self.slots.geometry().max()
-    }
 }
 
 impl<T: Slot + Send + 'static> Store<T> {
