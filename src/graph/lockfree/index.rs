@@ -1,5 +1,5 @@
 //! The lock-free graph's key table: an **index** (key identity → key-slot number, open
-//! addressing) over a fixed array of **key slots** that removal gives back for other keys.
+//! addressing) over the **key slots**, which removal gives back for other keys.
 //!
 //! A key slot has a generation (`KeySlot::sgen`), bumped when the slot is freed. An index cell
 //! names a slot *and* the generation it was claimed at (`REF(slot, gen)`), and every lock-free
@@ -20,27 +20,78 @@
 //! A user that finds its slot gone (the key was removed) looks the key up again, which names a
 //! fresh incarnation: the operation is ordered after the removal.
 //!
-//! Cells: `EMPTY(epoch)`, `REF(slot, gen)`, `TOMB` (left by removal) and `FROZEN` (during
-//! compaction). Inserters skip tombstones and claim the first empty cell by one CAS from
-//! `EMPTY(epoch)`, so two inserters of one key meet on the same cell. **Compaction** is the
-//! rare locked path (under the topology lock, when tombstones pass a quarter of the index):
-//! the sequence word `seq` goes odd, a freeze pass CASes every empty cell to `FROZEN` (so no
-//! inserter can claim a cell while entries move; an insert that won a cell first is collected),
-//! the entries are rewritten in place, the frozen cells become `EMPTY` of the next epoch and
-//! `seq` goes even. A reader that meets `FROZEN`, or whose "absent" answer saw `seq` change,
-//! asks again under the lock; an inserter's CAS from the old epoch's `EMPTY` fails. Nothing is
-//! freed or replaced: the index, the slots and the compaction scratch are allocated at build,
-//! so no reader can hold memory that goes away and there is nothing for an epoch collector to
-//! reclaim.
+//! Cells: `EMPTY(epoch)`, `REF(slot, gen)`, `TOMB` (left by removal) and `FROZEN` (while
+//! entries move). Inserters skip tombstones and claim the first empty cell by one CAS from
+//! `EMPTY(epoch)`, so two inserters of one key meet on the same cell. The sequence word `seq`
+//! is even while the index is stable (`seq / 2` is the epoch of its empty cells) and odd while
+//! entries move, which happens on two rare locked paths, both under the topology lock:
+//!
+//! - **Compaction** (when tombstones pass a quarter of the array, or an insert finds no empty
+//!   cell and the array would stay at most half full): `seq` goes odd, a freeze pass CASes
+//!   every empty cell to `FROZEN` (so no inserter can claim a cell while entries move; an
+//!   insert that won a cell first is collected), the entries are rewritten in place, the
+//!   frozen cells become `EMPTY` of the next epoch and `seq` goes even. It allocates nothing:
+//!   its scratch (a copy of the live cells, kept under the lock) is sized to half the array
+//!   whenever the array is built or replaced, the most keys it holds before it grows.
+//! - **Replacement** (SPEC D51: an index grows by replacing its array). The array starts at
+//!   `min(2 * slots, 64)` cells (a power of two) and grows up to `2 * slots`: when an insert
+//!   leaves more than half of it live (`Gauges::keys`), or an insert finds no empty cell and
+//!   compaction would not leave it half empty. `seq` goes odd; the old array's empty cells
+//!   are frozen exactly as compaction does (after which no cell of the old array changes
+//!   again: those not frozen hold an entry or a tombstone, which change only under the lock);
+//!   a new array of twice the size is built privately, every entry placed from its home and
+//!   every other cell `EMPTY` of the next epoch; it is published (Release) and `seq` goes
+//!   even. The old array stays frozen for good and is retired through the epoch collector
+//!   (`defer_destroy`), which frees it once no pinned reader can hold it. `shrink_index` (the
+//!   engine's `shrink`, on `reset` and `shrink_to_fit`) replaces it the same way by the
+//!   smallest array of at least 64 cells that keeps the live keys within a quarter of it, and
+//!   gives back the compaction scratch's excess.
+//!
+//! Every access to the array loads the current one under an epoch pin. The engine pins at
+//! each entry point, so the pins taken here are nested and cheap; correctness does not rest
+//! on them: a reference to an array never outlives the pin it was loaded under.
+//!
+//! Races with a replacement (the compaction ones are the same but for the array's identity):
+//!
+//! - A lookup probing the old array that finds an entry of its key is right (the entry is
+//!   checked against the slot's identity and generation, and an entry in a replaced array
+//!   never changes again; one whose key was removed since reads as a tombstone). One that
+//!   meets `FROZEN` asks again under the lock, where the array is the current one and stable.
+//! - An `Absent` answer needs `seq` even, the same before (loaded before the array) and after
+//!   the probe, and the probe's last cell an empty cell *of that epoch*. A probe of a new
+//!   array loaded with an old `seq` fails the epoch check (its empty cells carry the next
+//!   epoch); one that read any cell the replacement wrote (a frozen cell, or the new array's
+//!   pointer) sees `seq` changed (they are written after its odd `seq`, Release, and read
+//!   Acquire). A present key (its insert finished before the lookup began) is in the old array
+//!   and never leaves it, or was inserted into the new array, which happened after the new
+//!   array's publication and `seq`'s even store: a lookup that follows it loads the new array.
+//! - A `claim` of the empty cell a `find` saw CASes that cell of the array current at the
+//!   claim: after a replacement, the new array's empty cells carry a newer epoch, so the CAS
+//!   fails and the claim inserts afresh; after a shrink the cell may be past the new array's
+//!   end, which the claim checks. A claim (or insert) that loaded the old array races the
+//!   freeze on that cell: if it wins, the freeze sees its entry and the entry is copied; if
+//!   the freeze wins, the CAS fails and the inserter probes again, meets `FROZEN` or an odd
+//!   `seq`, and waits on the lock. Two inserters of one key therefore meet on one cell of one
+//!   array.
+//! - `unindex_key`, `for_each_key`, compaction and replacement run under the topology lock,
+//!   which every replacement holds throughout: they always see the current array, stable.
+//! - Reclamation: a reader holds an array only while pinned; the array is retired after it
+//!   was unlinked, so only readers pinned before the swap can hold it and the collector waits
+//!   for them (the loom models mark a reclaimed array instead of freeing it and check that no
+//!   reader reads one).
 
 use super::*;
 use crate::graph::keys::fresh_incarnation;
+use crate::sync::epoch::{self, Atomic, Guard, Owned, Shared};
 
 /// Kinds of an index cell (its low two bits).
 const C_EMPTY: u64 = 0;
 const C_REF: u64 = 1;
 const C_FROZEN: u64 = 2;
 const C_TOMB: u64 = 3;
+
+/// Cells of a fresh index, and the least a shrink leaves (unless the index's most is less).
+const INITIAL_CELLS: usize = 64;
 
 #[inline]
 fn cell_ref(r: KeyRef) -> u64 {
@@ -96,35 +147,119 @@ impl KeySlot {
     }
 }
 
-/// The index and what compaction needs, allocated at build.
-pub(super) struct Index {
-    pub(super) cells: Box<[AtomicU64]>,
-    /// Even: stable, `seq / 2` is the epoch of empty cells. Odd: compaction under way.
-    pub(super) seq: AtomicU64,
-    /// Tombstones in `cells`; written under the topology lock.
-    pub(super) tombs: AtomicU32,
-    /// Compaction's copy of the live cells (one per key slot); used under the topology lock.
-    scratch: Box<[AtomicU64]>,
-    /// Compactions run (an observation).
-    pub(super) compactions: AtomicU64,
+/// One array of the index (a power of two of cells). Replaced whole when the index grows or
+/// shrinks; a replaced array stays frozen and is reclaimed through the epoch.
+pub(super) struct Cells {
+    cell: Box<[AtomicU64]>,
+    /// In the loom models a retired array is not freed but marked here when the epoch would
+    /// free it (and leaked), so a read after its reclamation is caught instead of being
+    /// undefined. Outside the model on purpose (loom sees no access to it, so it adds no
+    /// interleavings): the models run one thread at a time, so a plain atomic tells whether,
+    /// in the interleaving explored, the reclamation ran before a read.
+    #[cfg(all(test, loom))]
+    reclaimed: std::sync::atomic::AtomicBool,
 }
 
-impl Index {
-    /// An index of `2 * slots` cells (a power of two) over `slots` key slots.
-    pub(super) fn new(slots: u32) -> Self {
-        let n = (slots as usize * 2).next_power_of_two();
+impl Cells {
+    /// `n` cells (a power of two), all `empty`.
+    fn new(n: usize, empty: u64) -> Self {
+        debug_assert!(n.is_power_of_two());
         Self {
-            cells: (0..n).map(|_| AtomicU64::new(cell_empty(0))).collect(),
-            seq: AtomicU64::new(0),
-            tombs: AtomicU32::new(0),
-            scratch: (0..slots).map(|_| AtomicU64::new(0)).collect(),
-            compactions: AtomicU64::new(0),
+            cell: (0..n).map(|_| AtomicU64::new(empty)).collect(),
+            #[cfg(all(test, loom))]
+            reclaimed: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
     #[inline]
+    fn len(&self) -> usize {
+        self.cell.len()
+    }
+
+    #[inline]
     fn home(&self, ident: u64) -> usize {
-        (ident.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 17) as usize & (self.cells.len() - 1)
+        (ident.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 17) as usize & (self.cell.len() - 1)
+    }
+
+    /// In the loom models: panics if the epoch reclaimed this array (see `reclaimed`). Called
+    /// after a read of its cells, by a reader still pinned.
+    #[inline(always)]
+    fn assert_held(&self) {
+        #[cfg(all(test, loom))]
+        assert!(
+            !self.reclaimed.load(std::sync::atomic::Ordering::SeqCst),
+            "a reader read an index array the epoch had reclaimed"
+        );
+    }
+}
+
+/// The index and what compaction needs.
+pub(super) struct Index {
+    /// The current array; never null. Replaced under the topology lock only.
+    cells: Atomic<Cells>,
+    /// The most cells the array grows to: `2 * slots`, a power of two.
+    max: usize,
+    /// Even: stable, `seq / 2` is the epoch of empty cells. Odd: entries are moving.
+    pub(super) seq: AtomicU64,
+    /// Tombstones in the current array; written under the topology lock.
+    pub(super) tombs: AtomicU32,
+    /// Compaction's copy of the live cells. Used under the topology lock only (so its mutex is
+    /// never contended). Its capacity is half the array's, the most live keys the array holds
+    /// before it grows: set when the array is built or replaced (the rare paths that allocate
+    /// anyway), so a compaction allocates only if inserts in flight push the live entries past
+    /// that high-water mark.
+    scratch: Mutex<Vec<u64>>,
+    /// Compactions run (an observation).
+    pub(super) compactions: AtomicU64,
+    /// Arrays replaced, by growth or shrink (an observation).
+    pub(super) replacements: AtomicU64,
+    /// In the loom models: replaced arrays the epoch has reclaimed (see `Cells::reclaimed`).
+    #[cfg(all(test, loom))]
+    reclaimed: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Index {
+    /// An index over `slots` key slots: at most `2 * slots` cells (a power of two), at first
+    /// [`INITIAL_CELLS`] of them or fewer.
+    pub(super) fn new(slots: u32) -> Self {
+        let max = (slots as usize * 2).next_power_of_two();
+        let n = max.min(INITIAL_CELLS);
+        Self {
+            cells: Atomic::new(Cells::new(n, cell_empty(0))),
+            max,
+            seq: AtomicU64::new(0),
+            tombs: AtomicU32::new(0),
+            scratch: Mutex::new(Vec::with_capacity(n / 2)),
+            compactions: AtomicU64::new(0),
+            replacements: AtomicU64::new(0),
+            #[cfg(all(test, loom))]
+            reclaimed: Default::default(),
+        }
+    }
+
+    /// The current array, held for as long as `guard` stays pinned.
+    #[inline]
+    fn current<'g>(&self, guard: &'g Guard) -> &'g Cells {
+        // Acquire: pairs with the Release swap that published the array (and its cells).
+        let p = self.cells.load(Ordering::Acquire, guard);
+        // SAFETY: never null (set at build, replaced only by another array), and an array
+        // replaced is retired through the epoch (`retire`), so it stays allocated while
+        // `guard` is pinned.
+        unsafe { p.deref() }
+    }
+
+    /// Compaction's scratch (under the topology lock).
+    fn scratch(&self) -> MutexGuard<'_, Vec<u64>> {
+        self.scratch.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Drop for Index {
+    fn drop(&mut self) {
+        let cells = core::mem::replace(&mut self.cells, Atomic::null());
+        // SAFETY: `&mut self`: no reader can hold the index, and the current array is the
+        // index's alone (each replaced one went to the epoch when it was replaced).
+        drop(unsafe { cells.into_owned() });
     }
 }
 
@@ -143,7 +278,7 @@ enum Probe {
     Found(KeyRef),
     /// Not present; the first empty cell of the probe (index, value), if any.
     Absent(Option<(usize, u64)>),
-    /// A frozen cell: compaction is under way.
+    /// A frozen cell: entries are moving, or the array was replaced.
     Frozen,
 }
 
@@ -179,17 +314,41 @@ impl LockFreeGraph {
         self.keys.at(r.slot)
     }
 
+    /// Keys live now (`Gauges::keys`). Lock-free inserters count after their CAS, so under
+    /// the topology lock this may trail the entries in the index by the inserts in flight.
+    #[inline]
+    fn live_keys(&self) -> usize {
+        // Relaxed: an observation; what it decides is checked again where it matters.
+        self.gauges.keys.load(Ordering::Relaxed) as usize
+    }
+
+    /// One probe of the current array.
     #[inline]
     fn probe(&self, ident: u64) -> Probe {
-        // Slices held in locals: the atomic loads below would otherwise make the compiler
-        // reload their lengths on every step.
-        let cells = &*self.index.cells;
-        let mask = cells.len() - 1;
-        let mut i = self.index.home(ident);
-        for _ in 0..cells.len() {
+        let guard = epoch::pin();
+        self.probe_in(self.index.current(&guard), ident)
+    }
+
+    /// One probe of `cells` (an array loaded under a pin the caller holds).
+    #[inline]
+    fn probe_in(&self, cells: &Cells, ident: u64) -> Probe {
+        let p = self.probe_cells(cells, ident);
+        cells.assert_held();
+        p
+    }
+
+    #[inline]
+    fn probe_cells(&self, cells: &Cells, ident: u64) -> Probe {
+        // The slice held in a local: the atomic loads below would otherwise make the compiler
+        // reload its length on every step.
+        let (n, cell) = (cells.len(), &*cells.cell);
+        let mask = n - 1;
+        let mut i = cells.home(ident);
+        for _ in 0..n {
             // Acquire: pairs with the Release CAS that published the cell (the slot's identity
-            // and version), and with compaction's Release rewrites (after its odd `seq`).
-            let c = cells[i].load(Ordering::Acquire);
+            // and version), with compaction's Release rewrites (after its odd `seq`) and with
+            // the freeze's Release CAS (after the odd `seq` of a compaction or replacement).
+            let c = cell[i].load(Ordering::Acquire);
             match c & 3 {
                 C_EMPTY => return Probe::Absent(Some((i, c))),
                 C_FROZEN => return Probe::Frozen,
@@ -224,25 +383,31 @@ impl LockFreeGraph {
     /// [`claim`](Self::claim) of it can take without probing again.
     #[inline]
     pub(super) fn find(&self, ident: u64) -> Found {
-        // Acquire: pairs with compaction's Release updates of `seq`.
-        let s = self.index.seq.load(Ordering::Acquire);
-        match self.probe(ident) {
-            // Right whatever a compaction does (checked against the slot's identity and
-            // generation): an existing key is found without waiting while one runs, unless
-            // the probe meets a frozen cell first.
-            Probe::Found(r) => return Found::Key(r),
-            Probe::Absent(at) if s & 1 == 0 => {
-                // "Absent" holds only if no compaction moved entries under the probe: a
-                // cell it read from a compaction would show `seq` changed here.
-                let epoch_ok = at.is_none_or(|(_, c)| c == cell_empty(s));
-                // Acquire: as above.
-                if epoch_ok && self.index.seq.load(Ordering::Acquire) == s {
-                    return Found::Absent(at);
+        {
+            let guard = epoch::pin();
+            // Acquire: pairs with the Release updates of `seq` by compaction and replacement.
+            let s = self.index.seq.load(Ordering::Acquire);
+            // Loaded after `s`: an array published since `s` carries the next epoch's empty
+            // cells, which fail the epoch check below.
+            let cells = self.index.current(&guard);
+            match self.probe_in(cells, ident) {
+                // Right whatever a compaction or replacement does (checked against the slot's
+                // identity and generation): an existing key is found without waiting while one
+                // runs, unless the probe meets a frozen cell first.
+                Probe::Found(r) => return Found::Key(r),
+                Probe::Absent(at) if s & 1 == 0 => {
+                    // "Absent" holds only if no entry moved under the probe: a cell it read
+                    // from a compaction or replacement would show `seq` changed here.
+                    let epoch_ok = at.is_none_or(|(_, c)| c == cell_empty(s));
+                    // Acquire: as above.
+                    if epoch_ok && self.index.seq.load(Ordering::Acquire) == s {
+                        return Found::Absent(at);
+                    }
                 }
+                _ => {}
             }
-            _ => {}
         }
-        // Compaction under way or just done: ask under the lock, where the index is stable.
+        // Entries moving or just moved: ask under the lock, where the index is stable.
         let _g = self.lock();
         match self.lookup_locked(ident) {
             Some(r) => Found::Key(r),
@@ -273,30 +438,41 @@ impl LockFreeGraph {
 
     /// The key slot of `ident` as [`find`](Self::find) saw it (`seen`), claiming a free slot
     /// if the key was absent: on the empty cell `find` stopped at, by one CAS, when no other
-    /// inserter or compaction took it since; otherwise as
-    /// [`lookup_or_insert`](Self::lookup_or_insert). A key found may have been removed since; its user checks
-    /// the slot where it acts, as for any [`KeyRef`]. `locked`: the caller holds the topology
-    /// lock.
+    /// inserter, compaction or replacement took it since; otherwise as
+    /// [`lookup_or_insert`](Self::lookup_or_insert). A key found may have been removed since;
+    /// its user checks the slot where it acts, as for any [`KeyRef`]. `locked`: the caller
+    /// holds the topology lock.
     #[inline]
     pub(super) fn claim(&self, ident: u64, seen: Found, locked: bool) -> Option<KeyRef> {
         match seen {
             Found::Key(r) => Some(r),
             Found::Absent(Some((i, c))) => {
                 // The probe found no entry of the key before cell `i` and cell `i` empty; cells
-                // before it stay non-empty until a compaction, which changes the epoch of every
-                // empty cell, so a CAS from `c` that succeeds claims the key's first empty cell,
-                // where a concurrent inserter of the same key must meet it.
+                // before it stay non-empty until a compaction or replacement, which changes the
+                // epoch of every empty cell (a replacement's new array has only empty cells of
+                // the next epoch), so a CAS from `c` that succeeds claims the key's first empty
+                // cell, where a concurrent inserter of the same key must meet it.
                 let r = self.new_key_slot(ident)?;
-                // Release: publishes the slot's identity and version to lookups (their
-                // Acquire); Acquire: as `insert`'s CAS, which this one stands for.
-                if self.index.cells[i]
-                    .compare_exchange(c, cell_ref(r), Ordering::AcqRel, Ordering::Acquire)
-                    .is_ok()
-                {
-                    inc(&self.gauges.keys);
-                    return Some(r);
+                let len = {
+                    let guard = epoch::pin();
+                    let cells = self.index.current(&guard);
+                    // A shrink since `find` may have left no cell `i`.
+                    // Release: publishes the slot's identity and version to lookups (their
+                    // Acquire); Acquire: as `insert`'s CAS, which this one stands for.
+                    let won = cells.cell.get(i).is_some_and(|cell| {
+                        cell.compare_exchange(c, cell_ref(r), Ordering::AcqRel, Ordering::Acquire)
+                            .is_ok()
+                    });
+                    cells.assert_held();
+                    won.then_some(cells.len())
+                };
+                match len {
+                    Some(len) => {
+                        self.key_inserted(len, locked);
+                        Some(r)
+                    }
+                    None => self.insert(ident, locked, Some(r)),
                 }
-                self.insert(ident, locked, Some(r))
             }
             Found::Absent(None) => self.insert(ident, locked, None),
         }
@@ -320,38 +496,44 @@ impl LockFreeGraph {
     /// already taken for the key by [`new_key_slot`](Self::new_key_slot) and not published.
     #[inline(never)]
     fn insert(&self, ident: u64, locked: bool, mut spare: Option<KeyRef>) -> Option<KeyRef> {
-        let mut guard = None;
+        let mut lock = None;
+        // The length of the array the key was inserted into.
+        let mut inserted = None;
         let found = loop {
-            // Acquire: pairs with compaction's Release updates of `seq`.
+            let held = locked || lock.is_some();
+            let guard = epoch::pin();
+            // Acquire: pairs with the Release updates of `seq` by compaction and replacement.
             let s = self.index.seq.load(Ordering::Acquire);
+            // Loaded after `s`, as in `find`.
+            let cells = self.index.current(&guard);
             let probe = if s & 1 == 0 {
-                self.probe(ident)
+                self.probe_in(cells, ident)
             } else {
                 Probe::Frozen
             };
             match probe {
                 Probe::Found(r) => break Some(r),
                 Probe::Frozen => {
-                    // Compaction under way: wait for it on the lock, then go on under it.
-                    if !locked && guard.is_none() {
-                        guard = Some(self.lock());
+                    // Entries moving: wait for them on the lock, then go on under it.
+                    if !held {
+                        drop(guard);
+                        lock = Some(self.lock());
                     }
                 }
                 Probe::Absent(None) => {
-                    // No empty cell: only tombstones can be reclaimed.
-                    if !locked && guard.is_none() {
-                        guard = Some(self.lock());
+                    // No empty cell: compact or grow, under the lock.
+                    drop(guard);
+                    if !held {
+                        lock = Some(self.lock());
                         continue;
                     }
-                    // Relaxed: written under the lock held here.
-                    if self.index.tombs.load(Ordering::Relaxed) == 0 {
+                    if !self.make_room() {
                         break None;
                     }
-                    self.compact();
                 }
                 Probe::Absent(Some((i, c))) => {
                     if c != cell_empty(s) {
-                        continue; // a compaction finished since `s`: probe again
+                        continue; // entries moved since `s`: probe again
                     }
                     let r = match spare {
                         Some(r) => r,
@@ -365,11 +547,12 @@ impl LockFreeGraph {
                     };
                     // Release: publishes the slot's identity and version to lookups (their
                     // Acquire). Acquire on failure: the winner's slot, if it is this key.
-                    if self.index.cells[i]
+                    let won = cells.cell[i]
                         .compare_exchange(c, cell_ref(r), Ordering::AcqRel, Ordering::Acquire)
-                        .is_ok()
-                    {
-                        inc(&self.gauges.keys);
+                        .is_ok();
+                    cells.assert_held();
+                    if won {
+                        inserted = Some(cells.len());
                         spare = None;
                         break Some(r);
                     }
@@ -379,8 +562,57 @@ impl LockFreeGraph {
         if let Some(r) = spare {
             self.push_key_slot(r.slot);
         }
-        drop(guard);
+        if let Some(len) = inserted {
+            self.key_inserted(len, locked || lock.is_some());
+        }
+        drop(lock);
         found
+    }
+
+    /// Counts a key just indexed in an array of `len` cells and grows the index when that
+    /// leaves more than half of it live (the rare locked path, at a new high-water mark).
+    /// `locked`: the caller holds the topology lock.
+    #[inline]
+    fn key_inserted(&self, len: usize, locked: bool) {
+        // Relaxed: an observation, and a hint for growth that is checked again under the lock.
+        let live = self.gauges.keys.fetch_add(1, Ordering::Relaxed) as usize + 1;
+        if live * 2 > len && len < self.index.max {
+            self.grow_index(locked);
+        }
+    }
+
+    /// Doubles the index's array if more than half of it is live (see the module docs).
+    /// `locked`: the caller holds the topology lock.
+    #[cold]
+    #[inline(never)]
+    fn grow_index(&self, locked: bool) {
+        let _lock = (!locked).then(|| self.lock());
+        let guard = epoch::pin();
+        let cells = self.index.current(&guard);
+        let len = cells.len();
+        // Another inserter may have grown it meanwhile.
+        if self.live_keys() * 2 > len && len < self.index.max {
+            self.replace_cells(&guard, cells, len * 2);
+        }
+    }
+
+    /// Under the topology lock, for an insert whose probe met no empty cell: compacts in place
+    /// when that leaves the array at most half full (or it cannot grow), else grows it. False:
+    /// neither makes room (no tombstone, and the array at its most).
+    fn make_room(&self) -> bool {
+        let guard = epoch::pin();
+        let cells = self.index.current(&guard);
+        let len = cells.len();
+        // Relaxed: written under the lock held here.
+        let tombs = self.index.tombs.load(Ordering::Relaxed);
+        if tombs > 0 && (self.live_keys() * 2 <= len || len >= self.index.max) {
+            self.compact();
+        } else if len < self.index.max {
+            self.replace_cells(&guard, cells, len * 2);
+        } else {
+            return false;
+        }
+        true
     }
 
     fn pop_key_slot(&self) -> Option<KeyRef> {
@@ -401,14 +633,17 @@ impl LockFreeGraph {
     /// removal is done. The state word moves next (`detach`).
     pub(super) fn unindex_key(&self, ident: u64, r: KeyRef) {
         let ix = &self.index;
-        let mask = ix.cells.len() - 1;
-        let mut i = ix.home(ident);
+        let guard = epoch::pin();
+        // Under the lock: the current array, which no one replaces meanwhile.
+        let cells = ix.current(&guard);
+        let mask = cells.len() - 1;
+        let mut i = cells.home(ident);
         let want = cell_ref(r);
-        for _ in 0..ix.cells.len() {
+        for _ in 0..cells.len() {
             // Relaxed: cells holding a reference change only under this lock.
-            if ix.cells[i].load(Ordering::Relaxed) == want {
+            if cells.cell[i].load(Ordering::Relaxed) == want {
                 // Release: as compaction's rewrites.
-                ix.cells[i].store(C_TOMB, Ordering::Release);
+                cells.cell[i].store(C_TOMB, Ordering::Release);
                 ix.tombs.fetch_add(1, Ordering::Relaxed);
                 break;
             }
@@ -433,33 +668,43 @@ impl LockFreeGraph {
         }
     }
 
-    /// Under the topology lock: gives back index memory beyond what the keys in use need
-    /// (SPEC D51). The index's own growth and shrink are not built yet: nothing to give.
-    pub(super) fn shrink_index(&self) {}
-
-    /// Cells in the index now.
-    pub(super) fn index_cells(&self) -> u32 {
-        self.index.cells.len() as u32
-    }
-
-    /// The most cells the index can have.
-    pub(super) fn index_cells_max(&self) -> u32 {
-        self.index.cells.len() as u32
-    }
-
     /// Under the topology lock: compacts the index when tombstones pass a quarter of it.
     pub(super) fn maybe_compact(&self) {
+        let guard = epoch::pin();
+        let len = self.index.current(&guard).len();
         // Relaxed: written under the lock held here.
-        if self.index.tombs.load(Ordering::Relaxed) as usize * 4 >= self.index.cells.len() {
+        if self.index.tombs.load(Ordering::Relaxed) as usize * 4 >= len {
             self.compact();
         }
     }
 
+    /// Under the topology lock: freezes `cell` if it is empty (no inserter claims it from
+    /// here on; one that won it first is kept) and returns what it holds now.
+    fn freeze(cell: &AtomicU64) -> u64 {
+        // Acquire: pairs with an inserter's Release CAS (the slot's identity with it).
+        let mut c = cell.load(Ordering::Acquire);
+        while c & 3 == C_EMPTY {
+            // AcqRel: wins against an inserter's CAS from the same value, or sees its cell;
+            // Release orders the odd `seq` before it for a reader that meets `FROZEN`.
+            match cell.compare_exchange(c, C_FROZEN, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => return C_FROZEN,
+                Err(cur) => c = cur,
+            }
+        }
+        c
+    }
+
     /// Under the topology lock: rewrites the index without tombstones, in place (see the module
-    /// docs). Allocates nothing.
+    /// docs). Allocates nothing unless inserts in flight push the live entries past half the
+    /// array (its scratch's capacity).
     pub(super) fn compact(&self) {
         let ix = &self.index;
-        let mask = ix.cells.len() - 1;
+        let guard = epoch::pin();
+        // Under the lock: the current array, which no one replaces meanwhile.
+        let cells = ix.current(&guard);
+        let mask = cells.len() - 1;
+        let mut scratch = ix.scratch();
+        scratch.clear();
         // AcqRel: odd; Release orders it before every rewrite below for readers that check it.
         // `seq` wraps after 2^63 compactions (from odd `u64::MAX` to even 0, which keeps its
         // parity meaning) and the epoch in an empty cell keeps its low 62 bits: a CAS from an
@@ -468,49 +713,33 @@ impl LockFreeGraph {
         let s = ix.seq.fetch_add(1, Ordering::AcqRel).wrapping_add(1);
         debug_assert_eq!(s & 1, 1);
         // Freeze: no inserter claims a cell from here on; one that won a cell first is kept.
-        let mut live = 0;
-        for cell in ix.cells.iter() {
-            // Acquire: pairs with an inserter's Release CAS.
-            let mut c = cell.load(Ordering::Acquire);
-            loop {
-                if c & 3 != C_EMPTY {
-                    break;
-                }
-                // AcqRel: wins against an inserter's CAS from the same value, or sees its cell.
-                match cell.compare_exchange(c, C_FROZEN, Ordering::AcqRel, Ordering::Acquire) {
-                    Ok(_) => {
-                        c = C_FROZEN;
-                        break;
-                    }
-                    Err(cur) => c = cur,
-                }
-            }
+        for cell in cells.cell.iter() {
+            let c = Self::freeze(cell);
             if c & 3 == C_REF {
-                ix.scratch[live].store(c, Ordering::Relaxed);
-                live += 1;
+                scratch.push(c);
             }
         }
         // Rewrite: clear (a reader meeting `FROZEN` asks under the lock), then place every
         // entry at its first free cell from home.
-        for cell in ix.cells.iter() {
+        for cell in cells.cell.iter() {
             // Release: orders the odd `seq` before this for a reader that loads it.
             cell.store(C_FROZEN, Ordering::Release);
         }
-        for e in &ix.scratch[..live] {
-            let c = e.load(Ordering::Relaxed);
+        for &c in scratch.iter() {
             let r = unref(c);
+            // Relaxed: the freeze's Acquire load of the entry ordered the identity before it.
             let ident = self.key(r).ident.load(Ordering::Relaxed);
-            let mut i = ix.home(ident);
+            let mut i = cells.home(ident);
             // Relaxed: only this thread writes cells now.
-            while ix.cells[i].load(Ordering::Relaxed) != C_FROZEN {
+            while cells.cell[i].load(Ordering::Relaxed) != C_FROZEN {
                 i = (i + 1) & mask;
             }
             // Release: as above.
-            ix.cells[i].store(c, Ordering::Release);
+            cells.cell[i].store(c, Ordering::Release);
         }
         let next = s.wrapping_add(1);
         let empty = cell_empty(next);
-        for cell in ix.cells.iter() {
+        for cell in cells.cell.iter() {
             // Relaxed: only this thread writes cells now.
             if cell.load(Ordering::Relaxed) == C_FROZEN {
                 // Release: as above.
@@ -521,6 +750,131 @@ impl LockFreeGraph {
         // Release: even again; pairs with the Acquire loads of `seq` in lookups and inserts.
         ix.seq.store(next, Ordering::Release);
         ix.compactions.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Under the topology lock: replaces the current array `old` by a new one of `n` cells (a
+    /// power of two), or more if its live entries need them to stay within half of it (see the
+    /// module docs). `old` stays frozen and is retired through the epoch.
+    #[cold]
+    fn replace_cells(&self, guard: &Guard, old: &Cells, n: usize) {
+        let ix = &self.index;
+        // AcqRel: odd, as in `compact`; Release orders it before the freeze and the new array's
+        // publication for readers that check it.
+        let s = ix.seq.fetch_add(1, Ordering::AcqRel).wrapping_add(1);
+        debug_assert_eq!(s & 1, 1);
+        // Freeze: from here on no cell of `old` changes (those not frozen hold an entry or a
+        // tombstone, which change only under the lock held here).
+        let mut live = 0;
+        for cell in old.cell.iter() {
+            if Self::freeze(cell) & 3 == C_REF {
+                live += 1;
+            }
+        }
+        let mut n = n;
+        while live * 2 > n && n < ix.max {
+            n *= 2;
+        }
+        let next = s.wrapping_add(1);
+        let empty = cell_empty(next);
+        let fresh = Cells::new(n, empty);
+        Self::size_scratch(&mut ix.scratch(), n);
+        let mask = n - 1;
+        for cell in old.cell.iter() {
+            // Relaxed: frozen, and the freeze read it (Acquire) before.
+            let c = cell.load(Ordering::Relaxed);
+            if c & 3 != C_REF {
+                continue;
+            }
+            // Relaxed: the freeze's Acquire load of the entry ordered the identity before it.
+            let ident = self.key(unref(c)).ident.load(Ordering::Relaxed);
+            let mut i = fresh.home(ident);
+            // Relaxed: the new array is this thread's alone until its publication below.
+            while fresh.cell[i].load(Ordering::Relaxed) != empty {
+                i = (i + 1) & mask;
+            }
+            fresh.cell[i].store(c, Ordering::Relaxed);
+        }
+        // Release: publishes the new array and its cells to the readers' Acquire load
+        // (`Index::current`), with the odd `seq` before it.
+        let prev = ix.cells.swap(Owned::new(fresh), Ordering::Release, guard);
+        debug_assert!(core::ptr::eq(prev.as_raw(), old));
+        ix.tombs.store(0, Ordering::Relaxed);
+        // Release: even again; pairs with the Acquire loads of `seq` in lookups and inserts.
+        ix.seq.store(next, Ordering::Release);
+        ix.replacements.fetch_add(1, Ordering::Relaxed);
+        self.retire(guard, prev);
+    }
+
+    /// Under the topology lock: sizes compaction's scratch for an array of `n` cells (half of
+    /// it), growing or shrinking it.
+    fn size_scratch(scratch: &mut Vec<u64>, n: usize) {
+        scratch.clear();
+        let want = n / 2;
+        if scratch.capacity() < want {
+            scratch.reserve_exact(want);
+        } else {
+            scratch.shrink_to(want);
+        }
+    }
+
+    /// Hands a replaced array to the epoch collector, which frees it once no reader pinned
+    /// before its replacement is pinned still.
+    fn retire(&self, guard: &Guard, old: Shared<'_, Cells>) {
+        #[cfg(not(all(test, loom)))]
+        // SAFETY: `old` is unlinked (the index names its successor, and nothing else keeps
+        // it), so only readers pinned before the swap can hold it, and the epoch defers its
+        // destruction until they have all unpinned; it is retired once.
+        unsafe {
+            guard.defer_destroy(old)
+        };
+        #[cfg(all(test, loom))]
+        {
+            // The loom models keep the array and mark it reclaimed instead (`Cells::reclaimed`).
+            let p = old.as_raw() as usize;
+            let count = self.index.reclaimed.clone();
+            guard.defer(move || {
+                // SAFETY: in the models a retired array is never freed (leaked here).
+                let cells = unsafe { &*(p as *const Cells) };
+                cells
+                    .reclaimed
+                    .store(true, std::sync::atomic::Ordering::SeqCst);
+                count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            });
+        }
+        // Hand it to the collector now: replacements are rare, and an array left in this
+        // thread's bag would wait for the bag to fill.
+        guard.flush();
+    }
+
+    /// Under the topology lock (the engine's `shrink`, SPEC D51): when few keys are live,
+    /// replaces the index's array by the smallest one of at least [`INITIAL_CELLS`] cells (a
+    /// power of two) that keeps them within a quarter of it, retiring the old one through the
+    /// epoch; and gives back the compaction scratch's capacity beyond half the array.
+    pub(super) fn shrink_index(&self) {
+        let ix = &self.index;
+        let guard = epoch::pin();
+        let cells = ix.current(&guard);
+        let live = self.live_keys();
+        let mut n = INITIAL_CELLS.min(ix.max);
+        while live * 4 > n && n < ix.max {
+            n *= 2;
+        }
+        if n < cells.len() {
+            self.replace_cells(&guard, cells, n);
+        } else {
+            Self::size_scratch(&mut ix.scratch(), cells.len());
+        }
+    }
+
+    /// Cells in the index's array now.
+    pub(super) fn index_cells(&self) -> u32 {
+        let guard = epoch::pin();
+        u32::try_from(self.index.current(&guard).len()).unwrap_or(u32::MAX)
+    }
+
+    /// The most cells the index's array grows to.
+    pub(super) fn index_cells_max(&self) -> u32 {
+        u32::try_from(self.index.max).unwrap_or(u32::MAX)
     }
 
     /// Sets a fresh index's sequence word to `seq` (even), with its empty cells in that epoch:
@@ -534,20 +888,65 @@ impl LockFreeGraph {
             "a fresh index only"
         );
         self.index.seq.store(seq, Ordering::Relaxed);
-        for cell in self.index.cells.iter() {
+        let guard = epoch::pin();
+        for cell in self.index.current(&guard).cell.iter() {
             cell.store(cell_empty(seq), Ordering::Relaxed);
         }
+    }
+
+    /// Starts a fresh index at `n` cells (a power of two, at most its most) instead of its
+    /// first size: the models grow a small table's index.
+    #[cfg(all(test, loom))]
+    pub(super) fn start_index_with(&mut self, n: usize) {
+        assert!(n.is_power_of_two() && n <= self.index.max);
+        assert_eq!(
+            self.gauges.keys.load(Ordering::Relaxed),
+            0,
+            "a fresh index only"
+        );
+        // Relaxed: `&mut self`.
+        let empty = cell_empty(self.index.seq.load(Ordering::Relaxed));
+        let old = core::mem::replace(&mut self.index.cells, Atomic::new(Cells::new(n, empty)));
+        // SAFETY: `&mut self`: no reader holds the old array.
+        drop(unsafe { old.into_owned() });
+    }
+
+    /// Doubles the index's array now, under the topology lock, whatever its load: the growth
+    /// of the models.
+    #[cfg(all(test, loom))]
+    pub(super) fn grow_index_now(&self) {
+        let _g = self.lock();
+        let guard = epoch::pin();
+        let cells = self.index.current(&guard);
+        self.replace_cells(&guard, cells, cells.len() * 2);
+    }
+
+    /// The compaction scratch's capacity (tests of a steady state's allocations).
+    #[cfg(all(test, not(loom)))]
+    fn index_scratch_capacity(&self) -> usize {
+        self.index.scratch().capacity()
+    }
+
+    /// In the loom models: replaced arrays the epoch has reclaimed so far.
+    #[cfg(all(test, loom))]
+    pub(super) fn index_arrays_reclaimed(&self) -> usize {
+        self.index
+            .reclaimed
+            .load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// The index cell a key's probe starts at (for models that place keys on one chain).
     #[cfg(all(test, loom))]
     pub(crate) fn key_home(&self, key: JobKey) -> usize {
-        self.index.home(rules::ident(key))
+        let guard = epoch::pin();
+        self.index.current(&guard).home(rules::ident(key))
     }
 
     /// Every key slot claimed now (index cells naming a slot), for `reset`. Under the lock.
     pub(super) fn for_each_key(&self, mut f: impl FnMut(u64, KeyRef)) {
-        for cell in self.index.cells.iter() {
+        let guard = epoch::pin();
+        // Under the lock: the current array, which no one replaces meanwhile.
+        for cell in self.index.current(&guard).cell.iter() {
             // Acquire: an inserter's cell claimed meanwhile (Release) comes with its identity.
             let c = cell.load(Ordering::Acquire);
             if c & 3 == C_REF {
@@ -726,5 +1125,252 @@ mod tests {
         );
         assert_eq!(g.lookup_or_insert(5, false), None);
         assert_eq!(g.gauges.keys.load(Ordering::Relaxed), 1);
+    }
+
+    /// Inserts every key of `keys` (lock-free), with the slot each got.
+    fn insert_all(g: &LockFreeGraph, keys: impl Iterator<Item = u64>) -> Vec<(u64, KeyRef)> {
+        keys.map(|k| (k, g.lookup_or_insert(k, false).unwrap()))
+            .collect()
+    }
+
+    /// SPEC D51: the index starts at 64 cells and doubles while four threads insert keys (two
+    /// of them the same keys, one by `find` then `claim`, the other by `lookup_or_insert`, two
+    /// others keys of their own): every key stays findable at the slot its insert returned,
+    /// each has one cell, and the array ends at the least size that keeps it half empty.
+    #[test]
+    fn d51_index_grows_while_keys_are_inserted_from_several_threads() {
+        let _pin = crate::sync::epoch::pin();
+        let g = graph(1024);
+        assert_eq!((g.index_cells(), g.index_cells_max()), (64, 2048));
+        let shared = 400u64;
+        let own = 200u64;
+        let results: Vec<Vec<(u64, KeyRef)>> = std::thread::scope(|s| {
+            let g = &g;
+            let threads: Vec<_> = (0..4u64)
+                .map(|t| {
+                    s.spawn(move || {
+                        let keys: Vec<u64> = match t {
+                            0 | 1 => (1..=shared).collect(),
+                            _ => (0..own).map(|i| t * 10_000 + i).collect(),
+                        };
+                        let mut got = Vec::new();
+                        for k in keys {
+                            // Pinned per operation, as the engine's entry points pin.
+                            let _pin = crate::sync::epoch::pin();
+                            let r = if t == 0 {
+                                let seen = g.find(k);
+                                g.claim(k, seen, false).unwrap()
+                            } else {
+                                g.lookup_or_insert(k, false).unwrap()
+                            };
+                            assert_eq!(g.lookup(k), Some(r), "key {k} lost after its insert");
+                            got.push((k, r));
+                        }
+                        got
+                    })
+                })
+                .collect();
+            threads.into_iter().map(|t| t.join().unwrap()).collect()
+        });
+        // The two inserters of each shared key met on one cell.
+        assert_eq!(results[0], results[1]);
+        for &(k, r) in results.iter().flatten() {
+            assert_eq!(g.lookup(k), Some(r));
+            assert_eq!(cells_of(&g, k), 1, "key {k}");
+        }
+        let live = shared + 2 * own;
+        assert_eq!(g.gauges.keys.load(Ordering::Relaxed) as u64, live);
+        // 800 live keys: 2048 cells (1024 would be more than half full), five doublings.
+        assert_eq!(g.index_cells(), 2048);
+        assert_eq!(g.index.replacements.load(Ordering::Relaxed), 5);
+    }
+
+    /// SPEC D51: readers looking up keys while another thread's inserts grow the index six
+    /// times never find a present key absent: neither the keys that were there before, nor
+    /// the latest key the inserter announced (after its insert returned).
+    #[test]
+    fn d51_lookups_racing_growth_never_answer_absent_for_a_present_key() {
+        let _pin = crate::sync::epoch::pin();
+        let g = graph(4096);
+        let before = insert_all(&g, 1..=20);
+        assert_eq!(g.index_cells(), 64);
+        let announced = crate::sync::AtomicU64::new(0);
+        let done = crate::sync::AtomicBool::new(false);
+        let count = if cfg!(miri) { 200 } else { 3000 };
+        std::thread::scope(|s| {
+            let (g, before, announced, done) = (&g, &before, &announced, &done);
+            s.spawn(move || {
+                for k in 1000..1000 + count {
+                    // Pinned per operation, as the engine's entry points pin.
+                    let _pin = crate::sync::epoch::pin();
+                    g.lookup_or_insert(k, false).unwrap();
+                    // Release: the insert before it, for a reader that loads this (Acquire).
+                    announced.store(k, Ordering::Release);
+                }
+                // Release: as above.
+                done.store(true, Ordering::Release);
+            });
+            for _ in 0..2 {
+                s.spawn(move || {
+                    let mut rounds = 0u64;
+                    loop {
+                        let _pin = crate::sync::epoch::pin();
+                        // Acquire: pairs with the inserter's Release (see there).
+                        let finished = done.load(Ordering::Acquire);
+                        // Acquire: pairs with the announcement.
+                        let last = announced.load(Ordering::Acquire);
+                        if last != 0 {
+                            assert!(g.lookup(last).is_some(), "announced key {last} absent");
+                        }
+                        for &(k, r) in before {
+                            assert_eq!(g.lookup(k), Some(r), "key {k} during growth");
+                        }
+                        rounds += 1;
+                        if finished {
+                            break;
+                        }
+                    }
+                    assert!(rounds > 0);
+                });
+            }
+        });
+        // 3020 keys: 8192 cells, from 64.
+        assert_eq!(g.index_cells(), 8192);
+        assert_eq!(g.index.replacements.load(Ordering::Relaxed), 7);
+        for k in 1000..1000 + count {
+            assert!(g.lookup(k).is_some());
+        }
+    }
+
+    /// SPEC D51: after most keys are removed, a shrink returns the index to its first size and
+    /// gives back the compaction scratch's excess; the keys left are found at their slots, the
+    /// removed ones are not, and the index grows again as keys come back.
+    #[test]
+    fn d51_shrink_after_removing_most_keys_returns_to_the_initial_size() {
+        let _pin = crate::sync::epoch::pin();
+        let g = graph(1024);
+        let all = insert_all(&g, 1..=1000);
+        assert_eq!(g.index_cells(), 2048);
+        // A shrink with every key live changes nothing.
+        {
+            let _l = g.lock();
+            g.shrink_index();
+        }
+        assert_eq!(g.index_cells(), 2048);
+        assert_eq!(g.index.replacements.load(Ordering::Relaxed), 5);
+        let (kept, gone) = all.split_at(10);
+        for &(k, _) in gone {
+            remove(&g, k);
+        }
+        assert!(g.key_compactions() > 0);
+        assert_eq!(g.index_scratch_capacity(), 1024);
+        {
+            let _l = g.lock();
+            g.shrink_index();
+        }
+        assert_eq!(g.index_cells(), 64);
+        assert_eq!(g.index.replacements.load(Ordering::Relaxed), 6);
+        assert!((10..=32).contains(&g.index_scratch_capacity()));
+        for &(k, r) in kept {
+            assert_eq!(g.lookup(k), Some(r));
+            assert_eq!(cells_of(&g, k), 1);
+        }
+        for &(k, _) in gone {
+            assert_eq!(g.lookup(k), None);
+        }
+        // 10 live keys fit a quarter of 64: a second shrink changes nothing.
+        {
+            let _l = g.lock();
+            g.shrink_index();
+        }
+        assert_eq!(g.index.replacements.load(Ordering::Relaxed), 6);
+        let back = insert_all(&g, 5000..5100);
+        // 110 live: 256 cells.
+        assert_eq!(g.index_cells(), 256);
+        for &(k, r) in kept.iter().chain(&back) {
+            assert_eq!(g.lookup(k), Some(r));
+        }
+    }
+
+    /// SPEC D51: a `find` that saw a key absent, then a growth, then its `claim`: the claim's
+    /// CAS on the replaced array's cell cannot succeed (the new array's empty cells carry a
+    /// newer epoch), it inserts afresh, and the key has one cell; a second claim from the same
+    /// stale lookup finds it.
+    #[test]
+    fn d51_absent_then_claim_across_a_growth_inserts_the_key_once() {
+        let _pin = crate::sync::epoch::pin();
+        let g = graph(1024);
+        let seen = g.find(77);
+        assert!(matches!(seen, Found::Absent(Some(_))));
+        insert_all(&g, 1000..1100);
+        assert_eq!(g.index_cells(), 256);
+        let a = g.claim(77, seen, false).unwrap();
+        assert_eq!(g.lookup(77), Some(a));
+        assert_eq!(cells_of(&g, 77), 1);
+        let b = g.claim(77, seen, false).unwrap();
+        assert_eq!(a, b);
+        assert_eq!(cells_of(&g, 77), 1);
+        assert_eq!(g.gauges.keys.load(Ordering::Relaxed), 101);
+    }
+
+    /// SPEC D51: a `claim` whose cell lies past the end of the array a shrink left falls back
+    /// to a fresh insert instead of indexing out of it.
+    #[test]
+    fn d51_claim_of_a_cell_past_a_shrunk_array_inserts_afresh() {
+        let _pin = crate::sync::epoch::pin();
+        let g = graph(1024);
+        let all = insert_all(&g, 1..=600);
+        assert_eq!(g.index_cells(), 2048);
+        let (k, seen) = (10_000..)
+            .map(|k| (k, g.find(k)))
+            .find(|(_, f)| matches!(f, Found::Absent(Some((i, _))) if *i >= 64))
+            .unwrap();
+        for &(k, _) in &all[5..] {
+            remove(&g, k);
+        }
+        {
+            let _l = g.lock();
+            g.shrink_index();
+        }
+        assert_eq!(g.index_cells(), 64);
+        let r = g.claim(k, seen, false).unwrap();
+        assert_eq!(g.lookup(k), Some(r));
+        assert_eq!(cells_of(&g, k), 1);
+        assert_eq!(g.gauges.keys.load(Ordering::Relaxed), 6);
+    }
+
+    /// SPEC D51: once a remove/insert churn has reached its high-water mark, it allocates
+    /// nothing: the index array is not replaced and the compaction scratch keeps its capacity,
+    /// while compactions go on in place.
+    #[test]
+    fn d51_churn_after_warm_up_allocates_nothing() {
+        let _pin = crate::sync::epoch::pin();
+        let g = graph(256);
+        let live = insert_all(&g, 1..=100);
+        assert_eq!(g.index_cells(), 256);
+        let churn = |from: u64, rounds: u64| {
+            for i in from..from + rounds {
+                let k = 1_000 + i;
+                let r = g.lookup_or_insert(k, false).unwrap();
+                assert_eq!(g.lookup(k), Some(r));
+                remove(&g, k);
+            }
+        };
+        churn(0, 200);
+        let snapshot = |g: &LockFreeGraph| {
+            (
+                g.index_cells(),
+                g.index_scratch_capacity(),
+                g.index.replacements.load(Ordering::Relaxed),
+            )
+        };
+        let warm = snapshot(&g);
+        let compactions = g.key_compactions();
+        churn(200, if cfg!(miri) { 200 } else { 5_000 });
+        assert_eq!(snapshot(&g), warm);
+        assert!(g.key_compactions() > compactions + 2);
+        for &(k, r) in &live {
+            assert_eq!(g.lookup(k), Some(r));
+        }
     }
 }

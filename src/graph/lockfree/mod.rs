@@ -26,6 +26,8 @@ mod index;
 mod keys;
 mod link;
 #[cfg(all(test, loom))]
+mod loom_index;
+#[cfg(all(test, loom))]
 mod loom_publish;
 mod store;
 mod urgency;
