@@ -495,7 +495,12 @@ fn d51_warmed_steady_state_allocates_nothing<E: Engine>() {
         "{o:?}"
     );
     assert_eq!(backing(&o), backing(&warm), "a steady state grows nothing");
-    assert_eq!(live, 0, "a steady state leaves nothing more live");
+    // At most zero: memory retired during the warm-up (an index array the key table grew
+    // out of) may come back from the epoch collector while the rounds run.
+    assert!(
+        live <= 0,
+        "a steady state leaves nothing more live: {live} bytes"
+    );
     if E::ALLOCATION_FREE {
         assert_eq!(allocs, 0, "allocations in a warmed steady state");
     }

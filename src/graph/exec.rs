@@ -336,6 +336,7 @@ impl<E: GraphEngine> GraphOn<E> {
     fn none_left(&self) -> Option<RunningJob> {
         let expired = self.inner.bin.take();
         if !expired.is_empty() {
+            let _pin = self.inner.engine.pin();
             let mut work = E::Work::default();
             for node in expired {
                 self.inner
