@@ -141,13 +141,14 @@ fn d51_memory_a_burst_grew_comes_back_through_reset_and_drop() {
     drop(g);
     let after_drop = settle(before, 100_000);
     // At most what was live before: the collector may have given back some of its own state
-    // meanwhile (a few hundred bytes of its queue), never less than a segment of the graph's.
+    // meanwhile (at most one node of its queue: a bag of 64 deferred calls, about 2 KiB),
+    // smaller than any segment of the graph's (the smallest is 4 KiB).
     assert!(
         after_drop <= before,
         "every byte of the graph came back once it was dropped: {after_drop} B live, {before} B before (built {built} B, peak {peak} B)"
     );
     assert!(
-        before - after_drop < 1024,
+        before - after_drop <= 4096,
         "the collector gave back more than its queue's own state: {after_drop} B, {before} B"
     );
 }

@@ -37,6 +37,36 @@ impl GraphBuilder {
         self
     }
 
+    /// Backs room for `nodes` jobs, `edges` dependencies and `keys` keys at build, and keeps
+    /// it through every shrink (SPEC D51). By default a graph backs a small first segment of
+    /// each store and grows at each new high-water mark of use (one allocation per segment,
+    /// the segments doubling); a host whose bursts must not allocate at all reserves their
+    /// size here. Clamped to the maxima.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use fairway::admission::{ClassSpec, Ledger, LedgerConfig};
+    /// use fairway::graph::Graph;
+    ///
+    /// let ledger = Ledger::new(LedgerConfig::new(vec![ClassSpec::new("cpu")], 1))?;
+    /// let g = Graph::builder(ledger)
+    ///     .class(4)
+    ///     .nodes(100_000)
+    ///     .edges(400_000)
+    ///     .reserve(10_000, 40_000, 10_000)
+    ///     .build()?;
+    /// let o = g.occupancy();
+    /// assert!(o.nodes_backing >= 10_000 && o.nodes_backing < 100_000);
+    /// g.reset(); // gives back what grew past the reservation, never the reservation
+    /// assert!(g.occupancy().nodes_backing >= 10_000);
+    /// # Ok::<(), fairway::Error>(())
+    /// ```
+    pub fn reserve(mut self, nodes: u32, edges: u32, keys: u32) -> Self {
+        self.bounds.reserve = (nodes, edges, keys);
+        self
+    }
+
     /// The most dependencies one job may list (default 16; at least 1, at most 1,024).
     pub fn max_deps(mut self, n: u32) -> Self {
         self.bounds.max_deps = n;
@@ -85,8 +115,14 @@ impl GraphBuilder {
         if b.max_gen > Version::MAX_GENERATION {
             return Err(Error::configuration("max_generation"));
         }
+        let keys = b.keys.next_power_of_two();
         Ok(Bounds {
-            keys: b.keys.next_power_of_two(),
+            keys,
+            reserve: (
+                b.reserve.0.min(b.nodes),
+                b.reserve.1.min(b.edges),
+                b.reserve.2.min(keys),
+            ),
             ..b
         })
     }
@@ -138,8 +174,8 @@ impl GraphBuilder {
                 room_sleepers: AtomicU32::new(0),
                 shut: AtomicBool::new(false),
                 capped: AtomicBool::new(false),
-                caps: cap::CapSlots::new(node_geometry(bounds.nodes)),
-                reqs: reqs::ReqSlots::new(node_geometry(bounds.nodes)),
+                caps: cap::CapSlots::new(node_geometry(bounds), bounds.reserve.0),
+                reqs: reqs::ReqSlots::new(node_geometry(bounds), bounds.reserve.0),
                 bin: Arc::new(DropBin::default()),
                 outcome_waiters: handle::OutcomeWaiters::default(),
             }),
@@ -149,8 +185,8 @@ impl GraphBuilder {
 
 /// The segments of the graph's per-node side tables: those of the lock-free engine's node
 /// store (SPEC D51).
-fn node_geometry(nodes: u32) -> segments::Geometry {
-    segments::Geometry::new(nodes, lockfree::FIRST_SEGMENT)
+fn node_geometry(bounds: Bounds) -> segments::Geometry {
+    segments::Geometry::new(bounds.nodes, lockfree::FIRST_SEGMENT.max(bounds.reserve.0))
 }
 
 fn next_graph_id() -> u64 {

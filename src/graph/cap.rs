@@ -85,8 +85,8 @@ unsafe impl Send for CapSlots {}
 
 impl CapSlots {
     /// Backed as node slots are (SPEC D51).
-    pub(super) fn new(geo: Geometry) -> Self {
-        Self(LazyArray::new(geo, || UnsafeCell::new(None)))
+    pub(super) fn new(geo: Geometry, reserve: u32) -> Self {
+        Self(LazyArray::new(geo, || UnsafeCell::new(None), reserve))
     }
 
     /// Records `cap` for the job on `node`.
@@ -99,7 +99,7 @@ impl CapSlots {
     /// the hand-off to the scheduler order this write before the read of the executor that
     /// starts the job.
     pub(super) unsafe fn set(&self, node: NodeRef, cap: &ConcurrencyCap) {
-        // The table's segments are read under a pin (SPEC D51).
+        // The table's segments are read under a pin (SPEC D51), whatever the engine.
         let _pin = crate::sync::epoch::pin();
         if let Some(cell) = self.0.get_or_grow(node.idx) {
             // SAFETY: see the function's contract.

@@ -160,7 +160,6 @@ impl<E: GraphEngine> GraphOn<E> {
     /// The identity of the held job on `node`; `probed` if its version cannot be read (a
     /// removed key).
     fn identity_of(&self, node: NodeRef, probed: Identity) -> Identity {
-        let _pin = self.inner.engine.pin();
         match self.inner.engine.node_version(node) {
             Some((key, v)) => Identity {
                 key,

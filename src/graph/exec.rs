@@ -88,7 +88,6 @@ impl<E: GraphEngine> GraphOn<E> {
         deadline: u64,
         work: &mut E::Work,
     ) {
-        let _pin = self.inner.engine.pin();
         let inner = &*self.inner;
         if self.is_shutdown() {
             // Shut down: the job never takes a permit; it ends here.
@@ -175,7 +174,6 @@ impl<E: GraphEngine> GraphOn<E> {
         h: crate::scheduler::RequestHandle,
         mut applied: Option<rules::Urgency>,
     ) {
-        let _pin = self.inner.engine.pin();
         let s = &self.inner.scheduler;
         loop {
             let Some(v) = self.inner.engine.effective(node) else {

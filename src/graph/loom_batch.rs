@@ -25,6 +25,7 @@ fn loom_graph_atomic_batch_is_never_seen_half_admitted() {
             max_deps: 1,
             first_gen: 0,
             first_key_gen: 0,
+            reserve: (0, 0, 0),
             max_gen: crate::graph::Version::MAX_GENERATION,
         }));
         let batcher = {

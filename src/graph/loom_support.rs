@@ -16,6 +16,7 @@ pub(super) fn bounds(nodes: u32, edges: u32, keys: u32) -> Bounds {
         max_gen: crate::graph::Version::MAX_GENERATION,
         first_gen: 0,
         first_key_gen: 0,
+        reserve: (0, 0, 0),
     }
 }
 

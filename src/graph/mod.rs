@@ -612,6 +612,7 @@ impl Graph {
                 max_gen: Version::MAX_GENERATION,
                 first_gen: 0,
                 first_key_gen: 0,
+                reserve: (0, 0, 0),
             },
         }
     }
@@ -644,7 +645,6 @@ impl<E: GraphEngine> GraphOn<E> {
     /// Every check of [`submit`](Self::submit) on the job alone, before anything is reserved:
     /// keys, the dependency bound, the class and the tenant.
     fn validate(&self, spec: &JobSpec<'_>) -> Result<(), Error> {
-        let _pin = self.inner.engine.pin();
         rules::validate(spec, self.inner.engine.max_deps())?;
         self.check_job(spec)
     }
@@ -667,9 +667,9 @@ impl<E: GraphEngine> GraphOn<E> {
     /// version only grows (a re-created key draws a larger incarnation), so a pin that is not
     /// ahead now never will be; one older than the key's version is resolved when it links.
     fn check_pins(&self, deps: &[Dependency]) -> Result<(), Error> {
-        let _pin = self.inner.engine.pin();
         for d in deps {
             let Some(pin) = d.pin else { continue };
+            let _pin = self.inner.engine.pin();
             let ahead = match self.inner.engine.version(d.key) {
                 Some(cur) => pin > cur,
                 None => false,

@@ -322,7 +322,7 @@ impl State {
     /// is truncated only from the end, above the slots backed at build, and only if it is on
     /// the free list: a slot in use stays, and so does a retired one (its last generation was
     /// used; it stays counted as used and is never allocated again).
-    fn shrink(&mut self, keys_total: u32) {
+    fn shrink(&mut self, keys_kept: u32) {
         let len = self.nodes.len();
         let mut listed = vec![false; len];
         for &i in &self.free {
@@ -348,7 +348,7 @@ impl State {
                 n.done = Vec::new();
             }
         }
-        let keys = FIRST_KEYS.min(keys_total) as usize;
+        let keys = keys_kept as usize;
         self.keys.shrink_to(keys);
         self.vers.shrink_to(keys);
         self.edges_peak = self.edges_used;
@@ -771,11 +771,11 @@ impl GraphEngine for MutexGraph {
 
     fn with_bounds(bounds: Bounds) -> Self {
         // Only the first slots are backed now; the rest as use reaches them (SPEC D51).
-        let first = FIRST_NODES.min(bounds.nodes);
+        let first = FIRST_NODES.min(bounds.nodes).max(bounds.reserve.0);
         let nodes = (0..first)
             .map(|_| MNode::free_at(bounds.first_gen))
             .collect();
-        let keys = FIRST_KEYS.min(bounds.keys) as usize;
+        let keys = FIRST_KEYS.min(bounds.keys).max(bounds.reserve.2) as usize;
         Self {
             state: Mutex::new(State {
                 nodes,
@@ -1187,7 +1187,9 @@ impl GraphEngine for MutexGraph {
     }
 
     fn shrink(&self) {
-        self.lock().shrink(self.bounds.keys);
+        // The key maps keep room for the keys backed at build.
+        let keys = FIRST_KEYS.min(self.bounds.keys).max(self.bounds.reserve.2);
+        self.lock().shrink(keys);
     }
 
     fn version(&self, key: JobKey) -> Option<super::Version> {

@@ -24,20 +24,24 @@ pub(super) struct ReqSlots {
 }
 
 impl ReqSlots {
-    pub(super) fn new(geo: Geometry) -> Self {
+    pub(super) fn new(geo: Geometry, reserve: u32) -> Self {
         Self {
-            slots: LazyArray::new(geo, || Slot {
-                seq: AtomicU64::new(0),
-                key: AtomicU64::new(0),
-                class: AtomicU64::new(0),
-            }),
+            slots: LazyArray::new(
+                geo,
+                || Slot {
+                    seq: AtomicU64::new(0),
+                    key: AtomicU64::new(0),
+                    class: AtomicU64::new(0),
+                },
+                reserve,
+            ),
             scheduler: AtomicU64::new(0),
         }
     }
 
     /// Records the request of the job on `node` (its hand-off, once per job).
     pub(super) fn set(&self, node: NodeRef, h: RequestHandle) {
-        // The table's segments are read under a pin (SPEC D51); nested in the hand-off's.
+        // The table's segments are read under a pin (SPEC D51), whatever the engine.
         let _pin = crate::sync::epoch::pin();
         let Some(s) = self.slots.get_or_grow(node.idx) else {
             return;

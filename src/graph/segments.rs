@@ -66,6 +66,8 @@ impl Geometry {
 pub(crate) struct SegArray<T> {
     geo: Geometry,
     per: usize,
+    /// Slots in the first segment, which is backed from `new` on and never retired.
+    first_len: u32,
     /// Per segment: its biased address, or null while unbacked.
     segs: [AtomicPtr<T>; MAX_SEGMENTS],
 }
@@ -96,13 +98,18 @@ impl<T> Retired<T> {
 }
 
 impl<T> SegArray<T> {
-    /// An array of `geo`'s shape with no segment backed.
-    pub(crate) fn new(geo: Geometry, per: usize) -> Self {
-        Self {
+    /// An array of `geo`'s shape with its first segment backed, made by `init(slot,
+    /// element)`. The first segment is never retired: a slot number below its length is read
+    /// without a null test.
+    pub(crate) fn new(geo: Geometry, per: usize, init: impl FnMut(u32, usize) -> T) -> Self {
+        let a = Self {
             geo,
             per,
+            first_len: 1 << geo.shift,
             segs: core::array::from_fn(|_| AtomicPtr::new(core::ptr::null_mut())),
-        }
+        };
+        a.add(0, init);
+        a
     }
 
     /// Elements per slot.
@@ -132,10 +139,14 @@ impl<T> SegArray<T> {
             cfg!(loom) || epoch::is_pinned(),
             "a segment read outside an epoch pin"
         );
+        // Acquire (both loads): pairs with the Release store in `add`, so the segment's
+        // initialised elements are seen.
+        if i < self.first_len {
+            // The first segment (what a reservation backs): no segment number to compute.
+            return self.segs[0].load(Ordering::Acquire);
+        }
         // `i + B` fits: the maxima are at most 2^30 slots.
         let k = ((i + (1 << self.geo.shift)).ilog2() - self.geo.shift) as usize;
-        // Acquire: pairs with the Release store in `add`, so the segment's initialised
-        // elements are seen.
         self.segs[k % MAX_SEGMENTS].load(Ordering::Acquire)
     }
 
@@ -143,6 +154,10 @@ impl<T> SegArray<T> {
     #[inline(always)]
     pub(crate) fn run(&self, i: u32) -> Option<&[T]> {
         let p = self.entry(i);
+        debug_assert!(
+            i >= self.first_len || !p.is_null(),
+            "the first segment is backed"
+        );
         if p.is_null() {
             return None;
         }
@@ -160,6 +175,17 @@ impl<T> SegArray<T> {
     #[inline(always)]
     pub(crate) fn get(&self, i: u32) -> Option<&T> {
         debug_assert_eq!(self.per, 1);
+        if i < self.first_len {
+            debug_assert!(
+                cfg!(loom) || epoch::is_pinned(),
+                "a segment read outside an epoch pin"
+            );
+            // Acquire: as in `entry`.
+            let p = self.segs[0].load(Ordering::Acquire);
+            // SAFETY: the first segment is backed by `new` and never retired (`retire`
+            // refuses it), and `i` is inside it.
+            return Some(unsafe { &*p.wrapping_add(i as usize) });
+        }
         let p = self.entry(i);
         if p.is_null() {
             return None;
@@ -205,6 +231,7 @@ impl<T> SegArray<T> {
     where
         T: Send + 'static,
     {
+        assert!(k > 0, "the first segment is never retired");
         // Relaxed: the directory changes only under the caller's lock; a reader that loads the
         // old entry is pinned, and the collector waits for it.
         let biased = self.segs[k].swap(core::ptr::null_mut(), Ordering::Relaxed);
@@ -247,9 +274,16 @@ pub(crate) struct LazyArray<T> {
 impl<T> LazyArray<T> {
     /// A table of at most `max` slots in segments of `geo`'s shape, each slot made by `init`;
     /// the first segment backed.
-    pub(crate) fn new(geo: Geometry, init: fn() -> T) -> Self {
-        let arr = SegArray::new(geo, 1);
-        arr.add(0, |_, _| init());
+    /// The segments that hold the first `reserve` slots are backed too.
+    pub(crate) fn new(geo: Geometry, init: fn() -> T, reserve: u32) -> Self {
+        let arr = SegArray::new(geo, 1, |_, _| init());
+        for k in 1..MAX_SEGMENTS {
+            let (start, len) = geo.span(k);
+            if start >= reserve || len == 0 {
+                break;
+            }
+            arr.add(k, |_, _| init());
+        }
         Self {
             arr,
             init,
@@ -318,9 +352,9 @@ mod tests {
     #[test]
     fn d51_an_unbacked_or_retired_segment_reads_as_absent() {
         let guard = epoch::pin();
-        let a = SegArray::<u64>::new(Geometry::new(100, 8), 2);
-        assert!(a.run(3).is_none());
-        a.add(0, |slot, e| u64::from(slot) * 10 + e as u64);
+        let a = SegArray::<u64>::new(Geometry::new(100, 8), 2, |slot, e| {
+            u64::from(slot) * 10 + e as u64
+        });
         assert_eq!(a.run(3).unwrap(), &[30, 31]);
         assert!(a.run(8).is_none(), "segment 1 is not backed");
         a.add(1, |slot, e| u64::from(slot) * 10 + e as u64);

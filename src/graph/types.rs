@@ -485,6 +485,9 @@ pub struct Bounds {
     /// The generation every key slot of the lock-free graph's key table starts at (0; near
     /// `u32::MAX` in tests).
     pub(crate) first_key_gen: u32,
+    /// Nodes, edges and keys backed at build and kept through every shrink (SPEC D51; 0: the
+    /// first segment only).
+    pub(crate) reserve: (u32, u32, u32),
 }
 
 /// A job's urgency (SPEC D30): a priority (higher is more urgent) and an absolute deadline in

@@ -43,6 +43,8 @@ fn fresh<E: GraphEngine>() -> GraphOn<E> {
         .nodes(1024)
         .edges(4096)
         .keys(KEYS)
+        // Backed whole at build: P8 and P9 measure the steady state (growth has its own row).
+        .reserve(1024, 4096, KEYS)
         .max_deps(4)
         .build_with::<E>()
         .unwrap()

@@ -199,6 +199,9 @@ pub(super) struct Index {
     cells: Atomic<Cells>,
     /// The most cells the array grows to: `2 * slots`, a power of two.
     max: usize,
+    /// The fewest cells a shrink leaves: the first array's size (it holds the keys reserved
+    /// at build, SPEC D51).
+    min: usize,
     /// Even: stable, `seq / 2` is the epoch of empty cells. Odd: entries are moving.
     pub(super) seq: AtomicU64,
     /// Tombstones in the current array; written under the topology lock.
@@ -221,12 +224,14 @@ pub(super) struct Index {
 impl Index {
     /// An index over `slots` key slots: at most `2 * slots` cells (a power of two), at first
     /// [`INITIAL_CELLS`] of them or fewer.
-    pub(super) fn new(slots: u32) -> Self {
+    pub(super) fn new(slots: u32, reserve: u32) -> Self {
         let max = (slots as usize * 2).next_power_of_two();
-        let n = max.min(INITIAL_CELLS);
+        // Room for the reserved keys within half the array, kept through every shrink.
+        let n = max.min(INITIAL_CELLS.max((reserve as usize * 2).next_power_of_two()));
         Self {
             cells: Atomic::new(Cells::new(n, cell_empty(0))),
             max,
+            min: n,
             seq: AtomicU64::new(0),
             tombs: AtomicU32::new(0),
             scratch: Mutex::new(Vec::with_capacity(n / 2)),
@@ -855,7 +860,7 @@ impl LockFreeGraph {
         let guard = epoch::pin();
         let cells = ix.current(&guard);
         let live = self.live_keys();
-        let mut n = INITIAL_CELLS.min(ix.max);
+        let mut n = ix.min;
         while live * 4 > n && n < ix.max {
             n *= 2;
         }
@@ -971,6 +976,7 @@ mod tests {
             max_gen: crate::graph::Version::MAX_GENERATION,
             first_gen: 0,
             first_key_gen: 0,
+            reserve: (0, 0, 0),
         })
     }
 
@@ -1091,6 +1097,7 @@ mod tests {
             max_gen: crate::graph::Version::MAX_GENERATION,
             first_gen: 0,
             first_key_gen: u32::MAX - 1,
+            reserve: (0, 0, 0),
         });
         let a = g.lookup_or_insert(1, false).unwrap();
         let b = g.lookup_or_insert(2, false).unwrap();

@@ -126,6 +126,8 @@ pub(super) struct Store<T> {
     grow: Mutex<()>,
     /// What [`at`](Self::at) answers for an unbacked slot.
     gone: T,
+    /// Slots reserved at build: the segments that hold them are never retired.
+    reserved: u32,
 }
 
 impl<T> Store<T> {
@@ -164,18 +166,31 @@ impl<T: Slot + Send + 'static> Store<T> {
     /// A store of at most `max` slots, `extra` words per slot, its first segment of `first`
     /// slots (rounded up to a power of two; at most `max`) allocated, every slot starting at
     /// generation `gen`.
-    pub(super) fn new(max: u32, first: u32, extra: usize, gen: u32) -> Self {
+    /// The segments that hold the first `reserve` slots are allocated too, and kept through
+    /// every shrink.
+    pub(super) fn new(max: u32, first: u32, extra: usize, gen: u32, reserve: u32) -> Self {
         let geo = Geometry::new(max, first);
+        let (_, len0) = geo.span(0);
         let s = Self {
-            slots: SegArray::new(geo, 1),
-            extra: SegArray::new(geo, extra),
+            slots: SegArray::new(geo, 1, |i, _| {
+                T::fresh(if i + 1 < len0 { i + 1 } else { NIL }, gen)
+            }),
+            extra: SegArray::new(geo, extra, |_, _| AtomicU64::new(0)),
             floors: (0..MAX_SEGMENTS).map(|_| AtomicU32::new(gen)).collect(),
             backing: AtomicU32::new(0),
             free: FreeList::new(),
             grow: Mutex::new(()),
             gone: T::gone(),
+            reserved: reserve,
         };
-        s.add_segment(0);
+        s.publish_segment(0);
+        for k in 1..MAX_SEGMENTS {
+            let (start, len) = geo.span(k);
+            if start >= reserve || len == 0 {
+                break;
+            }
+            s.add_segment(k);
+        }
         s
     }
 
@@ -194,6 +209,15 @@ impl<T: Slot + Send + 'static> Store<T> {
         self.slots.add(k, |i, _| {
             T::fresh(if i + 1 < end { i + 1 } else { NIL }, gen)
         });
+        self.publish_segment(k);
+    }
+
+    /// Counts segment `k`, just backed, and pushes its slots (already a chain) onto the free
+    /// list.
+    fn publish_segment(&self, k: usize) {
+        let _pin = epoch::pin();
+        let (start, len) = self.slots.geometry().span(k);
+        let end = start + len;
         self.backing.fetch_add(len, Ordering::Relaxed);
         let last = self.slots.get(end - 1).expect("just backed");
         self.free
@@ -269,7 +293,7 @@ impl<T: Slot + Send + 'static> Store<T> {
         let mut given = 0;
         for k in 1..MAX_SEGMENTS {
             let (start, len) = geo.span(k);
-            if !self.slots.is_backed(k) || count[k] != len {
+            if !self.slots.is_backed(k) || count[k] != len || start < self.reserved {
                 continue;
             }
             let floor = (start..start + len)
@@ -330,7 +354,7 @@ mod tests {
     #[test]
     fn d51_store_grows_to_its_maximum_and_shrinks_back() {
         let _pin = epoch::pin();
-        let s = Store::<S>::new(1000, 4, 2, 7);
+        let s = Store::<S>::new(1000, 4, 2, 7, 0);
         assert_eq!(s.backing(), 4);
         let taken: Vec<u32> = (0..1000).map(|_| s.alloc().expect("room")).collect();
         assert_eq!(s.backing(), 1000);
@@ -361,7 +385,7 @@ mod tests {
 
     #[test]
     fn d51_concurrent_allocation_past_segments_hands_out_each_slot_once() {
-        let s = Store::<S>::new(4096, 8, 0, 0);
+        let s = Store::<S>::new(4096, 8, 0, 0, 0);
         let got: Vec<Vec<u32>> = std::thread::scope(|sc| {
             let hs: Vec<_> = (0..4)
                 .map(|_| {

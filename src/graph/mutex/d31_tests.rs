@@ -20,6 +20,7 @@ fn engine_with(nodes: u32, max_gen: u32) -> MutexGraph {
         max_gen,
         first_gen: 0,
         first_key_gen: 0,
+        reserve: (0, 0, 0),
     })
 }
 
