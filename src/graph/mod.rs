@@ -279,8 +279,8 @@
 //!   [`WorkKey::MAX`], stage tags 8 bits, generations 24 bits.
 //! - A compaction of the lock-free key index holds the topology lock for one pass over the
 //!   index (once per a quarter of its cells in removals); a submit that names a new key, or a
-//!   lookup that meets the compaction, waits for it. Nothing is reclaimed through an epoch
-//!   scheme: the key table frees no memory (see `lockfree/index.rs`).
+//!   lookup that meets the compaction, waits for it. The index's array and the stores' segments
+//!   are reclaimed through an epoch collector (SPEC D51, see `lockfree/store.rs`).
 //! - A joiner's urgency (D30) stays with the job until the job ends, also after the joiner's
 //!   handle was dropped.
 //! - The ready depth is the node capacity: the graph's scheduler queues as many jobs per class
