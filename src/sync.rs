@@ -141,6 +141,32 @@ pub(crate) mod epoch {
         }
     }
 
+    /// A guard for loads by a thread that already holds a [`Pin`] further up its stack (every
+    /// public graph call takes one): it costs nothing, where a nested [`pin`] costs a
+    /// thread-local lookup and two counter updates. What it loads is protected by that outer
+    /// pin, so it must not be kept past it, and nothing may be deferred through it.
+    #[inline(always)]
+    pub(crate) fn held() -> &'static Guard {
+        debug_assert!(
+            cfg!(loom) || is_pinned(),
+            "an epoch read by a thread that holds no pin"
+        );
+        // SAFETY: the unprotected guard's loads are plain loads; the caller's outer pin keeps
+        // what they return from being reclaimed (see above), and no caller defers through it.
+        unsafe { crossbeam_epoch::unprotected() }
+    }
+
+    /// A pin if the thread holds none yet (the mutex graph's side tables, whose callers do not
+    /// pin); `None` where an outer pin already protects the reads.
+    #[inline]
+    pub(crate) fn ensure_pinned() -> Option<Pin> {
+        if is_pinned() {
+            None
+        } else {
+            Some(pin())
+        }
+    }
+
     #[cfg(loom)]
     std::thread_local! {
         /// Set while a reclamation model runs (loom runs a model's threads on the thread

@@ -99,8 +99,9 @@ impl CapSlots {
     /// the hand-off to the scheduler order this write before the read of the executor that
     /// starts the job.
     pub(super) unsafe fn set(&self, node: NodeRef, cap: &ConcurrencyCap) {
-        // The table's segments are read under a pin (SPEC D51), whatever the engine.
-        let _pin = crate::sync::epoch::pin();
+        // The table's segments are read under a pin (SPEC D51), whatever the engine: the
+        // lock-free graph's public call holds one; the mutex graph's does not.
+        let _pin = crate::sync::epoch::ensure_pinned();
         if let Some(cell) = self.0.get_or_grow(node.idx) {
             // SAFETY: see the function's contract.
             cell.with_mut(|p| unsafe { *p = Some((node, cap.clone())) });
@@ -114,7 +115,7 @@ impl CapSlots {
     /// The caller has just started `node` (its `start` succeeded): no write to its slot can
     /// happen until the job is collected.
     pub(super) unsafe fn get(&self, node: NodeRef) -> Option<ConcurrencyCap> {
-        let _pin = crate::sync::epoch::pin();
+        let _pin = crate::sync::epoch::ensure_pinned();
         // SAFETY: see the function's contract.
         self.0.get(node.idx)?.with(|p| match unsafe { &*p } {
             Some((n, cap)) if *n == node => Some(cap.clone()),

@@ -35,7 +35,7 @@ impl<E: GraphEngine> GraphOn<E> {
     /// (SPEC D30, F36), and ends `deadline-exceeded` the jobs whose requests the scheduler
     /// let expire (F46).
     pub(super) fn hand_off(&self, work: &mut E::Work) {
-        let _pin = self.inner.engine.pin();
+        // Under the pin of the public call that made `work` (SPEC D51).
         let inner = &*self.inner;
         loop {
             while let Some(Ready {
@@ -58,6 +58,9 @@ impl<E: GraphEngine> GraphOn<E> {
                 if let Some(h) = inner.reqs.get(node) {
                     let _ = inner.scheduler.cancel(h);
                 }
+            }
+            if !inner.bin.maybe_any() {
+                break;
             }
             let expired = inner.bin.take();
             if expired.is_empty() {
@@ -215,7 +218,7 @@ impl<E: GraphEngine> GraphOn<E> {
     /// After shutdown: ends the jobs whose payloads the scheduler gave back (queued, or
     /// granted and never taken) with `unavailable / shutdown`, and whatever that releases.
     fn reap(&self, work: &mut E::Work) {
-        let _pin = self.inner.engine.pin();
+        // Under the caller's pin, as `hand_off`.
         loop {
             let back = self.inner.scheduler.take_undelivered();
             if back.is_empty() {
@@ -332,7 +335,11 @@ impl<E: GraphEngine> GraphOn<E> {
     /// An executor found nothing: end the jobs whose requests expired (SPEC F46) and, after a
     /// shutdown, what the scheduler gave back.
     fn none_left(&self) -> Option<RunningJob> {
-        let expired = self.inner.bin.take();
+        let expired = if self.inner.bin.maybe_any() {
+            self.inner.bin.take()
+        } else {
+            arrayvec::ArrayVec::new()
+        };
         if !expired.is_empty() {
             let _pin = self.inner.engine.pin();
             let mut work = E::Work::default();

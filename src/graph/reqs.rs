@@ -41,8 +41,9 @@ impl ReqSlots {
 
     /// Records the request of the job on `node` (its hand-off, once per job).
     pub(super) fn set(&self, node: NodeRef, h: RequestHandle) {
-        // The table's segments are read under a pin (SPEC D51), whatever the engine.
-        let _pin = crate::sync::epoch::pin();
+        // The table's segments are read under a pin (SPEC D51), whatever the engine: the
+        // lock-free graph's public call holds one; the mutex graph's does not.
+        let _pin = crate::sync::epoch::ensure_pinned();
         let Some(s) = self.slots.get_or_grow(node.idx) else {
             return;
         };
@@ -60,7 +61,7 @@ impl ReqSlots {
 
     /// The request of the job on `node`, if its hand-off recorded it.
     pub(super) fn get(&self, node: NodeRef) -> Option<RequestHandle> {
-        let _pin = crate::sync::epoch::pin();
+        let _pin = crate::sync::epoch::ensure_pinned();
         let s = self.slots.get(node.idx)?;
         let g = u64::from(node.gen) << 1 | 1;
         // Acquire: pairs with the Release store in `set`.

@@ -68,6 +68,10 @@ pub(crate) struct SegArray<T> {
     per: usize,
     /// Slots in the first segment, which is backed from `new` on and never retired.
     first_len: u32,
+    /// The first segment (also in `segs[0]`), read without an atomic load: it is written once,
+    /// before the array is shared, and never retired, so the compiler may keep it in a
+    /// register across a call's slot reads.
+    first: *mut T,
     /// Per segment: its biased address, or null while unbacked.
     segs: [AtomicPtr<T>; MAX_SEGMENTS],
 }
@@ -102,13 +106,16 @@ impl<T> SegArray<T> {
     /// element)`. The first segment is never retired: a slot number below its length is read
     /// without a null test.
     pub(crate) fn new(geo: Geometry, per: usize, init: impl FnMut(u32, usize) -> T) -> Self {
-        let a = Self {
+        let mut a = Self {
             geo,
             per,
             first_len: 1 << geo.shift,
+            first: core::ptr::null_mut(),
             segs: core::array::from_fn(|_| AtomicPtr::new(core::ptr::null_mut())),
         };
         a.add(0, init);
+        // Relaxed: `&mut`, not shared yet (sharing the array publishes it).
+        a.first = a.segs[0].load(Ordering::Relaxed);
         a
     }
 
@@ -139,25 +146,54 @@ impl<T> SegArray<T> {
             cfg!(loom) || epoch::is_pinned(),
             "a segment read outside an epoch pin"
         );
-        // Acquire (both loads): pairs with the Release store in `add`, so the segment's
-        // initialised elements are seen.
-        if i < self.first_len {
-            // The first segment (what a reservation backs): no segment number to compute.
-            return self.segs[0].load(Ordering::Acquire);
-        }
         // `i + B` fits: the maxima are at most 2^30 slots.
         let k = ((i + (1 << self.geo.shift)).ilog2() - self.geo.shift) as usize;
+        // Acquire: pairs with the Release store in `add`, so the segment's initialised
+        // elements are seen.
         self.segs[k % MAX_SEGMENTS].load(Ordering::Acquire)
+    }
+
+    /// The element of slot `i` (`per` is 1) if it lies in the first segment: a compare and an
+    /// address, no atomic load (the segment is never retired).
+    #[inline(always)]
+    pub(crate) fn in_first(&self, i: u32) -> Option<&T> {
+        debug_assert_eq!(self.per, 1);
+        // Not needed for this segment, but a caller that reads one unpinned would read the
+        // others so too.
+        debug_assert!(
+            cfg!(loom) || epoch::is_pinned(),
+            "a segment read outside an epoch pin"
+        );
+        if i < self.first_len {
+            // SAFETY: the first segment is backed by `new`, published to this thread by
+            // whatever shared the array, and never retired (`retire` refuses it); `i` is inside
+            // it.
+            Some(unsafe { &*self.first.add(i as usize) })
+        } else {
+            None
+        }
     }
 
     /// The `per` elements of slot `i`, if its segment is backed.
     #[inline(always)]
     pub(crate) fn run(&self, i: u32) -> Option<&[T]> {
-        let p = self.entry(i);
         debug_assert!(
-            i >= self.first_len || !p.is_null(),
-            "the first segment is backed"
+            cfg!(loom) || epoch::is_pinned(),
+            "a segment read outside an epoch pin"
         );
+        if i < self.first_len {
+            // SAFETY: as in `in_first`; the slot's `per` elements lie inside the first segment.
+            return Some(unsafe {
+                core::slice::from_raw_parts(self.first.add(i as usize * self.per), self.per)
+            });
+        }
+        self.run_past_first(i)
+    }
+
+    /// [`run`](Self::run) of a slot past the first segment.
+    #[inline(never)]
+    fn run_past_first(&self, i: u32) -> Option<&[T]> {
+        let p = self.entry(i);
         if p.is_null() {
             return None;
         }
@@ -174,18 +210,15 @@ impl<T> SegArray<T> {
     /// Element of slot `i` (`per` is 1), if its segment is backed.
     #[inline(always)]
     pub(crate) fn get(&self, i: u32) -> Option<&T> {
-        debug_assert_eq!(self.per, 1);
-        if i < self.first_len {
-            debug_assert!(
-                cfg!(loom) || epoch::is_pinned(),
-                "a segment read outside an epoch pin"
-            );
-            // Acquire: as in `entry`.
-            let p = self.segs[0].load(Ordering::Acquire);
-            // SAFETY: the first segment is backed by `new` and never retired (`retire`
-            // refuses it), and `i` is inside it.
-            return Some(unsafe { &*p.wrapping_add(i as usize) });
+        if let Some(t) = self.in_first(i) {
+            return Some(t);
         }
+        self.get_past_first(i)
+    }
+
+    /// [`get`](Self::get) of a slot past the first segment.
+    #[inline(never)]
+    pub(crate) fn get_past_first(&self, i: u32) -> Option<&T> {
         let p = self.entry(i);
         if p.is_null() {
             return None;

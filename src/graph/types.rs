@@ -285,6 +285,14 @@ impl DropBin {
         self.any.store(true, crate::sync::Ordering::Release);
     }
 
+    /// Whether a report may be waiting: one load, inlined into the hand-off, which then skips
+    /// the call to [`take`](Self::take) and the move of its 260-byte answer (Relaxed: a hint,
+    /// as in `take`).
+    #[inline(always)]
+    pub(super) fn maybe_any(&self) -> bool {
+        self.any.load(crate::sync::Ordering::Relaxed)
+    }
+
     /// Up to 32 of the nodes reported since the last call (the list keeps its capacity, so a
     /// steady state allocates nothing; a caller takes again until this comes back empty).
     pub(super) fn take(&self) -> arrayvec::ArrayVec<NodeRef, 32> {

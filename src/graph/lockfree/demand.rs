@@ -197,7 +197,16 @@ impl LockFreeGraph {
 
     /// Ends the jobs this operation cancelled (`work.doomed`), and what their ends cancel in
     /// turn.
+    #[inline]
     pub(super) fn drain_doomed(&self, work: &mut Work) {
+        // The common case, nothing doomed: two compares inlined into the caller.
+        if work.doomed != NIL || work.doomed_queued != NIL {
+            self.drain_doomed_lists(work);
+        }
+    }
+
+    #[inline(never)]
+    fn drain_doomed_lists(&self, work: &mut Work) {
         loop {
             let admitted = work.doomed_queued != NIL;
             let list = if admitted {

@@ -304,6 +304,7 @@ impl GraphEngine for LockFreeGraph {
         self.effective_of(node)
     }
 
+    #[inline]
     fn pop_resync(&self, _work: &mut Work) -> Option<NodeRef> {
         self.take_resync()
     }
@@ -312,6 +313,7 @@ impl GraphEngine for LockFreeGraph {
         LockFreeGraph::seal_batch(self, nodes, work);
     }
 
+    #[inline]
     fn pop_ready(&self, work: &mut Work) -> Option<Ready> {
         // Jobs this operation cancelled end first (SPEC D31): their ends may release others.
         self.drain_doomed(work);
@@ -595,6 +597,7 @@ impl GraphEngine for LockFreeGraph {
         self.release_claim(node, detach, work)
     }
 
+    #[inline]
     fn pop_withdrawn(&self, work: &mut Work) -> Option<NodeRef> {
         self.drain_doomed(work);
         work.withdrawn.pop()

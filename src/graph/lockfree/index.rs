@@ -330,8 +330,8 @@ impl LockFreeGraph {
     /// One probe of the current array.
     #[inline]
     fn probe(&self, ident: u64) -> Probe {
-        let guard = epoch::pin();
-        self.probe_in(self.index.current(&guard), ident)
+        // The caller's public call holds the pin (see `sync::epoch::held`).
+        self.probe_in(self.index.current(epoch::held()), ident)
     }
 
     /// One probe of `cells` (an array loaded under a pin the caller holds).
@@ -389,12 +389,11 @@ impl LockFreeGraph {
     #[inline]
     pub(super) fn find(&self, ident: u64) -> Found {
         {
-            let guard = epoch::pin();
             // Acquire: pairs with the Release updates of `seq` by compaction and replacement.
             let s = self.index.seq.load(Ordering::Acquire);
             // Loaded after `s`: an array published since `s` carries the next epoch's empty
-            // cells, which fail the epoch check below.
-            let cells = self.index.current(&guard);
+            // cells, which fail the epoch check below. Under the public call's pin.
+            let cells = self.index.current(epoch::held());
             match self.probe_in(cells, ident) {
                 // Right whatever a compaction or replacement does (checked against the slot's
                 // identity and generation): an existing key is found without waiting while one
@@ -459,8 +458,8 @@ impl LockFreeGraph {
                 // cell, where a concurrent inserter of the same key must meet it.
                 let r = self.new_key_slot(ident)?;
                 let len = {
-                    let guard = epoch::pin();
-                    let cells = self.index.current(&guard);
+                    // Under the public call's pin.
+                    let cells = self.index.current(epoch::held());
                     // A shrink since `find` may have left no cell `i`.
                     // Release: publishes the slot's identity and version to lookups (their
                     // Acquire); Acquire: as `insert`'s CAS, which this one stands for.
@@ -506,11 +505,10 @@ impl LockFreeGraph {
         let mut inserted = None;
         let found = loop {
             let held = locked || lock.is_some();
-            let guard = epoch::pin();
             // Acquire: pairs with the Release updates of `seq` by compaction and replacement.
             let s = self.index.seq.load(Ordering::Acquire);
-            // Loaded after `s`, as in `find`.
-            let cells = self.index.current(&guard);
+            // Loaded after `s`, as in `find`; under the public call's pin.
+            let cells = self.index.current(epoch::held());
             let probe = if s & 1 == 0 {
                 self.probe_in(cells, ident)
             } else {
@@ -521,13 +519,12 @@ impl LockFreeGraph {
                 Probe::Frozen => {
                     // Entries moving: wait for them on the lock, then go on under it.
                     if !held {
-                        drop(guard);
                         lock = Some(self.lock());
                     }
                 }
                 Probe::Absent(None) => {
-                    // No empty cell: compact or grow, under the lock.
-                    drop(guard);
+                    // No empty cell: compact or grow, under the lock (`cells` is not read
+                    // again: the next turn loads the array anew).
                     if !held {
                         lock = Some(self.lock());
                         continue;

@@ -603,6 +603,7 @@ impl LockFreeGraph {
     }
 
     /// Moves the gauges of the jobs that `work` made ready (waiting to ready) in one update.
+    #[inline]
     pub(super) fn flush(&self, work: &mut Work) {
         if work.readied != 0 {
             self.gauges

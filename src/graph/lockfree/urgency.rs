@@ -256,6 +256,7 @@ impl LockFreeGraph {
 
     /// A job whose effective urgency changed, for the graph to re-order in the scheduler
     /// (SPEC D30, F36); `None` if none is listed. One load when the list is empty.
+    #[inline]
     pub(super) fn take_resync(&self) -> Option<NodeRef> {
         // Relaxed: a hint; a job listed by another thread meanwhile is taken by that thread's
         // own hand-off.
