@@ -34,7 +34,7 @@
 //! What a pin costs: `crossbeam_epoch::pin` reads a thread-local, bumps the guard count and,
 //! for the outermost pin, stores the local epoch and issues a full fence (a `lock`ed RMW on
 //! x86), and every 128th pin tries to advance the global epoch. Measured with callgrind on a
-//! submit with four dependencies (P9), the one pin and its drop are about 38 instructions of
+//! submit with four dependencies (P9), the one pin and its drop are about 40 instructions of
 //! about 2,080, and the locked RMW is the submit's only one beyond those of the graph itself.
 //! Nested pins would add a thread-local lookup and two counter updates each, so code below a
 //! public call does not pin again: it loads through `sync::epoch::held`, which debug builds
