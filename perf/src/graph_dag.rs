@@ -425,3 +425,57 @@ pub fn key_compaction<E: GraphEngine>(compacts: bool, d: Duration) -> Measured {
         score: None,
     }
 }
+
+/// Jobs of one burst of the growth workload.
+pub const GROWTH_JOBS: u64 = 1_000_000;
+
+/// The cost of growing the stores (SPEC D51): one burst of [`GROWTH_JOBS`] submits, each job
+/// depending on the one before (the first on a key without producer, so every job waits and
+/// none reaches the scheduler), into a graph whose stores hold only their first segments
+/// (`warm` false), or into the same graph after an equal burst was cancelled and its keys
+/// removed, its stores grown to the high-water mark (`warm`). Timed: the submits; the set-up,
+/// the cancellation (the handles dropped, last job first) and the removals are outside.
+pub fn growth<E: GraphEngine>(warm: bool, d: Duration) -> Measured {
+    let n = GROWTH_JOBS;
+    // Keys: one burst's and its gate, twice over for the warmed graph's removed ones.
+    let g = || graph::<E>(n as u32 + 64, n as u32 + 64, 1 << 21, 4);
+    let burst = |g: &GraphOn<E>, base: u64| -> (f64, u64, Vec<JobHandle<E>>) {
+        let mut held = Vec::with_capacity(n as usize);
+        let (t, before) = (Instant::now(), thread_allocs());
+        for i in 0..n {
+            held.push(admit(g, base + i + 1, &[dep(base + i)]));
+        }
+        (t.elapsed().as_secs_f64(), thread_allocs() - before, held)
+    };
+    let cancel = |g: &GraphOn<E>, mut held: Vec<JobHandle<E>>| {
+        while let Some(h) = held.pop() {
+            drop(h);
+        }
+        assert_eq!(g.occupancy().nodes_used, 0, "every job cancelled and freed");
+    };
+    repeat(n as usize, d, || {
+        let g = g();
+        let base = if warm {
+            let (_, _, held) = burst(&g, 0);
+            cancel(&g, held);
+            for k in 0..=n {
+                g.remove(JobKey::new(k)).unwrap();
+            }
+            n + 1
+        } else {
+            0
+        };
+        let backing = g.occupancy().nodes_backing;
+        let (secs, allocs, held) = burst(&g, base);
+        // Only the empty graph's burst grows its stores (and allocates).
+        if warm {
+            assert_eq!(
+                g.occupancy().nodes_backing,
+                backing,
+                "the warmed stores did not grow"
+            );
+        }
+        cancel(&g, held);
+        (secs, allocs)
+    })
+}

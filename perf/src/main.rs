@@ -55,12 +55,14 @@ const USAGE: &str =
                    graph (the dependency
                    graph's P8 and P9 rows, a random 10^5-job DAG at 1/2/8 executor threads
                    beside a topological walk, advance and remove, key churn and key
-                   compaction), all, request (the request path's rows only: P1, P13, P7, P3),
+                   compaction, 10^6 submits into an empty and into a warmed graph), all,
+                   request (the request path's rows only: P1, P13, P7, P3),
                    versions (P12: the version directory's capture at 250, 3,000, 10^5 keys),
                    tower (P17: the fair tower layer beside firq-tower, a quiet tenant alone
                    and while another floods), inherit (in-place changes beside cancel, and
                    the graph's inheritance: raise and drop through chains of 1, 16 and 256,
-                   an urgent job whose dependency waits behind 10^3 jobs)
+                   an urgent job whose dependency waits behind 10^3 jobs), growth (the
+                   graph suite's 10^6 submits into an empty and into a warmed graph)
   --json           print the report as JSON (no progress on stderr)
   --markdown       print the targets as the README's Markdown table
   --check          exit with status 1 when a target misses (on the run's median)

@@ -20,7 +20,7 @@ use fairway::oracle::{LockFreeGraph, MutexGraph};
 use fairway_bench_support::graph;
 
 /// The named suites (`--suite`).
-pub const SUITES: [&str; 9] = [
+pub const SUITES: [&str; 10] = [
     "default",
     "open-loop",
     "scaling",
@@ -30,6 +30,7 @@ pub const SUITES: [&str; 9] = [
     "versions",
     "tower",
     "inherit",
+    "growth",
 ];
 
 /// Offered loads of the open-loop suite, % of the std baseline's capacity.
@@ -65,6 +66,9 @@ pub enum Job {
     GraphKeyChurn,
     /// The `remove` that compacts a full key table's index, both graph engines.
     GraphKeyCompaction,
+    /// SPEC D51: 10^6 chained submits into an empty graph and into a warmed one, both graph
+    /// engines.
+    GraphGrowth,
     /// P12: the version directory's capture at 250, 3,000 and 10^5 keys.
     Versions,
     /// P17: the fair tower layer and firq-tower, the quiet tenant alone and under a flood.
@@ -117,6 +121,7 @@ impl Job {
             Job::GraphRemove(n) => format!("graph remove, {n} waiters"),
             Job::GraphKeyChurn => "graph key churn (submit, run, remove)".into(),
             Job::GraphKeyCompaction => "graph key compaction, 2^17 cells".into(),
+            Job::GraphGrowth => "graph growth, 10^6 chained submits".into(),
             Job::Versions => crate::versions::workload(crate::versions::KEYS[0]),
             Job::Tower => crate::tower::FLOOD.into(),
             Job::GraphRaise(n) => format!("graph raise+drop, chain {n}"),
@@ -136,6 +141,7 @@ impl Job {
             | Job::GraphRemove(_)
             | Job::GraphKeyChurn
             | Job::GraphKeyCompaction
+            | Job::GraphGrowth
             | Job::GraphRaise(_)
             | Job::GraphUrgent
             | Job::Versions => s.single,
@@ -156,7 +162,7 @@ impl Job {
             | Job::GraphKeyChurn
             | Job::GraphKeyCompaction
             | Job::GraphRaise(_) => 2.0,
-            Job::GraphUrgent => 4.0,
+            Job::GraphUrgent | Job::GraphGrowth => 4.0,
             Job::GraphDag(_) | Job::Versions => 3.0,
             Job::Tower => 4.0,
             // Every scheduler engine.
@@ -371,6 +377,23 @@ impl Job {
                     Box::new(|d| graph_dag::key_compaction::<MutexGraph>(false, d)),
                 ),
             ],
+            Job::GraphGrowth => [(false, "empty"), (true, "warmed")]
+                .into_iter()
+                .flat_map(|(warm, what)| {
+                    [
+                        arm(
+                            &name,
+                            &format!("lock-free, {what}"),
+                            Box::new(move |d| graph_dag::growth::<LockFreeGraph>(warm, d)),
+                        ),
+                        arm(
+                            &name,
+                            &format!("std Mutex, {what}"),
+                            Box::new(move |d| graph_dag::growth::<MutexGraph>(warm, d)),
+                        ),
+                    ]
+                })
+                .collect(),
             Job::Tower => {
                 use crate::tower::{run, Which, ALONE, FAIRWAY, FIRQ, FLOOD};
                 [(ALONE, false), (FLOOD, true)]
@@ -477,6 +500,7 @@ pub fn plan(suite: &str, threads: &[usize]) -> Result<Vec<Job>, String> {
             Job::GraphRemove(1000),
             Job::GraphKeyChurn,
             Job::GraphKeyCompaction,
+            Job::GraphGrowth,
             Job::GraphRaise(1),
             Job::GraphRaise(16),
             Job::GraphRaise(256),
@@ -485,6 +509,8 @@ pub fn plan(suite: &str, threads: &[usize]) -> Result<Vec<Job>, String> {
         // The request path's rows (P1, P13, P7, P3): the before/after check of a change to it.
         "request" => vec![Job::Cycle, Job::Fast, Job::Single, Job::Cancel, pull(2)],
         "versions" => vec![Job::Versions],
+        // SPEC D51: the growth row alone (it is also in "graph").
+        "growth" => vec![Job::GraphGrowth],
         "tower" => vec![Job::Tower],
         // In-place changes and inheritance (SPEC F36, D30): cancel beside change in place, the
         // graph's raise through chains, an urgent job behind a backlog.

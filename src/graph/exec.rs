@@ -352,6 +352,7 @@ impl<E: GraphEngine> GraphOn<E> {
             self.wake_waiters();
         }
         if self.is_shutdown() {
+            let _pin = self.inner.engine.pin();
             let mut work = E::Work::default();
             self.reap(&mut work);
             self.wake_waiters();

@@ -796,12 +796,12 @@ impl<E: GraphEngine> GraphOn<E> {
             // Only the engine's submit under the lock: it runs no waker and no host code. The
             // hand-off (ledger, scheduler, their wakers) runs after the lock is dropped (D32).
             let mut work = E::Work::default();
-            // Pinned for this try only: the future holds no pin across an await.
-            let pin = self.inner.engine.pin();
+            // Pinned for this try and its hand-off only: the pin is dropped when this poll
+            // returns, so the future holds none across an await.
+            let _pin = self.inner.engine.pin();
             let out = self
                 .check_open()
                 .and_then(|()| self.inner.engine.submit(spec, self.stamp(spec), &mut work));
-            drop(pin);
             let pending = matches!(out, Ok(Admission::Backpressured));
             if !pending {
                 // Done: this entry leaves the list, so nothing wakes a finished future.
