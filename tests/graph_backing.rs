@@ -293,6 +293,15 @@ fn d51_grows_to_a_burst_of_10e6_jobs_and_back_through_reset<E: Engine>() {
         backing(&fresh),
         "reset gives the stores back to their size at build: fresh {fresh:?}, after {after:?}"
     );
+    eprintln!(
+        "{}: backing (nodes, edges, keys, index cells) fresh {:?}, at the peak {:?}, after the \
+         run {:?}, after reset {:?}",
+        std::any::type_name::<E>(),
+        backing(&fresh),
+        backing(&peak),
+        backing(&done),
+        backing(&after)
+    );
     // The graph serves again after the shrink.
     let h = admit(&g, 0, &[]);
     assert_eq!(run_all(&g), 1);

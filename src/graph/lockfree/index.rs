@@ -1271,6 +1271,10 @@ mod tests {
     /// gives back the compaction scratch's excess; the keys left are found at their slots, the
     /// removed ones are not, and the index grows again as keys come back.
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "a thousand inserts and removals take minutes under Miri; the growth tests run the same unsafe code there"
+    )]
     fn d51_shrink_after_removing_most_keys_returns_to_the_initial_size() {
         let _pin = crate::sync::epoch::pin();
         let g = graph(1024);
@@ -1341,6 +1345,10 @@ mod tests {
     /// SPEC D51: a `claim` whose cell lies past the end of the array a shrink left falls back
     /// to a fresh insert instead of indexing out of it.
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "six hundred inserts and removals take minutes under Miri; the growth tests run the same unsafe code there"
+    )]
     fn d51_claim_of_a_cell_past_a_shrunk_array_inserts_afresh() {
         let _pin = crate::sync::epoch::pin();
         let g = graph(1024);
