@@ -1376,6 +1376,10 @@ mod tests {
     /// nothing: the index array is not replaced and the compaction scratch keeps its capacity,
     /// while compactions go on in place.
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "four minutes under Miri; the growth tests run the same unsafe code there"
+    )]
     fn d51_churn_after_warm_up_allocates_nothing() {
         let _pin = crate::sync::epoch::pin();
         let g = graph(256);
