@@ -4,7 +4,9 @@
 //! find the live key at its version and not find a key never named, the new key must land in
 //! exactly one cell, and no thread may touch an array after the epoch reclaimed it: in the
 //! models a retired array is kept and marked when the collector reclaims it, and every probe
-//! and claim checks the mark of the array it read (`Cells::assert_held`).
+//! and claim checks the mark of the array it read (`Cells::assert_held`). As in the engine,
+//! the index's readers do not pin: each call of the models pins as the public call it stands
+//! for does (`sync::epoch::held`).
 
 use super::index::Found;
 use super::{LockFreeGraph, Work};
@@ -85,12 +87,13 @@ fn loom_graph_lookup_racing_index_growth() {
                 let g = g.clone();
                 loom::thread::spawn(move || {
                     let before = g.index_cells();
-                    assert_eq!(
-                        g.version(JobKey::new(1)),
-                        Some(v1),
-                        "a present key read absent"
-                    );
-                    assert_eq!(g.version(JobKey::new(2)), None);
+                    // Each read under a pin of its own, as `Graph::version` pins.
+                    let version = |key| {
+                        let _pin = epoch::pin();
+                        g.version(JobKey::new(key))
+                    };
+                    assert_eq!(version(1), Some(v1), "a present key read absent");
+                    assert_eq!(version(2), None);
                     (when(before, g.index_cells()), reclaimed(&g))
                 })
             };
@@ -133,7 +136,11 @@ fn loom_graph_insert_racing_index_growth() {
                         assert!(matches!(seen, Found::Absent(_)), "a key never named found");
                         g.claim(ident, seen, false).expect("a free key slot")
                     };
-                    assert_eq!(g.lookup(ident), Some(r), "the claimed key not found");
+                    let found = {
+                        let _pin = epoch::pin();
+                        g.lookup(ident)
+                    };
+                    assert_eq!(found, Some(r), "the claimed key not found");
                     (when(before, g.index_cells()), reclaimed(&g), r)
                 })
             };
