@@ -6,7 +6,9 @@
 #                                                cancel-1 cancel-4096 reorder-1 reorder-4096
 #                                                (the engine), std-reorder-4096, std-cycle
 #                                                std-pull-cycle std-admit-refund pl-cycle (the
-#                                                mutex twins), owned-fast cas pool tokio
+#                                                mutex twins), owned-fast cas pool tokio,
+#                                                graph-p8-lock-free graph-p8-std
+#                                                graph-p9-lock-free graph-p9-std (P8, P9)
 #   perf/callgrind.sh --p7                       P7's O(1) check: cancel-4096 vs cancel-1,
 #                                                ≤ 1.05x instructions (exit status 1 if not)
 #   FAIRWAY_PERF_BIN=path perf/callgrind.sh ...  count in that binary instead of building one
@@ -43,7 +45,12 @@ trap 'rm -rf "$out"' EXIT
 
 declare -A per_op
 for row in "${rows[@]}"; do
-    valgrind --tool=callgrind --toggle-collect='*fairway_perf*measured*' \
+    # The graph rows time their own regions (`p8_timed`, `p9_timed` in the bench support).
+    case $row in
+        graph-*) region='*fairway_bench_support*graph*_timed*' ;;
+        *) region='*fairway_perf*measured*' ;;
+    esac
+    valgrind --tool=callgrind --toggle-collect="$region" \
         --callgrind-out-file="$out/$row.out" "$bin" --instr "$row" --ops "$ops" >/dev/null 2>"$out/$row.log" \
         || { cat "$out/$row.log" >&2; exit 1; }
     total=$(grep -m1 '^summary:' "$out/$row.out" | awk '{print $2}')

@@ -7,7 +7,8 @@
 #
 #   perf/rmw-count.sh [--ops N] ROW [ROW...]     rows as perf/callgrind.sh (cycle fast pull-cycle
 #                                                admit-refund cancel-1 cancel-4096 owned-fast cas
-#                                                pool tokio)
+#                                                pool tokio, graph-p8-lock-free graph-p9-lock-free
+#                                                and their -std twins)
 #   FAIRWAY_PERF_BIN=path perf/rmw-count.sh ...  count in that binary instead of building one
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -33,7 +34,12 @@ trap 'rm -rf "$out"' EXIT
 objdump -d --no-show-raw-insn "$bin" >"$out/asm.txt"
 
 for row in "${rows[@]}"; do
-    valgrind --tool=callgrind --toggle-collect='*fairway_perf*measured*' --dump-instr=yes \
+    # The graph rows time their own regions (`p8_timed`, `p9_timed` in the bench support).
+    case $row in
+        graph-*) region='*fairway_bench_support*graph*_timed*' ;;
+        *) region='*fairway_perf*measured*' ;;
+    esac
+    valgrind --tool=callgrind --toggle-collect="$region" --dump-instr=yes \
         --compress-pos=no --compress-strings=no \
         --callgrind-out-file="$out/$row.out" "$bin" --instr "$row" --ops "$ops" >/dev/null \
         2>"$out/$row.log" || { cat "$out/$row.log" >&2; exit 1; }
