@@ -84,10 +84,11 @@ pub(crate) use imp::*;
 
 /// The epoch collector that reclaims the graph's retired segments and index arrays (SPEC D51).
 ///
-/// [`pin`] returns a [`Pin`], which dereferences to crossbeam's `Guard`. Under `cfg(loom)`
-/// crossbeam-epoch is built on loom's atomics (`--cfg crossbeam_loom`), but its pins cost so
-/// many branches that the models which never retire anything would exceed loom's limits; so
-/// there a pin is real only inside [`model_with_epoch`], which the reclamation models use, and
+/// [`pin`](epoch::pin) returns a [`Pin`](epoch::Pin), which dereferences to crossbeam's
+/// `Guard`. Under `cfg(loom)` crossbeam-epoch is built on loom's atomics (`--cfg
+/// crossbeam_loom`), but its pins cost so many branches that the models which never retire
+/// anything would exceed loom's limits; so
+/// there a pin is real only inside `model_with_epoch`, which the reclamation models use, and
 /// elsewhere it is crossbeam's unprotected guard (nothing is retired in those models: a
 /// deferred free would run at once).
 #[allow(unused_imports)]
