@@ -270,10 +270,16 @@ pub fn advance<E: GraphEngine>(jobs: usize, d: Duration) -> Measured {
                 let job = g.try_next(CPU).unwrap();
                 g.complete(job, JobOutcome::Succeeded).unwrap();
             } else {
-                // Waiting on a key without a producer, so nothing runs.
+                // Waiting on a key without a producer, so nothing runs. Its dependents name
+                // its version, so the advance that supersedes it ends them too (an unpinned
+                // dependent would wait for the key's next job instead).
                 held.push(admit(&g, p, &[dep(missing)]));
+                let pinned = Dependency {
+                    pin: g.version(JobKey::new(p)),
+                    ..dep(p)
+                };
                 for i in 1..per as u64 {
-                    held.push(admit(&g, p + i, &[dep(p)]));
+                    held.push(admit(&g, p + i, &[pinned]));
                 }
             }
         }

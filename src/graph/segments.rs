@@ -191,7 +191,7 @@ impl<T> SegArray<T> {
     }
 
     /// [`run`](Self::run) of a slot past the first segment.
-    #[inline(never)]
+    #[inline(always)]
     fn run_past_first(&self, i: u32) -> Option<&[T]> {
         let p = self.entry(i);
         if p.is_null() {
@@ -217,7 +217,7 @@ impl<T> SegArray<T> {
     }
 
     /// [`get`](Self::get) of a slot past the first segment.
-    #[inline(never)]
+    #[inline(always)]
     pub(crate) fn get_past_first(&self, i: u32) -> Option<&T> {
         let p = self.entry(i);
         if p.is_null() {

@@ -160,7 +160,7 @@ impl<T> Store<T> {
     }
 
     /// [`at`](Self::at) of a slot past the first segment.
-    #[inline(never)]
+    #[inline(always)]
     fn at_past_first(&self, i: u32) -> &T {
         match self.slots.get_past_first(i) {
             Some(s) => s,
